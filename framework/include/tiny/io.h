@@ -1,0 +1,24 @@
+/// @file io.h
+/// @brief Reading and writing tensors as NumPy `.npy` files (`np.save` / `np.load`).
+#pragma once
+
+#include <string>
+
+#include "tiny/tensor.h"
+
+namespace tiny::io {
+
+/// @brief Writes `tensor` to `path` as a `.npy` file, atomically (a crash never leaves half a file).
+///
+/// float32, float64, int64 and bool map to numpy's `<f4`, `<f8`, `<i8` and `|b1`.
+/// Device tensors are copied to the CPU first.
+void save_npy(const std::string& path, const Tensor& tensor);
+
+/// @brief Reads a `.npy` file written by numpy or `save_npy` into a CPU tensor.
+///
+/// Accepts float32/64, int8/16/32/64, uint8 and bool arrays (smaller integer
+/// types become int64, as PyTorch's indices are), in C or Fortran order.
+/// Throws tiny::IOError naming the file and what is wrong with it.
+Tensor load_npy(const std::string& path);
+
+}  // namespace tiny::io

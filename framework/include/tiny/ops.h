@@ -1,0 +1,270 @@
+/// @file ops.h
+/// @brief Creating tensors and the math on them: `torch.foo(...)` is `tiny::foo(...)`.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "tiny/generator.h"
+#include "tiny/tensor.h"
+
+namespace tiny {
+
+/// @brief dtype, device and requires_grad of a new tensor (PyTorch's keyword arguments).
+///
+/// Converts from a Dtype or a Device, so `zeros({2, 3}, kFloat64)` and
+/// `randn({3, 4}, Device("cuda:0"))` both work; chain for more:
+/// `TensorOptions().dtype(kFloat64).requires_grad(true)`.
+struct TensorOptions {
+  /// @brief float32 on the CPU, no gradient.
+  TensorOptions() = default;
+  /// @brief Only the dtype.
+  TensorOptions(Dtype d) : dtype_(d) {}  // NOLINT
+  /// @brief Only the device.
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  /// @brief Only the device, parsed: "cpu", "cuda:0".
+  TensorOptions(const char* d) : device_(d) {}  // NOLINT
+  /// @brief Sets the dtype.
+  TensorOptions dtype(Dtype d) const { TensorOptions o = *this; o.dtype_ = d; return o; }
+  /// @brief Sets the device.
+  TensorOptions device(Device d) const { TensorOptions o = *this; o.device_ = d; return o; }
+  /// @brief Sets requires_grad.
+  TensorOptions requires_grad(bool r) const { TensorOptions o = *this; o.requires_grad_ = r; return o; }
+  /// @brief The dtype.
+  Dtype dtype() const { return dtype_; }
+  /// @brief The device.
+  Device device() const { return device_; }
+  /// @brief Whether the new tensor tracks gradients.
+  bool requires_grad() const { return requires_grad_; }
+
+ private:
+  Dtype dtype_ = kFloat32;
+  Device device_;
+  bool requires_grad_ = false;
+};
+
+// ---- creation ------------------------------------------------------------
+/// @brief Uninitialised memory of the given shape (contents are arbitrary).
+Tensor empty(const IntArrayRef& shape, TensorOptions options = {});
+/// @brief All zeros.
+Tensor zeros(const IntArrayRef& shape, TensorOptions options = {});
+/// @brief All ones.
+Tensor ones(const IntArrayRef& shape, TensorOptions options = {});
+/// @brief Every element equal to `value`.
+Tensor full(const IntArrayRef& shape, const Scalar& value, TensorOptions options = {});
+/// @brief `[0, 1, ..., end-1]` as int64 unless options say otherwise.
+Tensor arange(int64_t end, TensorOptions options = TensorOptions(kInt64));
+/// @brief `start, start+step, ...` below `end` (float32 unless options say otherwise).
+Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+/// @brief Uniform in [0, 1) (Philox; reproducible with `manual_seed`).
+Tensor rand(const IntArrayRef& shape, TensorOptions options = {}, std::optional<Generator> generator = std::nullopt);
+/// @brief Standard normal.
+Tensor randn(const IntArrayRef& shape, TensorOptions options = {}, std::optional<Generator> generator = std::nullopt);
+/// @brief Integers uniform in [low, high), int64 unless options say otherwise.
+Tensor randint(int64_t low, int64_t high, const IntArrayRef& shape, TensorOptions options = TensorOptions(kInt64),
+               std::optional<Generator> generator = std::nullopt);
+/// @brief A random permutation of `0..n-1` (int64).
+Tensor randperm(int64_t n, std::optional<Generator> generator = std::nullopt);
+/// @brief A tensor from nested values with the given shape: `tensor({1, 2, 3, 4}, {2, 2})`.
+Tensor tensor(const std::vector<double>& values, const IntArrayRef& shape, TensorOptions options = {});
+/// @brief A 1-D float32 tensor (PyTorch's `torch.tensor([1.0, 2.0])`).
+Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
+/// @brief A 1-D tensor from a vector of float, double, int64 or bool, keeping its dtype.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const IntArrayRef& shape = {}, TensorOptions options = TensorOptions(dtype_of<T>()));
+/// @brief A 0-d tensor holding `value`.
+Tensor scalar_tensor(const Scalar& value, TensorOptions options = {});
+/// @brief `empty` with the shape, dtype and device of `like`.
+Tensor empty_like(const Tensor& like);
+/// @brief `zeros` shaped like `like`.
+Tensor zeros_like(const Tensor& like);
+/// @brief `ones` shaped like `like`.
+Tensor ones_like(const Tensor& like);
+/// @brief `full` shaped like `like`.
+Tensor full_like(const Tensor& like, const Scalar& value);
+/// @brief `rand` shaped like `like`.
+Tensor rand_like(const Tensor& like, std::optional<Generator> generator = std::nullopt);
+/// @brief `randn` shaped like `like`.
+Tensor randn_like(const Tensor& like, std::optional<Generator> generator = std::nullopt);
+
+// ---- pointwise, with broadcasting ---------------------------------------
+/// @brief `a + alpha * b`.
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+/// @brief `a + b` for a scalar b.
+Tensor add(const Tensor& a, const Scalar& b);
+/// @brief `a - alpha * b`.
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+/// @brief `a - b` for a scalar b.
+Tensor sub(const Tensor& a, const Scalar& b);
+/// @brief `a * b`.
+Tensor mul(const Tensor& a, const Tensor& b);
+/// @brief `a * b` for a scalar b.
+Tensor mul(const Tensor& a, const Scalar& b);
+/// @brief `a / b` (true division).
+Tensor div(const Tensor& a, const Tensor& b);
+/// @brief `a / b` for a scalar b.
+Tensor div(const Tensor& a, const Scalar& b);
+/// @brief `a ** exponent`.
+Tensor pow(const Tensor& a, const Scalar& exponent);
+/// @brief `a ** b`.
+Tensor pow(const Tensor& a, const Tensor& b);
+/// @brief `-a`.
+Tensor neg(const Tensor& a);
+/// @brief `e^a`.
+Tensor exp(const Tensor& a);
+/// @brief Natural log.
+Tensor log(const Tensor& a);
+/// @brief Square root.
+Tensor sqrt(const Tensor& a);
+/// @brief Absolute value.
+Tensor abs(const Tensor& a);
+/// @brief `max(a, 0)`.
+Tensor relu(const Tensor& a);
+/// @brief Logistic sigmoid.
+Tensor sigmoid(const Tensor& a);
+/// @brief Hyperbolic tangent.
+Tensor tanh(const Tensor& a);
+/// @brief GELU; `approximate` is "none" (erf, PyTorch's default) or "tanh".
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+/// @brief Limits to [min, max]; either may be omitted.
+Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+/// @brief Elementwise larger of a and b.
+Tensor maximum(const Tensor& a, const Tensor& b);
+/// @brief Elementwise smaller of a and b.
+Tensor minimum(const Tensor& a, const Tensor& b);
+/// @brief `condition ? a : b` elementwise; condition must be bool.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a == b` (bool).
+Tensor eq(const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a != b`.
+Tensor ne(const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a < b`.
+Tensor lt(const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a <= b`.
+Tensor le(const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a > b`.
+Tensor gt(const Tensor& a, const Tensor& b);
+/// @brief Elementwise `a >= b`.
+Tensor ge(const Tensor& a, const Tensor& b);
+/// @brief True where `|a - b| <= atol + rtol * |b|` everywhere (NaNs unequal).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+/// @brief True when same shape and all elements equal.
+bool equal(const Tensor& a, const Tensor& b);
+
+// ---- reductions ------------------------------------------------------------
+/// @brief Sum of all elements (int and bool sum to int64).
+Tensor sum(const Tensor& a);
+/// @brief Sum over `dims`.
+Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim = false);
+/// @brief Mean of all elements (floating dtypes only).
+Tensor mean(const Tensor& a);
+/// @brief Mean over `dims`.
+Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim = false);
+/// @brief Largest element (NaN if any is NaN).
+Tensor max(const Tensor& a);
+/// @brief Largest along `dim`: (values, indices).
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief Smallest element.
+Tensor min(const Tensor& a);
+/// @brief Smallest along `dim`: (values, indices).
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief Index into the flattened tensor of the largest element.
+Tensor argmax(const Tensor& a);
+/// @brief Indices of the largest elements along `dim`.
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief Index into the flattened tensor of the smallest element.
+Tensor argmin(const Tensor& a);
+/// @brief Indices of the smallest elements along `dim`.
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+
+// ---- linear algebra --------------------------------------------------------
+/// @brief `a @ b` for 2-D matrices.
+Tensor mm(const Tensor& a, const Tensor& b);
+/// @brief `a @ b` with PyTorch's rules: dot, matrix-vector, batched with broadcasting.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// @brief `beta * bias + alpha * (a @ b)` (bias broadcast to the result).
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
+
+// ---- shape -----------------------------------------------------------------
+/// @brief Joins tensors along an existing dimension.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// @brief Joins tensors along a new dimension.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// @brief The shape that `a` and `b` broadcast to (throws ShapeError when they cannot).
+IntArrayRef broadcast_shapes(const IntArrayRef& a, const IntArrayRef& b);
+
+// ---- operators -------------------------------------------------------------
+/// @brief `a + b`.
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+/// @brief `a + s`.
+inline Tensor operator+(const Tensor& a, const Scalar& s) { return add(a, s); }
+/// @brief `s + a`.
+inline Tensor operator+(const Scalar& s, const Tensor& a) { return add(a, s); }
+/// @brief `a - b`.
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+/// @brief `a - s`.
+inline Tensor operator-(const Tensor& a, const Scalar& s) { return sub(a, s); }
+/// @brief `s - a`.
+Tensor operator-(const Scalar& s, const Tensor& a);
+/// @brief `-a`.
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+/// @brief `a * b`.
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+/// @brief `a * s`.
+inline Tensor operator*(const Tensor& a, const Scalar& s) { return mul(a, s); }
+/// @brief `s * a`.
+inline Tensor operator*(const Scalar& s, const Tensor& a) { return mul(a, s); }
+/// @brief `a / b`.
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+/// @brief `a / s`.
+inline Tensor operator/(const Tensor& a, const Scalar& s) { return div(a, s); }
+/// @brief `s / a`.
+Tensor operator/(const Scalar& s, const Tensor& a);
+/// @brief Elementwise `a == b` as a bool tensor (like libtorch: not a C++ bool; see `equal`).
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+/// @brief Elementwise `a != b`.
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+/// @brief Elementwise `a < b`.
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+/// @brief Elementwise `a <= b`.
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+/// @brief Elementwise `a > b`.
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+/// @brief Elementwise `a >= b`.
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+/// @brief Elementwise `a == s`.
+Tensor operator==(const Tensor& a, const Scalar& s);
+/// @brief Elementwise `a != s`.
+Tensor operator!=(const Tensor& a, const Scalar& s);
+/// @brief Elementwise `a < s`.
+Tensor operator<(const Tensor& a, const Scalar& s);
+/// @brief Elementwise `a <= s`.
+Tensor operator<=(const Tensor& a, const Scalar& s);
+/// @brief Elementwise `a > s`.
+Tensor operator>(const Tensor& a, const Scalar& s);
+/// @brief Elementwise `a >= s`.
+Tensor operator>=(const Tensor& a, const Scalar& s);
+/// @brief `a += b` (in place, never recorded by autograd).
+inline Tensor& operator+=(Tensor& a, const Tensor& b) {
+  a.add_(b);
+  return a;
+}
+/// @brief `a -= b`.
+inline Tensor& operator-=(Tensor& a, const Tensor& b) {
+  a.sub_(b);
+  return a;
+}
+/// @brief `a *= b`.
+inline Tensor& operator*=(Tensor& a, const Tensor& b) {
+  a.mul_(b);
+  return a;
+}
+/// @brief `a /= b`.
+inline Tensor& operator/=(Tensor& a, const Tensor& b) {
+  a.div_(b);
+  return a;
+}
+
+}  // namespace tiny

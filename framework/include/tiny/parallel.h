@@ -1,0 +1,28 @@
+/// @file parallel.h
+/// @brief How many CPU threads `tiny` uses (PyTorch's `torch.set_num_threads`).
+///
+/// `tiny` runs CPU kernels on one thread pool of its own and gives OpenBLAS the
+/// same thread count, so matrix products and element-wise kernels take turns on
+/// the same cores instead of fighting over them. The default is the
+/// `TINY_NUM_THREADS` environment variable if set, else every CPU the process
+/// may run on. Results do not depend on the thread count: work is split into
+/// chunks whose boundaries are fixed, so sums come out bitwise the same with 1
+/// thread or many.
+#pragma once
+
+namespace tiny {
+
+/// @brief Uses `n` threads (the calling thread included) for CPU kernels and for OpenBLAS.
+///
+/// Throws tiny::ValueError unless 1 <= n <= 1024. Call it outside of running
+/// kernels, typically once before training.
+/// Example: `tiny::set_num_threads(1);` to time a single-threaded baseline.
+void set_num_threads(int n);
+
+/// @brief The number of threads CPU kernels use, the calling thread included (always at least 1).
+///
+/// Throws tiny::ValueError on first use if `TINY_NUM_THREADS` is set to something
+/// other than a whole number from 1 to 1024.
+int get_num_threads();
+
+}  // namespace tiny

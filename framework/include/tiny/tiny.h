@@ -1,0 +1,15 @@
+/// @file tiny.h
+/// @brief Everything of `tiny` in one include (PyTorch's `#include <torch/torch.h>`).
+#pragma once
+
+#include "tiny/autograd.h"
+#include "tiny/device.h"
+#include "tiny/dtype.h"
+#include "tiny/error.h"
+#include "tiny/generator.h"
+#include "tiny/io.h"
+#include "tiny/nn/functional.h"
+#include "tiny/ops.h"
+#include "tiny/parallel.h"
+#include "tiny/scalar.h"
+#include "tiny/tensor.h"

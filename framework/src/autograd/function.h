@@ -1,0 +1,87 @@
+// How ops record themselves in the autograd graph.
+//
+// An op that may need gradients calls `record(...)` with its inputs, its
+// outputs, the tensors its backward needs (saved), and the backward formula as
+// a lambda. Everything else a formula needs (shapes, dims, scalars) is captured
+// by value in the lambda.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor_impl.h"
+#include "tiny/autograd.h"
+
+namespace tiny::autograd {
+
+// A tensor kept for backward. An op's own output is kept without its grad_fn
+// (that would be a reference cycle); the version counter catches in-place
+// changes made between forward and backward.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& tensor, bool is_output);
+  Tensor unpack(const std::string& node_name) const;
+  void release() { data_ = Tensor(); released_ = true; }
+
+ private:
+  Tensor data_;
+  uint32_t version_ = 0;
+  bool defined_ = false;
+  bool released_ = false;
+};
+
+// Saves an input of the op.
+inline SavedTensor save(const Tensor& t) { return SavedTensor(t, false); }
+// Saves an output of the op.
+inline SavedTensor save_output(const Tensor& t) { return SavedTensor(t, true); }
+
+struct BackwardArgs {
+  const std::vector<Tensor>& grads;  // one per op output; undefined when that output got no gradient
+  const std::vector<Tensor>& saved;  // unpacked saved tensors, in the order given to record()
+  std::vector<bool> needs;           // needs[i]: input i wants a gradient
+  const Tensor& grad() const { return grads[0]; }
+};
+using BackwardFn = std::function<std::vector<Tensor>(const BackwardArgs& args)>;
+
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, uint32_t num_outputs, std::vector<SavedTensor> saved, BackwardFn fn)
+      : name_(std::move(name)), num_outputs_(num_outputs), saved_(std::move(saved)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  std::string name() const override { return name_; }
+  void release_variables() override;
+  uint32_t num_outputs() const override { return num_outputs_; }
+
+ private:
+  std::string name_;
+  uint32_t num_outputs_;
+  std::vector<SavedTensor> saved_;
+  BackwardFn fn_;
+};
+
+// Accumulates into a leaf's `.grad()` (PyTorch's AccumulateGrad).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor variable);
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  const Tensor& variable() const { return variable_; }
+
+ private:
+  Tensor variable_;
+};
+
+// True when grad mode is on and any input requires grad.
+bool should_record(const std::vector<Tensor>& inputs);
+// The edge a gradient for `t` must flow along (invalid when t needs none).
+Edge gradient_edge(const Tensor& t);
+// Creates a FunctionNode for `outputs` = op(`inputs`).
+void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            std::vector<SavedTensor> saved, BackwardFn fn);
+
+// Sums `grad` over broadcast dimensions so it has `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& grad, const IntArrayRef& shape);
+
+}  // namespace tiny::autograd

@@ -1,0 +1,63 @@
+// CPU drivers for pointwise ops: pick the op struct, run pointwise_loop.
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/loops.h"
+#include "backend/dtype_dispatch.h"
+
+namespace tiny::cpu {
+
+using namespace kernels;
+
+void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
+  TINY_DISPATCH_ALL(iter.dtype(1), "unary op", [&] {
+    const bool found = visit_unary_op<scalar_t>(kind, params, [&](auto op) {
+      pointwise_loop<scalar_t, scalar_t>(iter, op);
+    });
+    TINY_CHECK(found, DtypeError, "unary op ", static_cast<int>(kind), " not implemented for '",
+               dtype_name(iter.dtype(1)), "'");
+  });
+}
+
+void binary_kernel(TensorIter& iter, BinaryKind kind, const OpParams& params) {
+  const Dtype in = iter.dtype(1);
+  TINY_DISPATCH_ALL(in, "binary op", [&] {
+    const bool found = visit_binary_op<scalar_t>(kind, params, [&](auto op) {
+      using out_t = decltype(op(scalar_t{}, scalar_t{}));
+      pointwise_loop<out_t, scalar_t, scalar_t>(iter, op);
+    });
+    TINY_CHECK(found, DtypeError, "binary op ", static_cast<int>(kind), " not implemented for '", dtype_name(in),
+               "'");
+  });
+}
+
+void where_kernel(TensorIter& iter) {
+  TINY_DISPATCH_ALL(iter.dtype(0), "where", [&] {
+    pointwise_loop<scalar_t, bool, scalar_t, scalar_t>(iter, WhereOp<scalar_t>{});
+  });
+}
+
+void copy_kernel(TensorIter& iter) {
+  TINY_DISPATCH_ALL(iter.dtype(0), "copy_", [&] {
+    using dst_t = scalar_t;
+    TINY_DISPATCH_ALL(iter.dtype(1), "copy_", [&] {
+      pointwise_loop<dst_t, scalar_t>(iter, [](scalar_t x) { return static_cast<dst_t>(x); });
+    });
+  });
+}
+
+void fill_kernel(TensorIter& iter, const Scalar& value) {
+  TINY_DISPATCH_ALL(iter.dtype(0), "fill_", [&] {
+    const scalar_t v = value.to<scalar_t>();
+    pointwise_loop<scalar_t>(iter, [v]() { return v; });
+  });
+}
+
+void arange_kernel(const Tensor& out, double start, double step) {
+  TINY_DISPATCH_NUMERIC(out.dtype(), "arange", [&] {
+    scalar_t* data = out.data_ptr<scalar_t>();
+    runtime::parallel_for(0, out.numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) data[i] = static_cast<scalar_t>(start + static_cast<double>(i) * step);
+    });
+  });
+}
+
+}  // namespace tiny::cpu

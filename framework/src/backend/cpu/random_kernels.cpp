@@ -1,0 +1,45 @@
+// CPU random fills from the Philox stream: element i's draws depend only on
+// (seed, offset, i), so any chunking, any thread count and the GPU drivers give
+// the same numbers.
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/loops.h"
+#include "backend/dtype_dispatch.h"
+#include "kernels/philox.h"
+
+namespace tiny::cpu {
+
+using namespace kernels;
+
+void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b) {
+  const uint64_t seed = state.seed, offset = state.offset;
+  auto draw = [=](uint64_t position) { return philox_draw(seed, offset, position); };
+  TINY_DISPATCH_ALL(out.dtype(), "random", [&] {
+    scalar_t* data = static_cast<scalar_t*>(out.raw_data_ptr());
+    runtime::parallel_for(0, out.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const uint64_t u = static_cast<uint64_t>(i);
+        switch (kind) {
+          case RandomKind::Uniform:
+            if constexpr (std::is_same_v<scalar_t, double>) {
+              data[i] = uniform_double(draw(2 * u), draw(2 * u + 1));
+            } else {
+              data[i] = static_cast<scalar_t>(uniform_float(draw(u)));
+            }
+            break;
+          case RandomKind::Normal:
+            data[i] = static_cast<scalar_t>(normal_from_uniforms(draw(2 * u), draw(2 * u + 1)));
+            break;
+          case RandomKind::Randint:
+            data[i] = static_cast<scalar_t>(randint_from(draw(2 * u), draw(2 * u + 1), static_cast<int64_t>(a),
+                                                         static_cast<int64_t>(b)));
+            break;
+          case RandomKind::Bernoulli:
+            data[i] = static_cast<scalar_t>(bernoulli(draw(u), a));
+            break;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace tiny::cpu

@@ -1,0 +1,75 @@
+// CPU softmax/log_softmax on a contiguous tensor viewed as [outer, dim, inner]:
+// one pass for the online max/sum statistics, one to write the result.
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/loops.h"
+#include "backend/dtype_dispatch.h"
+
+namespace tiny::cpu {
+
+using namespace kernels;
+
+namespace {
+struct RowShape {
+  int64_t outer, size, inner;
+};
+RowShape row_shape(const Tensor& t, int64_t dim) {
+  RowShape s{1, t.size(dim), 1};
+  for (int64_t d = 0; d < dim; ++d) s.outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) s.inner *= t.size(d);
+  return s;
+}
+}  // namespace
+
+void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  const RowShape s = row_shape(in, dim);
+  TINY_DISPATCH_FLOATING(in.dtype(), log ? "log_softmax" : "softmax", [&] {
+    const scalar_t* x = in.data_ptr<scalar_t>();
+    scalar_t* y = out.data_ptr<scalar_t>();
+    const OnlineSoftmaxOp<scalar_t> op;
+    const int64_t rows = s.outer * s.inner;
+    const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(s.size, 1));
+    runtime::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t base = (r / s.inner) * s.size * s.inner + r % s.inner;
+        auto stats = op.identity();
+        for (int64_t i = 0; i < s.size; ++i) stats = op.reduce(stats, x[base + i * s.inner], i);
+        if (log) {
+          const scalar_t shift = stats.max + t_log(stats.sum);
+          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = x[base + i * s.inner] - shift;
+        } else {
+          const scalar_t inv = scalar_t(1) / stats.sum;
+          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = t_exp(x[base + i * s.inner] - stats.max) * inv;
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim,
+                             bool log) {
+  const RowShape s = row_shape(out, dim);
+  TINY_DISPATCH_FLOATING(out.dtype(), "softmax_backward", [&] {
+    const scalar_t* g = grad_out.data_ptr<scalar_t>();
+    const scalar_t* y = out.data_ptr<scalar_t>();
+    scalar_t* gi = grad_in.data_ptr<scalar_t>();
+    const int64_t rows = s.outer * s.inner;
+    const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(s.size, 1));
+    runtime::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t base = (r / s.inner) * s.size * s.inner + r % s.inner;
+        scalar_t dot = 0;
+        for (int64_t i = 0; i < s.size; ++i) {
+          const int64_t j = base + i * s.inner;
+          dot += log ? g[j] : g[j] * y[j];
+        }
+        for (int64_t i = 0; i < s.size; ++i) {
+          const int64_t j = base + i * s.inner;
+          // softmax: y * (g - sum(g*y));  log_softmax: g - exp(y) * sum(g)
+          gi[j] = log ? g[j] - t_exp(y[j]) * dot : y[j] * (g[j] - dot);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace tiny::cpu

@@ -1,0 +1,49 @@
+#include "backend/dispatch.h"
+
+#include <mutex>
+
+namespace tiny {
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::CPU: return "cpu";
+    case Backend::Emulated: return "emulated cuda";
+    case Backend::CUDA: return "cuda";
+  }
+  return "unknown";
+}
+
+Backend backend_of(const Device& device) {
+  if (device.is_cpu()) return Backend::CPU;
+  TINY_THROW(DeviceError, "no GPU backend is available for ", device,
+             " in this build of tiny: keep tensors on the CPU");
+}
+
+DispatchStubBase::DispatchStubBase(const char* stub_name) : name(stub_name) { all().push_back(this); }
+
+std::vector<DispatchStubBase*>& DispatchStubBase::all() {
+  static auto* stubs = new std::vector<DispatchStubBase*>();
+  return *stubs;
+}
+
+void ensure_kernels_registered() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_cpu_kernels(); });
+}
+
+DispatchStub<UnaryFn> unary_stub("unary");
+DispatchStub<BinaryFn> binary_stub("binary");
+DispatchStub<IterFn> where_stub("where");
+DispatchStub<IterFn> copy_stub("copy");
+DispatchStub<FillFn> fill_stub("fill");
+DispatchStub<ArangeFn> arange_stub("arange");
+DispatchStub<ReduceFn> reduce_stub("reduce");
+DispatchStub<ArgReduceFn> arg_reduce_stub("arg_reduce");
+DispatchStub<GemmFn> gemm_stub("gemm");
+DispatchStub<SoftmaxFn> softmax_stub("softmax");
+DispatchStub<SoftmaxBackwardFn> softmax_backward_stub("softmax_backward");
+DispatchStub<NllForwardFn> nll_forward_stub("nll_forward");
+DispatchStub<NllBackwardFn> nll_backward_stub("nll_backward");
+DispatchStub<RandomFn> random_stub("random");
+
+}  // namespace tiny

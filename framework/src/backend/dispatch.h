@@ -1,0 +1,86 @@
+// Kernel dispatch: each op family has one stub holding a function per backend.
+// Ops call `stub(backend)(args...)`; each backend fills its column of every
+// stub in one registration function, so a test can list any op a backend lacks.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor_iterator.h"
+#include "kernels/pointwise_ops.h"
+#include "kernels/reduce_ops.h"
+#include "tiny/generator.h"
+#include "tiny/scalar.h"
+
+namespace tiny {
+
+enum class Backend : uint8_t { CPU = 0, Emulated = 1, CUDA = 2 };
+constexpr int kNumBackends = 3;
+const char* backend_name(Backend backend);
+// The backend that runs ops on `device`.
+Backend backend_of(const Device& device);
+
+struct DispatchStubBase {
+  explicit DispatchStubBase(const char* stub_name);
+  virtual ~DispatchStubBase() = default;
+  virtual bool has(Backend backend) const = 0;
+  const char* name;
+  static std::vector<DispatchStubBase*>& all();  // every stub, for the registration test
+};
+
+void ensure_kernels_registered();
+
+template <typename Fn>
+struct DispatchStub final : DispatchStubBase {
+  explicit DispatchStub(const char* stub_name) : DispatchStubBase(stub_name) {}
+  bool has(Backend backend) const override { return table[static_cast<int>(backend)] != nullptr; }
+  Fn operator()(Backend backend) const {
+    ensure_kernels_registered();
+    Fn fn = table[static_cast<int>(backend)];
+    TINY_CHECK(fn != nullptr, NotImplemented, "the '", name, "' kernel is not implemented for the ",
+               backend_name(backend), " backend");
+    return fn;
+  }
+  Fn operator()(const Device& device) const { return (*this)(backend_of(device)); }
+  Fn table[kNumBackends] = {};
+};
+
+enum class RandomKind : uint8_t { Uniform, Normal, Randint, Bernoulli };
+
+using UnaryFn = void (*)(TensorIter& iter, kernels::UnaryKind kind, const kernels::OpParams& params);
+using BinaryFn = void (*)(TensorIter& iter, kernels::BinaryKind kind, const kernels::OpParams& params);
+using IterFn = void (*)(TensorIter& iter);
+using FillFn = void (*)(TensorIter& iter, const Scalar& value);
+using ArangeFn = void (*)(const Tensor& out, double start, double step);
+using ReduceFn = void (*)(ReduceIter& iter, kernels::ReduceKind kind);
+using ArgReduceFn = void (*)(ReduceIter& iter, bool is_max);
+// Column-major GEMM with cuBLAS's arguments: C = alpha * op(A) * op(B) + beta * C.
+using GemmFn = void (*)(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                        const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
+using SoftmaxFn = void (*)(const Tensor& out, const Tensor& in, int64_t dim, bool log);
+using SoftmaxBackwardFn = void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim,
+                                   bool log);
+using NllForwardFn = void (*)(const Tensor& losses, const Tensor& log_probs, const Tensor& target,
+                              int64_t ignore_index);
+using NllBackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target,
+                               int64_t ignore_index);
+using RandomFn = void (*)(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b);
+
+extern DispatchStub<UnaryFn> unary_stub;
+extern DispatchStub<BinaryFn> binary_stub;
+extern DispatchStub<IterFn> where_stub;
+extern DispatchStub<IterFn> copy_stub;  // converts dtypes; same device
+extern DispatchStub<FillFn> fill_stub;
+extern DispatchStub<ArangeFn> arange_stub;
+extern DispatchStub<ReduceFn> reduce_stub;
+extern DispatchStub<ArgReduceFn> arg_reduce_stub;
+extern DispatchStub<GemmFn> gemm_stub;
+extern DispatchStub<SoftmaxFn> softmax_stub;
+extern DispatchStub<SoftmaxBackwardFn> softmax_backward_stub;
+extern DispatchStub<NllForwardFn> nll_forward_stub;
+extern DispatchStub<NllBackwardFn> nll_backward_stub;
+extern DispatchStub<RandomFn> random_stub;
+
+// Filled by each backend.
+void register_cpu_kernels();
+
+}  // namespace tiny

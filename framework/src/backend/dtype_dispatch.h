@@ -1,0 +1,52 @@
+// Turns a runtime Dtype into a compile-time type: inside the lambda,
+// `scalar_t` is the C++ type of the dtype. Adding a dtype (float16) is one
+// case per macro.
+#pragma once
+
+#include <cstdint>
+
+#include "tiny/dtype.h"
+#include "tiny/error.h"
+
+#define TINY_DTYPE_CASE(enum_value, type, ...) \
+  case ::tiny::Dtype::enum_value: {            \
+    using scalar_t = type;                     \
+    return __VA_ARGS__();                      \
+  }
+
+// Every dtype.
+#define TINY_DISPATCH_ALL(dtype, op_name, ...)                                                    \
+  [&] {                                                                                           \
+    switch (dtype) {                                                                              \
+      TINY_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                                    \
+      TINY_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                                \
+      TINY_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                \
+      TINY_DTYPE_CASE(Float64, double, __VA_ARGS__)                                               \
+    }                                                                                             \
+    TINY_THROW(DtypeError, op_name, " does not support dtype code ", static_cast<int>(dtype));    \
+  }()
+
+// float32 and float64.
+#define TINY_DISPATCH_FLOATING(dtype, op_name, ...)                                              \
+  [&] {                                                                                          \
+    switch (dtype) {                                                                             \
+      TINY_DTYPE_CASE(Float32, float, __VA_ARGS__)                                               \
+      TINY_DTYPE_CASE(Float64, double, __VA_ARGS__)                                              \
+      default: break;                                                                            \
+    }                                                                                            \
+    TINY_THROW(DtypeError, "\"", op_name, "\" not implemented for '", ::tiny::dtype_name(dtype), \
+               "' (use a floating-point tensor: x.to(tiny::kFloat32))");                         \
+  }()
+
+// int64, float32 and float64.
+#define TINY_DISPATCH_NUMERIC(dtype, op_name, ...)                                               \
+  [&] {                                                                                          \
+    switch (dtype) {                                                                             \
+      TINY_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                               \
+      TINY_DTYPE_CASE(Float32, float, __VA_ARGS__)                                               \
+      TINY_DTYPE_CASE(Float64, double, __VA_ARGS__)                                              \
+      default: break;                                                                            \
+    }                                                                                            \
+    TINY_THROW(DtypeError, "\"", op_name, "\" not implemented for '", ::tiny::dtype_name(dtype), \
+               "'");                                                                             \
+  }()

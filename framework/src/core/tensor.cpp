@@ -1,0 +1,371 @@
+// Tensor's metadata, element access, copies, conversions and autograd methods.
+#include <atomic>
+
+#include "autograd/function.h"
+#include "backend/dispatch.h"
+#include "core/tensor_impl.h"
+#include "ops/op_helpers.h"
+#include "tiny/ops.h"
+
+namespace tiny {
+
+using autograd::BackwardArgs;
+using autograd::record;
+using autograd::should_record;
+
+namespace {
+std::atomic<int64_t> next_hook_id{0};
+
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  TINY_CHECK(impl != nullptr, ValueError, "this tensor is undefined (default-constructed, like None): create it "
+             "with tiny::zeros/empty/... or check .defined() first");
+  return *impl;
+}
+}  // namespace
+
+const IntArrayRef& Tensor::sizes() const { return checked(impl_).sizes; }
+const IntArrayRef& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::size(int64_t dim) const { return sizes()[static_cast<size_t>(wrap_dim(dim, this->dim()))]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[static_cast<size_t>(wrap_dim(dim, this->dim()))]; }
+int64_t Tensor::storage_offset() const { return checked(impl_).offset; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(sizes().size()); }
+int64_t Tensor::numel() const { return checked(impl_).numel(); }
+Dtype Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device; }
+size_t Tensor::element_size() const { return tiny::element_size(dtype()); }
+int Tensor::get_device() const { return is_cpu() ? -1 : device().index(); }
+uint32_t Tensor::version() const { return checked(impl_).storage->version.load(std::memory_order_relaxed); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (size(d) == 1) continue;
+    if (stride(d) != expected) return false;
+    expected *= size(d);
+  }
+  return true;
+}
+
+void Tensor::check_data_access(Dtype expected, const char* what) const {
+  checked(impl_);
+  TINY_CHECK(is_cpu(), DeviceError, "cannot read the elements of a tensor on ", device(),
+             " from host code: copy it to the CPU first with .cpu() (then ", what, "/item works)");
+  TINY_CHECK(dtype() == expected, DtypeError, what, ": expected a tensor of dtype ", dtype_name(expected),
+             " but this one is ", dtype_name(dtype()), " (convert with .to(", dtype_name(expected), "))");
+}
+
+void* Tensor::raw_data_ptr() const {
+  checked(impl_);
+  TINY_CHECK(is_cpu(), DeviceError, "cannot read the elements of a tensor on ", device(),
+             " from host code: copy it to the CPU first with .cpu()");
+  return impl_->data();
+}
+
+Scalar Tensor::item() const {
+  TINY_CHECK(numel() == 1, ValueError, "a Tensor with ", numel(), " elements cannot be converted to Scalar (item() "
+             "needs exactly one element; this tensor has shape ", shape_str(sizes()), ")");
+  const Tensor host = cpu();
+  const char* p = host.unsafe_impl()->data();
+  switch (dtype()) {
+    case Dtype::Bool: return Scalar(*reinterpret_cast<const bool*>(p));
+    case Dtype::Int64: return Scalar(*reinterpret_cast<const int64_t*>(p));
+    case Dtype::Float32: return Scalar(*reinterpret_cast<const float*>(p));
+    case Dtype::Float64: return Scalar(*reinterpret_cast<const double*>(p));
+  }
+  TINY_THROW(DtypeError, "item(): unknown dtype");
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  NoGradGuard no_grad;
+  const Tensor host = cpu().to(dtype_of<T>()).contiguous();
+  const T* p = reinterpret_cast<const T*>(host.unsafe_impl()->data());
+  return std::vector<T>(p, p + host.numel());
+}
+
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+// ---- copies and conversions ---------------------------------------------------
+
+Tensor Tensor::clone() const {
+  Tensor out = make_tensor(sizes(), dtype(), device());
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  if (should_record({*this})) {
+    record("CloneBackward0", {*this}, {out}, {}, [](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad()};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), storage_offset()); }
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::to(Dtype target) const {
+  if (dtype() == target) return *this;
+  Tensor out = make_tensor(sizes(), target, device());
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  if (should_record({*this}) && tiny::is_floating_point(target)) {
+    const Dtype source = dtype();
+    record("ToCopyBackward0", {*this}, {out}, {}, [source](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad().to(source)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(const Device& target, bool /*non_blocking*/) const {
+  checked(impl_);
+  if (target.is_cpu() && is_cpu()) return *this;
+  TINY_THROW(DeviceError, "cannot move a tensor from ", device(), " to ", target,
+             ": no GPU backend is available in this build of tiny (no CUDA device and no emulated GPU)");
+}
+
+Tensor Tensor::cpu() const { return to(Device()); }
+
+// ---- autograd -----------------------------------------------------------------
+
+bool Tensor::requires_grad() const { return checked(impl_).autograd && impl_->autograd->requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  checked(impl_);
+  TINY_CHECK(is_leaf() || requires_grad, Error, "you can only change requires_grad flags of leaf variables. If you "
+             "want to use a computed variable in a subgraph that doesn't require differentiation use "
+             "var_no_grad = var.detach().");
+  TINY_CHECK(!requires_grad || is_floating_point(), DtypeError, "only Tensors of floating point dtype can require "
+             "gradients (this one is ", dtype_name(dtype()), ")");
+  impl_->autograd_meta().requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return checked(impl_).autograd ? impl_->autograd->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) const {
+  checked(impl_);
+  if (grad.defined()) {
+    TINY_CHECK(grad.sizes() == sizes(), ShapeError, "assigned grad has data of a different size: ",
+               shape_str(grad.sizes()), " vs the tensor's ", shape_str(sizes()));
+    TINY_CHECK(grad.device() == device(), DeviceError, "assigned grad is on ", grad.device(), " but the tensor is on ",
+               device());
+    TINY_CHECK(grad.dtype() == dtype(), DtypeError, "assigned grad has dtype ", dtype_name(grad.dtype()),
+               " but the tensor has ", dtype_name(dtype()));
+  }
+  impl_->autograd_meta().grad = grad;
+}
+
+bool Tensor::is_leaf() const { return !(checked(impl_).autograd && impl_->autograd->grad_fn); }
+
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  return checked(impl_).autograd ? impl_->autograd->grad_fn : nullptr;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+                     retain_graph);
+}
+
+void Tensor::retain_grad() const {
+  TINY_CHECK(requires_grad(), Error, "can't retain_grad on Tensor that has requires_grad=False");
+  if (is_leaf()) return;  // leaves keep their gradient anyway
+  AutogradMeta& meta = impl_->autograd_meta();
+  if (meta.retains_grad) return;
+  meta.retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  meta.grad_fn->pre_hooks().push_back({meta.output_nr, {-1, [weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      AutogradMeta& m = self->autograd_meta();
+      m.grad = m.grad.defined() ? m.grad + g : g.clone();
+    }
+    return Tensor();
+  }}});
+}
+
+HookHandle Tensor::register_hook(GradHook hook) const {
+  TINY_CHECK(requires_grad(), Error, "cannot register a hook on a tensor that doesn't require gradient");
+  const int64_t id = next_hook_id.fetch_add(1);
+  AutogradMeta& meta = impl_->autograd_meta();
+  if (meta.grad_fn) {
+    meta.grad_fn->pre_hooks().push_back({meta.output_nr, {id, std::move(hook)}});
+  } else {
+    meta.leaf_hooks.push_back({id, std::move(hook)});
+  }
+  return {id};
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  TINY_CHECK(requires_grad() && is_leaf(), Error, "post accumulate grad hooks cannot be registered on non-leaf "
+             "tensors or tensors that don't require grad");
+  const int64_t id = next_hook_id.fetch_add(1);
+  impl_->autograd_meta().post_accumulate_hooks.push_back({id, std::move(hook)});
+  return {id};
+}
+
+void Tensor::remove_hook(HookHandle handle) const {
+  if (!checked(impl_).autograd || handle.id < 0) return;
+  AutogradMeta& meta = *impl_->autograd;
+  auto drop = [&](auto& list, auto key) {
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& e) { return key(e) == handle.id; }),
+               list.end());
+  };
+  drop(meta.leaf_hooks, [](const auto& e) { return e.first; });
+  drop(meta.post_accumulate_hooks, [](const auto& e) { return e.first; });
+  if (meta.grad_fn) drop(meta.grad_fn->pre_hooks(), [](const auto& e) { return e.second.first; });
+}
+
+// ---- in-place ------------------------------------------------------------------
+
+namespace {
+
+// Runs `kind` with `self` as output; `other` is converted to self's dtype.
+void inplace_binary(const Tensor& self, const Tensor& other, ops::BinaryKind kind, const kernels::OpParams& p,
+                    const char* op) {
+  ops::check_inplace(self, other, op);
+  ops::check_same_device(self, other, op);
+  const Dtype result = promote_types(self.dtype(), other.dtype());
+  TINY_CHECK(result == self.dtype() || (is_floating_point(self.dtype()) && !is_floating_point(result)), DtypeError,
+             "result type ", dtype_name(result), " can't be cast to the desired output type ",
+             dtype_name(self.dtype()), " (in ", op, ")");
+  broadcast_shapes(self.sizes(), other.sizes());
+  TINY_CHECK(broadcast_shapes(self.sizes(), other.sizes()) == self.sizes(), ShapeError, "output with shape ",
+             shape_str(self.sizes()), " doesn't match the broadcast shape ",
+             shape_str(broadcast_shapes(self.sizes(), other.sizes())), " (in ", op, ")");
+  TensorIter iter = make_tensor_iter(self, {self, other.to(self.dtype())});
+  binary_stub(self.device())(iter, kind, p);
+  bump_version(self);
+}
+
+void inplace_unary(const Tensor& self, ops::UnaryKind kind, const kernels::OpParams& p, const char* op) {
+  ops::check_inplace(self, Tensor(), op);
+  TensorIter iter = make_tensor_iter(self, {self});
+  unary_stub(self.device())(iter, kind, p);
+  bump_version(self);
+}
+
+kernels::OpParams param(double a) {
+  kernels::OpParams p;
+  p.a = a;
+  p.has_a = true;
+  return p;
+}
+
+}  // namespace
+
+const Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) const {
+  inplace_binary(*this, other, ops::BinaryKind::Add, param(alpha.to_double()), "add_");
+  return *this;
+}
+const Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) const {
+  inplace_binary(*this, other, ops::BinaryKind::Sub, param(alpha.to_double()), "sub_");
+  return *this;
+}
+const Tensor& Tensor::mul_(const Tensor& other) const {
+  inplace_binary(*this, other, ops::BinaryKind::Mul, {}, "mul_");
+  return *this;
+}
+const Tensor& Tensor::div_(const Tensor& other) const {
+  TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
+             dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
+  inplace_binary(*this, other, ops::BinaryKind::Div, {}, "div_");
+  return *this;
+}
+const Tensor& Tensor::add_(const Scalar& value) const {
+  TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
+             "desired output type ", dtype_name(dtype()));
+  inplace_unary(*this, ops::UnaryKind::AddScalar, param(value.to_double()), "add_");
+  return *this;
+}
+const Tensor& Tensor::mul_(const Scalar& value) const {
+  TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
+             "desired output type ", dtype_name(dtype()));
+  inplace_unary(*this, ops::UnaryKind::MulScalar, param(value.to_double()), "mul_");
+  return *this;
+}
+const Tensor& Tensor::div_(const Scalar& value) const {
+  TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
+             dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
+  inplace_unary(*this, ops::UnaryKind::MulScalar, param(1.0 / value.to_double()), "div_");
+  return *this;
+}
+const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  TINY_CHECK(min.has_value() || max.has_value(), ValueError, "clamp_: At least one of 'min' or 'max' must not be "
+             "None");
+  kernels::OpParams p;
+  p.has_a = min.has_value();
+  p.has_b = max.has_value();
+  p.a = min ? min->to_double() : 0.0;
+  p.b = max ? max->to_double() : 0.0;
+  inplace_unary(*this, ops::UnaryKind::Clamp, p, "clamp_");
+  return *this;
+}
+
+const Tensor& Tensor::zero_() const { return fill_(0); }
+
+const Tensor& Tensor::fill_(const Scalar& value) const {
+  ops::check_inplace(*this, Tensor(), "fill_");
+  TensorIter iter = make_tensor_iter(*this, {});
+  fill_stub(device())(iter, value);
+  bump_version(*this);
+  return *this;
+}
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  ops::check_inplace(*this, src, "copy_");
+  TINY_CHECK(broadcast_shapes(sizes(), src.sizes()) == sizes(), ShapeError, "copy_: the source of shape ",
+             shape_str(src.sizes()), " cannot be broadcast to the destination's shape ", shape_str(sizes()));
+  TINY_CHECK(src.device() == device(), DeviceError, "copy_ between ", src.device(), " and ", device(),
+             " is not available in this build of tiny (no GPU backend)");
+  TensorIter iter = make_tensor_iter(*this, {src});
+  copy_stub(device())(iter);
+  bump_version(*this);
+  return *this;
+}
+
+// ---- the methods that forward to the free functions -------------------------------
+
+Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return tiny::add(*this, other, alpha); }
+Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return tiny::sub(*this, other, alpha); }
+Tensor Tensor::mul(const Tensor& other) const { return tiny::mul(*this, other); }
+Tensor Tensor::div(const Tensor& other) const { return tiny::div(*this, other); }
+Tensor Tensor::pow(const Scalar& exponent) const { return tiny::pow(*this, exponent); }
+Tensor Tensor::pow(const Tensor& exponent) const { return tiny::pow(*this, exponent); }
+Tensor Tensor::neg() const { return tiny::neg(*this); }
+Tensor Tensor::exp() const { return tiny::exp(*this); }
+Tensor Tensor::log() const { return tiny::log(*this); }
+Tensor Tensor::sqrt() const { return tiny::sqrt(*this); }
+Tensor Tensor::abs() const { return tiny::abs(*this); }
+Tensor Tensor::relu() const { return tiny::relu(*this); }
+Tensor Tensor::sigmoid() const { return tiny::sigmoid(*this); }
+Tensor Tensor::tanh() const { return tiny::tanh(*this); }
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return tiny::clamp(*this, min, max);
+}
+Tensor Tensor::sum() const { return tiny::sum(*this); }
+Tensor Tensor::sum(const IntArrayRef& dims, bool keepdim) const { return tiny::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return tiny::mean(*this); }
+Tensor Tensor::mean(const IntArrayRef& dims, bool keepdim) const { return tiny::mean(*this, dims, keepdim); }
+Tensor Tensor::max() const { return tiny::max(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return tiny::max(*this, dim, keepdim); }
+Tensor Tensor::min() const { return tiny::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const { return tiny::min(*this, dim, keepdim); }
+Tensor Tensor::argmax() const { return tiny::argmax(*this); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tiny::argmax(*this, dim, keepdim); }
+Tensor Tensor::matmul(const Tensor& other) const { return tiny::matmul(*this, other); }
+Tensor Tensor::mm(const Tensor& other) const { return tiny::mm(*this, other); }
+Tensor Tensor::eq(const Tensor& other) const { return tiny::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return tiny::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return tiny::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return tiny::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return tiny::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return tiny::ge(*this, other); }
+
+}  // namespace tiny

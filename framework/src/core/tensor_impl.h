@@ -1,0 +1,83 @@
+// The data behind a Tensor handle: storage, layout, dtype and autograd state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tiny/autograd.h"
+#include "tiny/device.h"
+#include "tiny/dtype.h"
+#include "tiny/tensor.h"
+
+namespace tiny {
+
+// Hands out and takes back raw memory of one device.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+
+// The allocator for tensors on `device` (throws DeviceError for unusable devices).
+Allocator* allocator_for(const Device& device);
+
+// A block of memory shared by a tensor and all its views. The version counter
+// lives here, not in the tensor, so that an in-place change through any view
+// is seen by every saved tensor that aliases the same memory (as in PyTorch).
+struct Storage {
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  Allocator* allocator = nullptr;
+  std::atomic<uint32_t> version{0};
+};
+
+// What autograd knows about one tensor; absent for tensors that never took part.
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // set for non-leaves
+  uint32_t output_nr = 0;                   // which output of grad_fn this is
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only; the graph owns it
+  std::vector<std::pair<int64_t, GradHook>> leaf_hooks;  // leaves: run before accumulation
+  std::vector<std::pair<int64_t, PostAccumulateGradHook>> post_accumulate_hooks;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  IntArrayRef sizes;
+  IntArrayRef strides;
+  int64_t offset = 0;
+  Dtype dtype = kFloat32;
+  std::unique_ptr<AutogradMeta> autograd;
+
+  int64_t numel() const;
+  AutogradMeta& autograd_meta();  // creates it on first use
+  // Address of element 0 (host address; for device tensors only the backend may use it).
+  char* data() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size(dtype)); }
+};
+
+// Row-major strides for `sizes`.
+IntArrayRef contiguous_strides(const IntArrayRef& sizes);
+// Product of sizes, with an overflow check that names the shape.
+int64_t checked_numel(const IntArrayRef& sizes);
+// Normalises a possibly negative dimension against `ndim` (PyTorch's message when out of range).
+int64_t wrap_dim(int64_t dim, int64_t ndim);
+
+// A new tensor with fresh contiguous storage on `device`.
+Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device);
+// A view sharing `base`'s storage with the given layout (no autograd).
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
+// Marks `t` as modified in place (bumps the shared version counter).
+void bump_version(const Tensor& t);
+
+}  // namespace tiny

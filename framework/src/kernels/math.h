@@ -1,0 +1,46 @@
+// Math functions with one spelling for host and device code and for float and
+// double, so the op structs never pick the wrong overload (`::exp(float)` is
+// the double function under g++, `expf` is float everywhere).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/macros.h"
+
+namespace tiny::kernels {
+
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_exp(float x) { return expf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_exp(double x) { return exp(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_log(float x) { return logf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_log(double x) { return log(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_sqrt(float x) { return sqrtf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_sqrt(double x) { return sqrt(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_tanh(float x) { return tanhf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_tanh(double x) { return tanh(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_erf(float x) { return erff(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_erf(double x) { return erf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_pow(float x, float y) { return powf(x, y); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_pow(double x, double y) { return pow(x, y); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE float t_abs(float x) { return fabsf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_abs(double x) { return fabs(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE int64_t t_abs(int64_t x) { return x < 0 ? -x : x; }
+
+// Integer power by squaring (PyTorch raises integers to integer powers exactly).
+TINY_HOST_DEVICE inline int64_t t_pow(int64_t base, int64_t exp) {
+  if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+  int64_t result = 1;
+  while (exp) {
+    if (exp & 1) result *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return result;
+}
+
+template <typename T>
+TINY_HOST_DEVICE TINY_FORCE_INLINE bool t_isnan(T x) {
+  return x != x;  // false for integers, true only for NaN floats
+}
+
+}  // namespace tiny::kernels

@@ -1,0 +1,153 @@
+// Matrix products. Tensors are row-major; the GEMM stub takes cuBLAS's
+// column-major arguments, so C = A @ B is computed as C^T = B^T @ A^T, and a
+// transposed view is passed as a transpose flag rather than copied.
+#include "ops/op_helpers.h"
+
+namespace tiny {
+
+using autograd::BackwardArgs;
+using autograd::record;
+using autograd::save;
+using autograd::should_record;
+
+namespace {
+
+// How a row-major [rows, cols] matrix is handed to a column-major GEMM as its transpose.
+struct GemmOperand {
+  Tensor tensor;  // possibly a contiguous copy
+  bool trans;     // true when the memory is column-major (a transposed view)
+  int64_t ld;
+};
+
+GemmOperand as_gemm_operand(const Tensor& x) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const int64_t s0 = x.stride(0), s1 = x.stride(1);
+  if ((s1 == 1 || cols == 1) && s0 >= std::max<int64_t>(1, cols)) return {x, false, s0};
+  if ((s0 == 1 || rows == 1) && s1 >= std::max<int64_t>(1, rows)) return {x, true, s1};
+  Tensor c = x.contiguous();
+  return {c, false, std::max<int64_t>(1, cols)};
+}
+
+void check_mm(const Tensor& a, const Tensor& b, const char* op) {
+  TINY_CHECK(a.dim() == 2, ShapeError, op, ": self must be a matrix (2-D), got a ", a.dim(), "-D tensor of shape ",
+             shape_str(a.sizes()));
+  TINY_CHECK(b.dim() == 2, ShapeError, op, ": mat2 must be a matrix (2-D), got a ", b.dim(), "-D tensor of shape ",
+             shape_str(b.sizes()));
+  TINY_CHECK(a.size(1) == b.size(0), ShapeError, "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x",
+             a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  TINY_CHECK(a.dtype() == b.dtype(), DtypeError, "expected mat1 and mat2 to have the same dtype, but got: ",
+             dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
+  TINY_CHECK(a.dtype() != kBool, DtypeError, "\"", op, "\" not implemented for 'bool'");
+  ops::check_same_device(a, b, op);
+}
+
+// out (contiguous [m, n]) = alpha * a @ b + beta * out
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0) out.fill_(0);
+    else out.mul_(beta);
+    return;
+  }
+  GemmOperand A = as_gemm_operand(a), B = as_gemm_operand(b);
+  gemm_stub(out.device())(out.dtype(), B.trans, A.trans, n, m, k, alpha, B.tensor.unsafe_impl()->data(), B.ld,
+                          A.tensor.unsafe_impl()->data(), A.ld, beta, out.unsafe_impl()->data(), n);
+}
+
+// Batched product of [batch, m, k] and [batch, k, n] (batch strides may be 0).
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  const int64_t batch = a.size(0), m = a.size(1), n = b.size(2);
+  Tensor out = make_tensor({batch, m, n}, a.dtype(), a.device());
+  {
+    NoGradGuard no_grad;  // the per-matrix views are plumbing, not part of the graph
+    for (int64_t i = 0; i < batch; ++i) gemm_into(out.select(0, i), a.select(0, i), b.select(0, i), 1.0, 0.0);
+  }
+  if (should_record({a, b})) {
+    record("BmmBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+      const Tensor& g = args.grad();
+      const Tensor& x = args.saved[0];
+      const Tensor& y = args.saved[1];
+      return std::vector<Tensor>{args.needs[0] ? bmm(g, y.transpose(1, 2)) : Tensor(),
+                                 args.needs[1] ? bmm(x.transpose(1, 2), g) : Tensor()};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_mm(a, b, "mm");
+  Tensor out = make_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
+  gemm_into(out, a, b, 1.0, 0.0);
+  if (should_record({a, b})) {
+    record("MmBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+      const Tensor& g = args.grad();
+      return std::vector<Tensor>{args.needs[0] ? mm(g, args.saved[1].t()) : Tensor(),
+                                 args.needs[1] ? mm(args.saved[0].t(), g) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
+  ops::check_same_device(bias, a, "addmm");
+  const IntArrayRef shape{a.size(0), b.size(1)};
+  broadcast_shapes(bias.sizes(), shape);  // throws with both shapes when the bias does not fit
+  Tensor out = make_tensor(shape, a.dtype(), a.device());
+  const double be = beta.to_double(), al = alpha.to_double();
+  if (be != 0.0) out.copy_(bias);
+  gemm_into(out, a, b, al, be == 0.0 ? 0.0 : be);
+  if (should_record({bias, a, b})) {
+    record("AddmmBackward0", {bias, a, b}, {out}, {save(bias), save(a), save(b)}, [be, al](const BackwardArgs& args) {
+      const Tensor& g = args.grad();
+      Tensor gbias, ga, gb;
+      if (args.needs[0]) gbias = autograd::sum_to(be == 1.0 ? g : g * be, args.saved[0].sizes());
+      if (args.needs[1]) ga = al == 1.0 ? mm(g, args.saved[2].t()) : mm(g, args.saved[2].t()) * al;
+      if (args.needs[2]) gb = al == 1.0 ? mm(args.saved[1].t(), g) : mm(args.saved[1].t(), g) * al;
+      return std::vector<Tensor>{gbias, ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  TINY_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "both arguments to matmul need to be at least 1D, but they are ",
+             a.dim(), "D and ", b.dim(), "D");
+  if (a.dim() == 1 && b.dim() == 1) {
+    TINY_CHECK(a.size(0) == b.size(0), ShapeError, "inconsistent tensor size, expected tensor [", a.size(0),
+               "] and src [", b.size(0), "] to have the same number of elements, but got ", a.size(0), " and ",
+               b.size(0), " elements respectively");
+    return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
+  if (a.dim() == 1 && b.dim() == 2) return mm(a.unsqueeze(0), b).squeeze(0);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+
+  // Batched: broadcast the batch dims, fold them into one, multiply, unfold.
+  const Tensor x = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor y = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const int64_t m = x.size(-2), k = x.size(-1), n = y.size(-1);
+  TINY_CHECK(y.size(-2) == k, ShapeError, "mat1 and mat2 shapes cannot be multiplied (", m, "x", k, " and ",
+             y.size(-2), "x", n, ")");
+  TINY_CHECK(x.dtype() == y.dtype(), DtypeError, "expected mat1 and mat2 to have the same dtype, but got: ",
+             dtype_name(x.dtype()), " != ", dtype_name(y.dtype()));
+  ops::check_same_device(x, y, "matmul");
+  const IntArrayRef xb(x.sizes().begin(), x.sizes().end() - 2);
+  const IntArrayRef yb(y.sizes().begin(), y.sizes().end() - 2);
+  const IntArrayRef batch = broadcast_shapes(xb, yb);
+  int64_t count = 1;
+  for (int64_t s : batch) count *= s;
+  IntArrayRef xs = batch, ys = batch;
+  xs.insert(xs.end(), {m, k});
+  ys.insert(ys.end(), {k, n});
+  Tensor out = bmm(x.expand(xs).reshape({count, m, k}), y.expand(ys).reshape({count, k, n}));
+  IntArrayRef out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(m);
+  if (b.dim() > 1) out_shape.push_back(n);
+  return out.reshape(out_shape);
+}
+
+}  // namespace tiny

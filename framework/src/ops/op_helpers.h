@@ -1,0 +1,32 @@
+// Shared steps of the ops: dtype rules, output allocation, running a kernel.
+#pragma once
+
+#include <vector>
+
+#include "autograd/function.h"
+#include "backend/dispatch.h"
+#include "core/tensor_impl.h"
+#include "tiny/ops.h"
+
+namespace tiny::ops {
+
+using kernels::BinaryKind;
+using kernels::OpParams;
+using kernels::UnaryKind;
+
+// PyTorch's error when inputs live on different devices.
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+// Result dtype of `tensor op scalar` (PyTorch: a scalar never widens a tensor within its category).
+Dtype result_type(const Tensor& t, const Scalar& s);
+// Runs a unary kernel into a new tensor of the input's dtype (no autograd).
+Tensor unary_kernel(const Tensor& a, UnaryKind kind, const OpParams& params = {});
+// Runs a binary kernel on inputs converted to `compute`, into a new tensor (no autograd).
+Tensor binary_kernel(const Tensor& a, const Tensor& b, BinaryKind kind, Dtype compute, const OpParams& params = {});
+// Same, with compute = promote_types(a, b).
+Tensor binary_kernel(const Tensor& a, const Tensor& b, BinaryKind kind, const OpParams& params = {});
+// Gradient for `input` from a gradient shaped like the broadcast result.
+Tensor reduce_grad(const Tensor& grad, const Tensor& input);
+// Refuses in-place changes that autograd would have to record.
+void check_inplace(const Tensor& self, const Tensor& other, const char* op);
+
+}  // namespace tiny::ops

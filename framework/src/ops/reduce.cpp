@@ -1,0 +1,188 @@
+// sum, mean, max, min, argmax, argmin, and their gradients.
+#include <algorithm>
+
+#include "ops/op_helpers.h"
+
+namespace tiny {
+
+using autograd::BackwardArgs;
+using autograd::record;
+using autograd::save;
+using autograd::save_output;
+using autograd::should_record;
+using kernels::ReduceKind;
+
+namespace {
+
+// Which dims a reduction folds; an empty list means all of them.
+std::vector<bool> reduced_mask(const Tensor& a, const IntArrayRef& dims) {
+  const int64_t nd = a.dim();
+  std::vector<bool> mask(static_cast<size_t>(nd), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, nd);
+    if (nd == 0) continue;
+    TINY_CHECK(!mask[w] || dims.empty(), ValueError, "dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+
+IntArrayRef keepdim_shape(const Tensor& a, const std::vector<bool>& mask) {
+  IntArrayRef shape = a.sizes();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (mask[d]) shape[d] = 1;
+  }
+  return shape;
+}
+
+IntArrayRef drop_reduced(const IntArrayRef& keep_shape, const std::vector<bool>& mask) {
+  IntArrayRef shape;
+  for (size_t d = 0; d < keep_shape.size(); ++d) {
+    if (!mask[d]) shape.push_back(keep_shape[d]);
+  }
+  return shape;
+}
+
+Tensor reduce(const Tensor& a, const std::vector<bool>& mask, bool keepdim, ReduceKind kind, Dtype out_dtype) {
+  Tensor input = a.to(out_dtype);
+  const IntArrayRef keep_shape = keepdim_shape(a, mask);
+  Tensor out = make_tensor(keep_shape, out_dtype, a.device());
+  ReduceIter iter = make_reduce_iter(input, mask, out);
+  reduce_stub(a.device())(iter, kind);
+  return keepdim ? out : out.view(drop_reduced(keep_shape, mask));
+}
+
+// Undoes the dropped dims of a reduction so a gradient broadcasts back.
+Tensor restore_dims(const Tensor& grad, const IntArrayRef& keep_shape) { return grad.reshape(keep_shape); }
+
+Dtype sum_dtype(Dtype d) { return is_floating_point(d) ? d : kInt64; }
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
+  const std::vector<bool> mask = reduced_mask(a, dims);
+  Tensor out = reduce(a, mask, keepdim, ReduceKind::Sum, sum_dtype(a.dtype()));
+  if (should_record({a})) {
+    const IntArrayRef in_shape = a.sizes();
+    const IntArrayRef keep_shape = keepdim_shape(a, mask);
+    record("SumBackward1", {a}, {out}, {}, [in_shape, keep_shape](const BackwardArgs& args) {
+      return std::vector<Tensor>{restore_dims(args.grad(), keep_shape).expand(in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor sum(const Tensor& a) { return sum(a, {}, false); }
+
+Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
+  TINY_CHECK(a.is_floating_point(), DtypeError, "mean(): could not infer output dtype. Input dtype must be either a "
+             "floating point or complex dtype. Got: ", dtype_name(a.dtype()), " (convert first: x.to(tiny::kFloat32))");
+  const std::vector<bool> mask = reduced_mask(a, dims);
+  int64_t count = 1;
+  for (size_t d = 0; d < mask.size(); ++d) {
+    if (mask[d]) count *= a.size(static_cast<int64_t>(d));
+  }
+  Tensor total;
+  {
+    NoGradGuard no_grad;
+    total = reduce(a, mask, keepdim, ReduceKind::Sum, a.dtype());
+  }
+  // An empty mean is NaN, as 0/0 is in PyTorch.
+  Tensor out = ops::unary_kernel(total, ops::UnaryKind::MulScalar,
+                                 [&] { kernels::OpParams p; p.a = 1.0 / static_cast<double>(count); return p; }());
+  if (count == 0) out.fill_(std::nan(""));
+  if (should_record({a})) {
+    const IntArrayRef in_shape = a.sizes();
+    const IntArrayRef keep_shape = keepdim_shape(a, mask);
+    const double scale = 1.0 / static_cast<double>(count);
+    record("MeanBackward1", {a}, {out}, {}, [in_shape, keep_shape, scale](const BackwardArgs& args) {
+      return std::vector<Tensor>{(restore_dims(args.grad(), keep_shape) * scale).expand(in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor mean(const Tensor& a) { return mean(a, {}, false); }
+
+namespace {
+
+Tensor full_extremum(const Tensor& a, bool is_max) {
+  TINY_CHECK(a.numel() > 0, ValueError, is_max ? "max" : "min", "(): Expected reduction dim to be specified for "
+             "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  TINY_CHECK(a.dtype() != kBool, DtypeError, is_max ? "max" : "min", "(): not implemented for 'bool'");
+  const std::vector<bool> mask(static_cast<size_t>(a.dim()), true);
+  Tensor out = reduce(a, mask, false, is_max ? ReduceKind::Max : ReduceKind::Min, a.dtype());
+  if (should_record({a})) {
+    record(is_max ? "MaxBackward1" : "MinBackward1", {a}, {out}, {save(a), save_output(out)},
+           [](const BackwardArgs& args) {
+             // Ties share the gradient evenly (PyTorch's evenly_distribute_backward).
+             const Tensor& x = args.saved[0];
+             Tensor hit = (x == args.saved[1].expand(x.sizes())).to(x.dtype());
+             return std::vector<Tensor>{hit * (args.grad() / hit.sum())};
+           });
+  }
+  return out;
+}
+
+std::tuple<Tensor, Tensor> dim_extremum(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
+  const int64_t d = wrap_dim(dim, a.dim());
+  TINY_CHECK(a.dim() == 0 || a.size(d) > 0, IndexError, is_max ? "max" : "min", "(): Expected reduction dim ", d,
+             " to have non-zero size.");
+  TINY_CHECK(a.dtype() != kBool, DtypeError, is_max ? "max" : "min", "(): not implemented for 'bool'");
+  std::vector<bool> mask(static_cast<size_t>(a.dim()), false);
+  if (a.dim() > 0) mask[d] = true;
+  const IntArrayRef keep_shape = keepdim_shape(a, mask);
+  Tensor values = make_tensor(keep_shape, a.dtype(), a.device());
+  Tensor indices = make_tensor(keep_shape, kInt64, a.device());
+  ReduceIter iter = make_reduce_iter(a, mask, values, indices);
+  arg_reduce_stub(a.device())(iter, is_max);
+  if (!keepdim) {
+    values = values.view(drop_reduced(keep_shape, mask));
+    indices = indices.view(drop_reduced(keep_shape, mask));
+  }
+  if (should_record({a})) {
+    const IntArrayRef in_shape = a.sizes();
+    record(is_max ? "MaxBackward0" : "MinBackward0", {a}, {values}, {save(indices)},
+           [in_shape, keep_shape, d](const BackwardArgs& args) {
+             // The gradient goes to the selected index only.
+             Tensor idx = args.saved[0].reshape(keep_shape);
+             Tensor positions = arange(in_shape.empty() ? 1 : in_shape[d], TensorOptions(kInt64).device(idx.device()));
+             IntArrayRef pshape(in_shape.size(), 1);
+             if (!in_shape.empty()) pshape[d] = in_shape[d];
+             Tensor hit = (positions.reshape(pshape) == idx).to(args.grad().dtype());
+             return std::vector<Tensor>{hit * restore_dims(args.grad(), keep_shape)};
+           });
+  }
+  return {values, indices};
+}
+
+Tensor arg_extremum(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool is_max) {
+  const char* name = is_max ? "argmax" : "argmin";
+  TINY_CHECK(a.dtype() != kBool, DtypeError, "\"", name, "\" not implemented for 'bool'");
+  Tensor input = dim ? a : a.reshape({-1});
+  const int64_t d = dim ? wrap_dim(*dim, a.dim()) : 0;
+  TINY_CHECK(input.numel() > 0, ValueError, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  std::vector<bool> mask(static_cast<size_t>(input.dim()), false);
+  if (input.dim() > 0) mask[d] = true;
+  const IntArrayRef keep_shape = keepdim_shape(input, mask);
+  Tensor indices = make_tensor(keep_shape, kInt64, a.device());
+  ReduceIter iter = make_reduce_iter(input, mask, indices);
+  arg_reduce_stub(a.device())(iter, is_max);
+  if (!dim) return keepdim ? indices.reshape(IntArrayRef(a.sizes().size(), 1)) : indices.reshape({});
+  return keepdim ? indices : indices.view(drop_reduced(keep_shape, mask));
+}
+
+}  // namespace
+
+Tensor max(const Tensor& a) { return full_extremum(a, true); }
+Tensor min(const Tensor& a) { return full_extremum(a, false); }
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { return dim_extremum(a, dim, keepdim, true); }
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return dim_extremum(a, dim, keepdim, false);
+}
+Tensor argmax(const Tensor& a) { return arg_extremum(a, std::nullopt, false, true); }
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, true); }
+Tensor argmin(const Tensor& a) { return arg_extremum(a, std::nullopt, false, false); }
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, false); }
+
+}  // namespace tiny

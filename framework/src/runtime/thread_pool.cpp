@@ -1,0 +1,310 @@
+// The thread pool behind parallel_for. See thread_pool.h for the contract.
+//
+// How one call runs: the caller publishes a Job (on its own stack), bumps a
+// generation counter and wakes the workers with one notify. Every thread,
+// caller included, then claims chunk indices from one atomic counter until
+// none are left. The caller closes the job and sleeps until every worker that
+// joined it has left; workers that wake up late see the job closed and go back
+// to sleep. All waiting is on condition variables: an idle worker costs no CPU.
+#include "runtime/thread_pool.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "tiny/error.h"
+#include "tiny/parallel.h"
+
+namespace tiny::runtime {
+namespace {
+
+// CPU_SETSIZE: more CPUs than sched_getaffinity's default mask can describe.
+constexpr int kMaxThreads = 1024;
+
+thread_local bool t_in_parallel_region = false;
+
+// Marks the current thread as inside a parallel region for one scope, and
+// restores the previous value even when a chunk throws.
+class ParallelRegionGuard {
+ public:
+  ParallelRegionGuard() : previous_(t_in_parallel_region) { t_in_parallel_region = true; }
+  ~ParallelRegionGuard() { t_in_parallel_region = previous_; }
+  ParallelRegionGuard(const ParallelRegionGuard&) = delete;
+  ParallelRegionGuard& operator=(const ParallelRegionGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// End of the chunk that starts at chunk_begin, written so it cannot overflow.
+int64_t chunk_end(int64_t chunk_begin, int64_t end, int64_t grain) {
+  return end - chunk_begin > grain ? chunk_begin + grain : end;
+}
+
+void run_inline(int64_t begin, int64_t end, int64_t grain,
+                const std::function<void(int64_t, int64_t)>& fn) {
+  ParallelRegionGuard guard;
+  for (int64_t b = begin; b < end;) {
+    const int64_t e = chunk_end(b, end, grain);
+    fn(b, e);
+    b = e;
+  }
+}
+
+// One parallel_for call as the workers see it. It lives on the caller's stack;
+// the caller does not return before every worker has stopped using it.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t begin, end, grain, chunks;
+  std::atomic<int64_t> next_chunk{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  int64_t failed_chunk = INT64_MAX;  // guarded by error_mutex
+  std::exception_ptr error;          // guarded by error_mutex
+};
+
+// Claims and runs chunks until none are left or one has failed. Chunks are
+// claimed in increasing order, so when chunk i fails every chunk below i has
+// already been claimed and will finish: the lowest failing chunk is found
+// whatever the timing.
+void run_chunks(Job& job) {
+  ParallelRegionGuard guard;
+  while (!job.failed.load(std::memory_order_relaxed)) {
+    const int64_t i = job.next_chunk.fetch_add(1, std::memory_order_relaxed);
+    if (i >= job.chunks) return;
+    const int64_t b = job.begin + i * job.grain;
+    try {
+      (*job.fn)(b, chunk_end(b, job.end, job.grain));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(job.error_mutex);
+      if (i < job.failed_chunk) {
+        job.failed_chunk = i;
+        job.error = std::current_exception();
+      }
+      job.failed.store(true, std::memory_order_relaxed);
+    }
+  }
+}
+
+class Pool {
+ public:
+  // Held by the one caller the pool serves at a time.
+  std::mutex call_mutex;
+
+  // Makes the pool have `count` workers. Caller holds call_mutex.
+  void ensure_workers(int count) {
+    if (static_cast<int>(workers_.size()) == count) return;
+    stop_workers();
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      generation = generation_;
+    }
+    for (int i = 0; i < count; ++i) {
+      try {
+        workers_.emplace_back([this, i, generation] { worker_loop(i, generation); });
+      } catch (const std::system_error& e) {
+        TINY_THROW(Error, "could not start thread pool worker ", i + 1, " of ", count, " (",
+                   e.what(), "); use fewer threads with tiny::set_num_threads(n) or TINY_NUM_THREADS");
+      }
+    }
+  }
+
+  // Runs every chunk of `job` on the workers and the calling thread. Caller
+  // holds call_mutex.
+  void run(Job& job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      ++generation_;
+    }
+    // Wake only as many workers as there are chunks beyond the caller's first.
+    const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), job.chunks - 1);
+    if (helpers == static_cast<int64_t>(workers_.size())) {
+      work_cv_.notify_all();
+    } else {
+      for (int64_t i = 0; i < helpers; ++i) work_cv_.notify_one();
+    }
+
+    run_chunks(job);
+
+    std::unique_lock<std::mutex> lock(mutex_);
+    job_ = nullptr;  // workers that wake from now on skip this job
+    done_cv_.wait(lock, [this] { return active_ == 0; });
+  }
+
+ private:
+  void worker_loop(int index, uint64_t seen_generation) {
+    const std::string name = "tiny-pool-" + std::to_string(index + 1);
+    pthread_setname_np(pthread_self(), name.c_str());  // shows in top -H and gdb; too long is harmless
+
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation; });
+      if (stop_) return;
+      seen_generation = generation_;
+      Job* job = job_;
+      if (job == nullptr) continue;  // woke after the caller had finished alone
+      ++active_;
+      lock.unlock();
+      run_chunks(*job);
+      lock.lock();
+      if (--active_ == 0 && job_ == nullptr) done_cv_.notify_one();
+    }
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+    workers_.clear();
+    stop_ = false;
+  }
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::vector<std::thread> workers_;
+  uint64_t generation_ = 0;
+  Job* job_ = nullptr;
+  int active_ = 0;  // workers inside the current job
+  bool stop_ = false;
+};
+
+std::mutex g_config_mutex;
+std::atomic<int> g_num_threads{0};  // 0 until the first num_threads()
+// Never destroyed: destroying it would join workers from a static destructor,
+// which can hang at exit, and tensors freed during shutdown may still call in.
+std::atomic<Pool*> g_pool{nullptr};
+
+// A forked child has only the forking thread: the parent's workers do not
+// exist there. Forget the pool (leaking it; its threads cannot be joined) so
+// that the child builds a fresh one on its next parallel_for.
+void forget_pool_in_child() { g_pool.store(nullptr); }
+
+Pool& pool() {
+  Pool* pool = g_pool.load(std::memory_order_acquire);
+  if (pool != nullptr) return *pool;
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  pool = g_pool.load(std::memory_order_relaxed);
+  if (pool == nullptr) {
+    static const bool registered = (pthread_atfork(nullptr, nullptr, forget_pool_in_child), true);
+    (void)registered;
+    pool = new Pool();
+    g_pool.store(pool, std::memory_order_release);
+  }
+  return *pool;
+}
+
+// An empty TINY_NUM_THREADS counts as unset, as `TINY_NUM_THREADS= ./prog` means.
+int parse_num_threads_env(const std::string& value) {
+  const bool digits = !value.empty() && value.size() <= 4 &&
+                      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int n = digits ? std::stoi(value) : 0;
+  TINY_CHECK(n >= 1 && n <= kMaxThreads, ValueError, "TINY_NUM_THREADS=\"", value,
+             "\" is not a valid thread count: expected a whole number from 1 to ", kMaxThreads,
+             " (for example TINY_NUM_THREADS=4), or leave it unset to use every CPU this process may run on");
+  return n;
+}
+
+int default_num_threads() {
+  const char* env = std::getenv("TINY_NUM_THREADS");
+  if (env != nullptr && env[0] != '\0') return parse_num_threads_env(env);
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 0) {
+    return std::min(CPU_COUNT(&cpus), kMaxThreads);
+  }
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware == 0 ? 1 : std::min(static_cast<int>(hardware), kMaxThreads);
+}
+
+}  // namespace
+
+int num_threads() {
+  int n = g_num_threads.load(std::memory_order_acquire);
+  if (n > 0) return n;
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  n = g_num_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = default_num_threads();  // may throw: then the next call tries again
+    openblas_set_num_threads(n);
+    g_num_threads.store(n, std::memory_order_release);
+  }
+  return n;
+}
+
+void set_num_threads(int n) {
+  TINY_CHECK(n >= 1 && n <= kMaxThreads, ValueError, "set_num_threads: expected a thread count from 1 to ",
+             kMaxThreads, ", got ", n);
+  TINY_CHECK(!t_in_parallel_region, Error, "set_num_threads(", n,
+             ") was called inside a parallel_for chunk; call it outside parallel regions, "
+             "for example before the training loop");
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  // The pool itself is resized by the next parallel_for, under its call lock,
+  // so this is safe even while another thread is inside parallel_for.
+  g_num_threads.store(n, std::memory_order_release);
+  openblas_set_num_threads(n);
+}
+
+bool in_parallel_region() { return t_in_parallel_region; }
+
+int64_t num_chunks(int64_t begin, int64_t end, int64_t grain) {
+  TINY_CHECK(grain >= 1, ValueError, "parallel_for: grain must be at least 1, got ", grain);
+  if (end <= begin) return 0;
+  int64_t length;
+  TINY_CHECK(!__builtin_sub_overflow(end, begin, &length), ValueError, "parallel_for: the range [", begin,
+             ", ", end, ") has more than 2^63 - 1 elements");
+  return (length - 1) / grain + 1;
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t chunks = num_chunks(begin, end, grain);
+  if (chunks == 0) return;
+  const int threads = num_threads();
+  if (chunks == 1 || threads == 1 || t_in_parallel_region) {
+    run_inline(begin, end, grain, fn);
+    return;
+  }
+  Pool& workers = pool();
+  std::unique_lock<std::mutex> call(workers.call_mutex, std::try_to_lock);
+  if (!call.owns_lock()) {  // another thread's parallel_for has the pool
+    run_inline(begin, end, grain, fn);
+    return;
+  }
+  workers.ensure_workers(threads - 1);
+
+  Job job;
+  job.fn = &fn;
+  job.begin = begin;
+  job.end = end;
+  job.grain = grain;
+  job.chunks = chunks;
+  workers.run(job);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace tiny::runtime
+
+namespace tiny {
+
+void set_num_threads(int n) { runtime::set_num_threads(n); }
+
+int get_num_threads() { return runtime::num_threads(); }
+
+}  // namespace tiny

@@ -1,0 +1,357 @@
+// Tests of tiny's thread pool: every index once, chunking independent of the
+// thread count, exceptions, nesting, thread-count settings, passive waits.
+#include <cblas.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+#include "tiny/error.h"
+#include "tiny/parallel.h"
+
+namespace rt = tiny::runtime;
+
+namespace {
+
+// Sets the thread count for one test and puts the previous one back.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : previous_(rt::num_threads()) { rt::set_num_threads(n); }
+  ~ThreadCount() { rt::set_num_threads(previous_); }
+
+ private:
+  int previous_;
+};
+
+using Chunks = std::vector<std::pair<int64_t, int64_t>>;
+
+// The chunks parallel_for hands out, indexed by chunk number.
+Chunks record_chunks(int64_t begin, int64_t end, int64_t grain) {
+  Chunks chunks(rt::num_chunks(begin, end, grain), {-1, -1});
+  rt::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { chunks[(b - begin) / grain] = {b, e}; });
+  return chunks;
+}
+
+// Sums each chunk on its own, then the partial sums in chunk order: the way a
+// deterministic reduction kernel works.
+float chunked_sum(const std::vector<float>& x, int64_t grain) {
+  std::vector<float> partial(rt::num_chunks(0, x.size(), grain));
+  rt::parallel_for(0, x.size(), grain, [&](int64_t b, int64_t e) {
+    float s = 0;
+    for (int64_t i = b; i < e; ++i) s += x[i];
+    partial[b / grain] = s;
+  });
+  float total = 0;
+  for (float p : partial) total += p;
+  return total;
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+}  // namespace
+
+TEST(ThreadPool, NumChunks) {
+  EXPECT_EQ(rt::num_chunks(0, 0, 1), 0);
+  EXPECT_EQ(rt::num_chunks(5, 3, 2), 0);
+  EXPECT_EQ(rt::num_chunks(0, 10, 100), 1);
+  EXPECT_EQ(rt::num_chunks(0, 10, 10), 1);
+  EXPECT_EQ(rt::num_chunks(0, 11, 10), 2);
+  EXPECT_EQ(rt::num_chunks(-7, 13, 3), 7);
+  EXPECT_EQ(rt::num_chunks(0, INT64_MAX, INT64_MAX), 1);
+}
+
+TEST(ThreadPool, GrainMustBePositive) {
+  EXPECT_THROW(rt::num_chunks(0, 10, 0), tiny::ValueError);
+  EXPECT_THROW(rt::parallel_for(0, 10, -1, [](int64_t, int64_t) {}), tiny::ValueError);
+}
+
+TEST(ThreadPool, VisitsEveryIndexExactlyOnce) {
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> ranges = {
+      {0, 0, 1},   {5, 5, 3},    {5, 3, 2},      {0, 1, 1},      {0, 10, 100}, {0, 10, 10},
+      {0, 11, 10}, {-7, 13, 3},  {0, 1000, 1},   {0, 1000, 7},   {3, 1003, 64}, {100, 1100, 999},
+      {0, 4097, 4096}, {-500, -1, 17}, {0, 100000, 1000}};
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadCount count(threads);
+    for (const auto& [begin, end, grain] : ranges) {
+      const int64_t n = std::max<int64_t>(end - begin, 0);
+      std::vector<std::atomic<int>> visits(n);
+      std::atomic<int64_t> calls{0};
+      rt::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
+        ASSERT_LT(b, e);
+        ASSERT_LE(e - b, grain);
+        ++calls;
+        for (int64_t i = b; i < e; ++i) ++visits[i - begin];
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(visits[i].load(), 1) << "index " << begin + i << " of [" << begin << ", " << end << ") grain "
+                                       << grain << " with " << threads << " threads";
+      }
+      EXPECT_EQ(calls.load(), rt::num_chunks(begin, end, grain));
+    }
+  }
+}
+
+TEST(ThreadPool, ChunkBoundariesDoNotDependOnThreadCount) {
+  for (const auto& [begin, end, grain] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {0, 1000, 7}, {-7, 13, 3}, {0, 65536, 4096}, {10, 11, 5}}) {
+    Chunks one, two, four;
+    {
+      ThreadCount count(1);
+      one = record_chunks(begin, end, grain);
+    }
+    {
+      ThreadCount count(2);
+      two = record_chunks(begin, end, grain);
+    }
+    {
+      ThreadCount count(4);
+      four = record_chunks(begin, end, grain);
+    }
+    EXPECT_EQ(one, two);
+    EXPECT_EQ(one, four);
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(one[i].first, begin + static_cast<int64_t>(i) * grain);
+      EXPECT_EQ(one[i].second, std::min(end, one[i].first + grain));
+    }
+  }
+}
+
+TEST(ThreadPool, ChunkedFloatSumIsBitwiseEqualForAnyThreadCount) {
+  // Values of very different magnitudes, so that summation order shows in the bits.
+  std::vector<float> x(1 << 20);
+  uint32_t state = 12345;
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / (1 << 24) * ((state & 1) ? 1e4f : 1e-3f);
+  }
+  float sums[3];
+  const int threads[3] = {1, 2, 3};
+  for (int t = 0; t < 3; ++t) {
+    ThreadCount count(threads[t]);
+    sums[t] = chunked_sum(x, 4096);
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      const float again = chunked_sum(x, 4096);
+      ASSERT_EQ(std::memcmp(&again, &sums[t], sizeof(float)), 0);
+    }
+  }
+  EXPECT_EQ(std::memcmp(&sums[0], &sums[1], sizeof(float)), 0) << sums[0] << " vs " << sums[1];
+  EXPECT_EQ(std::memcmp(&sums[0], &sums[2], sizeof(float)), 0) << sums[0] << " vs " << sums[2];
+}
+
+TEST(ThreadPool, ReallyRunsOnSeveralThreads) {
+  ThreadCount count(2);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  rt::parallel_for(0, 8, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen.count(std::this_thread::get_id()), 1u) << "the caller takes part";
+}
+
+TEST(ThreadPool, RethrowsTheLowestFailingChunk) {
+  for (int threads : {1, 2, 4}) {
+    ThreadCount count(threads);
+    for (int repeat = 0; repeat < 200; ++repeat) {
+      std::atomic<int> ran_below_3{0};
+      try {
+        rt::parallel_for(0, 20, 1, [&](int64_t b, int64_t) {
+          if (b < 3) ++ran_below_3;
+          // Chunk 7 fails fast; chunk 3 fails a little later: 3 must still win.
+          if (b == 3) {
+            if (repeat % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            throw std::runtime_error("chunk 3 failed");
+          }
+          if (b == 7) throw std::runtime_error("chunk 7 failed");
+        });
+        FAIL() << "no exception";
+      } catch (const std::runtime_error& e) {
+        ASSERT_STREQ(e.what(), "chunk 3 failed") << threads << " threads, repeat " << repeat;
+      }
+      ASSERT_EQ(ran_below_3.load(), 3);
+    }
+    // The pool is still usable.
+    std::atomic<int64_t> total{0};
+    rt::parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+    EXPECT_EQ(total.load(), 1000);
+    EXPECT_FALSE(rt::in_parallel_region());
+  }
+}
+
+TEST(ThreadPool, RethrowsExceptionsOfAnyType) {
+  ThreadCount count(2);
+  EXPECT_THROW(rt::parallel_for(0, 100, 1, [](int64_t b, int64_t) {
+                 if (b == 50) throw 42;
+               }),
+               int);
+  EXPECT_THROW(rt::parallel_for(0, 100, 10, [](int64_t, int64_t) { TINY_THROW(ValueError, "bad"); }),
+               tiny::ValueError);
+}
+
+TEST(ThreadPool, InParallelRegionOnlyInsideChunks) {
+  ThreadCount count(2);
+  EXPECT_FALSE(rt::in_parallel_region());
+  std::atomic<int> inside{0};
+  rt::parallel_for(0, 64, 1, [&](int64_t, int64_t) { inside += rt::in_parallel_region(); });
+  EXPECT_EQ(inside.load(), 64);
+  rt::parallel_for(0, 1, 1, [&](int64_t, int64_t) { EXPECT_TRUE(rt::in_parallel_region()); });
+  EXPECT_FALSE(rt::in_parallel_region());
+}
+
+TEST(ThreadPool, NestedParallelForRunsInline) {
+  for (int threads : {1, 2, 4}) {
+    ThreadCount count(threads);
+    std::vector<std::atomic<int>> visits(8 * 100);
+    std::atomic<bool> stayed_on_thread{true};
+    rt::parallel_for(0, 8, 1, [&](int64_t outer, int64_t) {
+      const std::thread::id me = std::this_thread::get_id();
+      int64_t expected_begin = 0;
+      rt::parallel_for(0, 100, 10, [&](int64_t b, int64_t e) {
+        if (std::this_thread::get_id() != me || b != expected_begin) stayed_on_thread = false;
+        expected_begin = e;  // inline means in chunk order
+        for (int64_t i = b; i < e; ++i) ++visits[outer * 100 + i];
+      });
+    });
+    EXPECT_TRUE(stayed_on_thread.load());
+    for (auto& v : visits) ASSERT_EQ(v.load(), 1);
+  }
+}
+
+TEST(ThreadPool, ConcurrentCallersDoNotDeadlock) {
+  ThreadCount count(2);
+  auto caller = [](int64_t* result) {
+    for (int repeat = 0; repeat < 300; ++repeat) {
+      std::atomic<int64_t> total{0};
+      rt::parallel_for(0, 10000, 100, [&](int64_t b, int64_t e) {
+        int64_t s = 0;
+        for (int64_t i = b; i < e; ++i) s += i;
+        total += s;
+      });
+      if (total.load() != 10000LL * 9999 / 2) return;
+      *result += 1;
+    }
+  };
+  int64_t a = 0, b = 0;
+  std::thread other(caller, &b);
+  caller(&a);
+  other.join();
+  EXPECT_EQ(a, 300);
+  EXPECT_EQ(b, 300);
+}
+
+TEST(ThreadPool, SetNumThreadsRejectsBadCounts) {
+  try {
+    rt::set_num_threads(0);
+    FAIL() << "no exception";
+  } catch (const tiny::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("got 0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tiny::set_num_threads(-3), tiny::ValueError);
+  EXPECT_THROW(tiny::set_num_threads(100000), tiny::ValueError);
+  EXPECT_GE(rt::num_threads(), 1);
+}
+
+TEST(ThreadPool, SetNumThreadsSetsTinyAndOpenBlas) {
+  const int before = tiny::get_num_threads();
+  for (int n : {1, 2, 3, 1}) {
+    tiny::set_num_threads(n);
+    EXPECT_EQ(tiny::get_num_threads(), n);
+    EXPECT_EQ(rt::num_threads(), n);
+    EXPECT_EQ(openblas_get_num_threads(), n);
+    std::atomic<int64_t> total{0};
+    rt::parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+    EXPECT_EQ(total.load(), 1000);
+  }
+  tiny::set_num_threads(before);
+}
+
+TEST(ThreadPool, SetNumThreadsInsideAChunkThrows) {
+  ThreadCount count(2);
+  EXPECT_THROW(rt::parallel_for(0, 4, 1, [](int64_t, int64_t) { rt::set_num_threads(1); }), tiny::Error);
+  EXPECT_EQ(rt::num_threads(), 2);
+}
+
+TEST(ThreadPool, IdleWorkersDoNotSpin) {
+  ThreadCount count(std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
+  rt::parallel_for(0, 100, 1, [](int64_t, int64_t) {});  // starts the workers
+  // OpenBLAS's own workers spin for about 2^28 cycles after openblas_set_num_threads
+  // (and after every BLAS call) before they sleep: let them, as only tiny's pool is measured.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::vector<double> out(1 << 16);
+  rt::parallel_for(0, out.size(), 1024, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = static_cast<double>(i) * 0.5;
+  });
+  const double cpu_before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double idle_cpu = process_cpu_seconds() - cpu_before;
+  EXPECT_LT(idle_cpu, 0.020) << "the pool used " << idle_cpu * 1000 << " ms of CPU while idle for 200 ms";
+}
+
+TEST(ThreadPool, WorksInAForkedChild) {
+  ThreadCount count(2);
+  rt::parallel_for(0, 100, 1, [](int64_t, int64_t) {});  // the parent's workers exist
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    std::atomic<int64_t> total{0};
+    rt::parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+    _exit(total.load() == 1000 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// The environment is read once per process: these run in a fresh process each.
+TEST(ThreadPool, EnvironmentSetsTheDefaultCount) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_NUM_THREADS", "3", 1);
+        const bool ok = rt::num_threads() == 3 && openblas_get_num_threads() == 3;
+        std::exit(ok ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(ThreadPool, BadEnvironmentValueThrowsValueError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* bad : {"abc", "0", "-2", "2x", "99999"}) {
+    EXPECT_EXIT(
+        {
+          setenv("TINY_NUM_THREADS", bad, 1);
+          for (int attempt = 0; attempt < 2; ++attempt) {  // throws every time, not only the first
+            try {
+              rt::parallel_for(0, 10, 1, [](int64_t, int64_t) {});
+              std::exit(1);
+            } catch (const tiny::ValueError& e) {
+              std::fprintf(stderr, "%s\n", e.what());
+            }
+          }
+          std::exit(0);
+        },
+        testing::ExitedWithCode(0), std::string("TINY_NUM_THREADS=\"") + bad + "\".*from 1 to 1024");
+  }
+}
