@@ -54,14 +54,17 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   }
   TINY_CHECK(grad.sizes() == variable_.sizes(), ShapeError, "AccumulateGrad: gradient of shape ",
              shape_str(grad.sizes()), " does not match the leaf's shape ", shape_str(variable_.sizes()));
-  if (!meta.grad.defined()) {
-    // Keep the incoming buffer when nothing else can see it; otherwise copy, so
-    // that later in-place accumulation never writes into someone else's tensor.
-    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.unsafe_impl()->storage.use_count() == 1 &&
-                           grad.is_contiguous() && grad.dtype() == variable_.dtype();
-    meta.grad = exclusive ? grad.detach() : grad.to(variable_.dtype()).clone().detach();
-  } else {
-    meta.grad.add_(grad);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);  // backward passes on other threads may share this leaf
+    if (!meta.grad.defined()) {
+      // Keep the incoming buffer when nothing else can see it; otherwise copy, so
+      // that later in-place accumulation never writes into someone else's tensor.
+      const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.unsafe_impl()->storage.use_count() == 1 &&
+                             grad.is_contiguous() && grad.dtype() == variable_.dtype();
+      meta.grad = exclusive ? grad.detach() : grad.to(variable_.dtype()).clone().detach();
+    } else {
+      meta.grad.add_(grad);
+    }
   }
   for (auto& [id, hook] : meta.post_accumulate_hooks) hook(variable_);
   return {};
@@ -79,6 +82,9 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta& meta = t.unsafe_impl()->autograd_meta();
   if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  // Forward passes on several threads may use one leaf: create its single accumulator under a lock.
+  static std::mutex accumulator_mutex;
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ class FunctionNode final : public Node {
 };
 
 // Accumulates into a leaf's `.grad()` (PyTorch's AccumulateGrad).
+//
+// A leaf has one AccumulateGrad while any graph uses it (gradient_edge creates
+// it under a lock), so its mutex serialises backward passes that run on
+// several threads at once and meet at a shared parameter, as in PyTorch.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(Tensor variable);
@@ -71,6 +76,7 @@ class AccumulateGrad final : public Node {
 
  private:
   Tensor variable_;
+  std::mutex mutex_;
 };
 
 // True when grad mode is on and any input requires grad.

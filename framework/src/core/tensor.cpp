@@ -37,6 +37,7 @@ int Tensor::get_device() const { return is_cpu() ? -1 : device().index(); }
 uint32_t Tensor::version() const { return checked(impl_).storage->version.load(std::memory_order_relaxed); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element is out of place (PyTorch agrees)
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (size(d) == 1) continue;
@@ -293,7 +294,7 @@ const Tensor& Tensor::mul_(const Scalar& value) const {
 const Tensor& Tensor::div_(const Scalar& value) const {
   TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
              dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
-  inplace_unary(*this, ops::UnaryKind::MulScalar, param(1.0 / value.to_double()), "div_");
+  inplace_unary(*this, ops::UnaryKind::DivScalar, param(value.to_double()), "div_");
   return *this;
 }
 const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {

@@ -56,8 +56,12 @@ Tensor load_npy(const std::string& path) {
   else
     TINY_THROW(IOError, path, ": arrays of numpy dtype '", d, "' cannot be loaded into a tensor (supported: float32, "
                "float64, int8-int64, uint8, bool); convert in numpy first, e.g. arr.astype('<f4')");
-  if (d == "<f4" || d == "<f8" || d == "<i8" || d == "|b1") {
+  if (d == "<f4" || d == "<f8" || d == "<i8") {
     if (!array.data.empty()) std::memcpy(t.raw_data_ptr(), array.data.data(), array.data.size());
+  } else if (d == "|b1") {
+    // numpy writes 0 or 1, but the file is untrusted: any other byte would be an invalid C++ bool.
+    bool* out = t.data_ptr<bool>();
+    for (size_t i = 0; i < array.data.size(); ++i) out[i] = array.data[i] != 0;
   }
   if (array.fortran_order && t.dim() > 1) {
     // Column-major data: read it as the reversed shape, then reverse the dims back.

@@ -22,7 +22,7 @@ struct OpParams {
 
 enum class UnaryKind : uint8_t {
   Neg, Exp, Log, Sqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Clamp,
-  PowScalar, AddScalar, MulScalar, RSubScalar, RDivScalar, LogicalNot,
+  PowScalar, AddScalar, MulScalar, DivScalar, RSubScalar, RDivScalar, LogicalNot,
 };
 
 enum class BinaryKind : uint8_t {
@@ -94,6 +94,7 @@ template <typename T> struct PowScalarOp {
 };
 template <typename T> struct AddScalarOp { T c; TINY_HOST_DEVICE T operator()(T x) const { return x + c; } };
 template <typename T> struct MulScalarOp { T c; TINY_HOST_DEVICE T operator()(T x) const { return x * c; } };
+template <typename T> struct DivScalarOp { T c; TINY_HOST_DEVICE T operator()(T x) const { return x / c; } };
 template <typename T> struct RSubScalarOp { T c; TINY_HOST_DEVICE T operator()(T x) const { return c - x; } };
 template <typename T> struct RDivScalarOp { T c; TINY_HOST_DEVICE T operator()(T x) const { return c / x; } };
 struct LogicalNotOp { TINY_HOST_DEVICE bool operator()(bool x) const { return !x; } };
@@ -187,6 +188,7 @@ bool visit_unary_op(UnaryKind kind, const OpParams& p, Fn&& fn) {
     case UnaryKind::AddScalar: if constexpr (!std::is_same_v<T, bool>) { fn(AddScalarOp<T>{a}); return true; } break;
     case UnaryKind::MulScalar: if constexpr (!std::is_same_v<T, bool>) { fn(MulScalarOp<T>{a}); return true; } break;
     case UnaryKind::RSubScalar: if constexpr (!std::is_same_v<T, bool>) { fn(RSubScalarOp<T>{a}); return true; } break;
+    case UnaryKind::DivScalar: if constexpr (std::is_floating_point_v<T>) { fn(DivScalarOp<T>{a}); return true; } break;
     case UnaryKind::RDivScalar: if constexpr (std::is_floating_point_v<T>) { fn(RDivScalarOp<T>{a}); return true; } break;
     case UnaryKind::Exp: if constexpr (std::is_floating_point_v<T>) { fn(ExpOp<T>{}); return true; } break;
     case UnaryKind::Log: if constexpr (std::is_floating_point_v<T>) { fn(LogOp<T>{}); return true; } break;

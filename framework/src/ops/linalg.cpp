@@ -98,8 +98,12 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   broadcast_shapes(bias.sizes(), shape);  // throws with both shapes when the bias does not fit
   Tensor out = make_tensor(shape, a.dtype(), a.device());
   const double be = beta.to_double(), al = alpha.to_double();
-  if (be != 0.0) out.copy_(bias);
-  gemm_into(out, a, b, al, be == 0.0 ? 0.0 : be);
+  {
+    // Filling the fresh output is plumbing: copy_ would otherwise refuse a bias that requires grad.
+    NoGradGuard no_grad;
+    if (be != 0.0) out.copy_(bias);
+    gemm_into(out, a, b, al, be == 0.0 ? 0.0 : be);
+  }
   if (should_record({bias, a, b})) {
     record("AddmmBackward0", {bias, a, b}, {out}, {save(bias), save(a), save(b)}, [be, al](const BackwardArgs& args) {
       const Tensor& g = args.grad();

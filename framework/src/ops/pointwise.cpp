@@ -263,7 +263,7 @@ Tensor scalar_op(const Tensor& a, const Scalar& s, UnaryKind kind, Dtype dtype) 
 Tensor add(const Tensor& a, const Scalar& b) {
   Tensor out = scalar_op(a, b, UnaryKind::AddScalar, ops::result_type(a, b));
   if (should_record({a})) {
-    record("AddBackward1", {a}, {out}, {save(a)}, [](const BackwardArgs& args) {
+    record("AddBackward0", {a}, {out}, {save(a)}, [](const BackwardArgs& args) {
       return std::vector<Tensor>{args.grad().to(args.saved[0].dtype())};
     });
   }
@@ -290,7 +290,7 @@ Tensor mul(const Tensor& a, const Scalar& b) {
   Tensor out = scalar_op(a, b, UnaryKind::MulScalar, ops::result_type(a, b));
   if (should_record({a})) {
     const double c = b.to_double();
-    record("MulBackward1", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
+    record("MulBackward0", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
       return std::vector<Tensor>{(args.grad() * c).to(args.saved[0].dtype())};
     });
   }
@@ -300,11 +300,11 @@ Tensor mul(const Tensor& a, const Scalar& b) {
 Tensor div(const Tensor& a, const Scalar& b) {
   Dtype dtype = ops::result_type(a, b);
   if (!is_floating_point(dtype)) dtype = kFloat32;
-  // Division by a scalar is multiplication by its reciprocal, as on PyTorch's GPU path.
-  Tensor out = ops::unary_kernel(a.to(dtype), UnaryKind::MulScalar, params(1.0 / b.to_double()));
+  // True division, as PyTorch's CPU path (a reciprocal multiply can differ by an ulp).
+  Tensor out = ops::unary_kernel(a.to(dtype), UnaryKind::DivScalar, params(b.to_double()));
   if (should_record({a})) {
     const double c = b.to_double();
-    record("DivBackward1", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
+    record("DivBackward0", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
       return std::vector<Tensor>{(args.grad() / c).to(args.saved[0].dtype())};
     });
   }

@@ -72,7 +72,20 @@ Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   return out;
 }
 
-Tensor sum(const Tensor& a) { return sum(a, {}, false); }
+Tensor sum(const Tensor& a) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sum(a, {}, false);
+  }
+  if (should_record({a})) {
+    const IntArrayRef in_shape = a.sizes();
+    record("SumBackward0", {a}, {out}, {}, [in_shape](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad().expand(in_shape)};
+    });
+  }
+  return out;
+}
 
 Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   TINY_CHECK(a.is_floating_point(), DtypeError, "mean(): could not infer output dtype. Input dtype must be either a "
@@ -102,7 +115,21 @@ Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   return out;
 }
 
-Tensor mean(const Tensor& a) { return mean(a, {}, false); }
+Tensor mean(const Tensor& a) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mean(a, {}, false);
+  }
+  if (should_record({a})) {
+    const IntArrayRef in_shape = a.sizes();
+    const double scale = 1.0 / static_cast<double>(a.numel());
+    record("MeanBackward0", {a}, {out}, {}, [in_shape, scale](const BackwardArgs& args) {
+      return std::vector<Tensor>{(args.grad() * scale).expand(in_shape)};
+    });
+  }
+  return out;
+}
 
 namespace {
 

@@ -31,6 +31,9 @@ void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha
 void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                  const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  // The first call settles tiny's thread count and gives OpenBLAS the same one,
+  // so the first GEMM never runs with OpenBLAS's own default.
+  (void)runtime::num_threads();
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   switch (dtype) {

@@ -34,8 +34,10 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
         auto stats = op.identity();
         for (int64_t i = 0; i < s.size; ++i) stats = op.reduce(stats, x[base + i * s.inner], i);
         if (log) {
-          const scalar_t shift = stats.max + t_log(stats.sum);
-          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = x[base + i * s.inner] - shift;
+          // (x - max) - log(sum), in that order: x - max is exact, while
+          // max + log(sum) would round to the ulp of max (PyTorch issue 11752).
+          const scalar_t log_sum = t_log(stats.sum);
+          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = (x[base + i * s.inner] - stats.max) - log_sum;
         } else {
           const scalar_t inv = scalar_t(1) / stats.sum;
           for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = t_exp(x[base + i * s.inner] - stats.max) * inv;

@@ -1,0 +1,422 @@
+// Parity with PyTorch: every case under tests/parity/fixtures/ (written by
+// tests/parity/make_fixtures.py with PyTorch 1.13, see tests/parity/README.md)
+// is recomputed with tiny from the saved inputs, and the forward output and
+// every saved input gradient are compared with PyTorch's.
+//
+// The table below maps each fixture directory to a lambda that mirrors the
+// Python statement of that case. The test list is the union of the fixture
+// directories and the table, so a new fixture without a table entry (or an
+// entry without a fixture) shows up as a failing test named after it, and
+// ParityTable.CoversEveryFixture fails as well: no fixture is skipped silently.
+//
+// Tolerances (|tiny - torch| <= atol + rtol * |torch| per element), DESIGN.md
+// section 5 (about 1e-5 relative for fp32):
+//   pointwise fp32        rtol 1e-5, atol 1e-6  (a few ulp of libm differences; gradients chain 2-3 ops)
+//   reductions fp32       rtol 1e-5, atol 1e-5  (sums of up to 120 terms: tiny's summation order is not
+//                                                PyTorch's vectorised one, so a rounding of ~n*eps*|sum| is allowed)
+//   matmul fp32           rtol 1e-4, atol 1e-4  (dot products over k up to 78 with terms of size ~1: PyTorch's
+//                                                BLAS blocks and orders the k sum differently; an output near 0
+//                                                cancels terms of size ~sqrt(k), so the bound must be absolute)
+//   float64               rtol 1e-12, atol 1e-12 (same reasons, with eps = 2.2e-16)
+// Indices (argmax, max/min indices) must be equal exactly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tiny/io.h"
+#include "tiny/nn/functional.h"
+#include "tiny/ops.h"
+#include "tiny/tensor.h"
+
+#ifndef TINY_PARITY_DIR
+#define TINY_PARITY_DIR "tests/parity/fixtures"
+#endif
+
+namespace fs = std::filesystem;
+namespace F = tiny::nn::functional;
+using tiny::Tensor;
+
+namespace {
+
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+
+constexpr Tolerance kPointwise{1e-5, 1e-6};
+constexpr Tolerance kReduction{1e-5, 1e-5};
+constexpr Tolerance kMatmul{1e-4, 1e-4};
+constexpr Tolerance kFloat64{1e-12, 1e-12};
+
+// The loaded inputs of one case, by file stem ("a", "b", "x", "target", ...).
+class Inputs {
+ public:
+  explicit Inputs(std::map<std::string, Tensor> tensors) : tensors_(std::move(tensors)) {}
+  const Tensor& operator[](const std::string& name) const {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw std::runtime_error("the fixture has no input '" + name + ".npy'");
+    return it->second;
+  }
+  const std::map<std::string, Tensor>& all() const { return tensors_; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+};
+
+// Returns {out} or, for ops with two outputs, {values, indices}.
+using Forward = std::function<std::vector<Tensor>(const Inputs&)>;
+
+struct ParityCase {
+  Forward forward;
+  Tolerance tol;
+};
+
+F::CrossEntropyOptions reduction(F::Reduction r) {
+  F::CrossEntropyOptions o;
+  o.reduction = r;
+  return o;
+}
+
+// Each lambda mirrors the `computation` column of tests/parity/README.md.
+const std::map<std::string, ParityCase>& parity_table() {
+  static const std::map<std::string, ParityCase> table = {
+      // pointwise
+      {"add_broadcast", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] + in["b"]}; }, kPointwise}},
+      {"sub_broadcast", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] - in["b"]}; }, kPointwise}},
+      // mul_broadcast: grad_b sums 8 products over the broadcast dims
+      {"mul_broadcast", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] * in["b"]}; }, kReduction}},
+      {"div", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] / in["b"]}; }, kPointwise}},
+      {"neg", {[](const Inputs& in) -> std::vector<Tensor> { return {-in["a"]}; }, kPointwise}},
+      {"pow_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].pow(2.5)}; }, kPointwise}},
+      {"pow_tensor", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].pow(in["b"])}; }, kPointwise}},
+      {"exp", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::exp(in["a"])}; }, kPointwise}},
+      {"log", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::log(in["a"])}; }, kPointwise}},
+      {"sqrt", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::sqrt(in["a"])}; }, kPointwise}},
+      {"abs", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::abs(in["a"])}; }, kPointwise}},
+      {"relu", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::relu(in["a"])}; }, kPointwise}},
+      {"sigmoid", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::sigmoid(in["a"])}; }, kPointwise}},
+      {"tanh", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::tanh(in["a"])}; }, kPointwise}},
+      {"gelu", {[](const Inputs& in) -> std::vector<Tensor> { return {F::gelu(in["a"])}; }, kPointwise}},
+      {"clamp", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::clamp(in["a"], -0.5, 0.5)}; },
+                 kPointwise}},
+      {"where", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::where(in["cond"], in["a"], in["b"])}; },
+                 kPointwise}},
+      {"add_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] + 2.5}; }, kPointwise}},
+      {"rsub_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {1 - in["a"]}; }, kPointwise}},
+      {"div_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] / 4}; }, kPointwise}},
+      // reductions
+      {"sum_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum()}; }, kReduction}},
+      {"sum_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum({1})}; }, kReduction}},
+      {"sum_dims_keepdim",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum({0, 2}, /*keepdim=*/true)}; }, kReduction}},
+      {"mean_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].mean()}; }, kReduction}},
+      {"mean_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].mean({-1})}; }, kReduction}},
+      {"max_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].max()}; }, kPointwise}},
+      {"max_dim",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = in["a"].max(1);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"min_dim",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = in["a"].min(0);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"argmax_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].argmax(1)}; }, kPointwise}},
+      {"argmax_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].argmax()}; }, kPointwise}},
+      // linear algebra (Python's `a @ b` is torch.matmul)
+      {"mm", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
+      {"mm_transposed",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"].t(), in["b"])}; }, kMatmul}},
+      {"matmul_batched",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
+      {"matmul_batched_broadcast",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
+      {"matmul_vec",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
+      {"matmul_dot",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
+      {"addmm",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::addmm(in["bias"], in["a"], in["b"])}; },
+        kMatmul}},
+      // softmax (the backward sums over the softmax dim)
+      {"softmax_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {F::softmax(in["x"], 1)}; }, kReduction}},
+      {"log_softmax_last",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::log_softmax(in["x"], -1)}; }, kReduction}},
+      {"softmax_dim0_3d",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::softmax(in["x"], 0)}; }, kReduction}},
+      {"softmax_large_values",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::softmax(in["x"], -1)}; }, kReduction}},
+      // losses
+      {"cross_entropy_mean",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::cross_entropy(in["x"], in["target"])}; },
+        kReduction}},
+      {"cross_entropy_sum",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          return {F::cross_entropy(in["x"], in["target"], reduction(F::Reduction::Sum))};
+        },
+        kReduction}},
+      {"cross_entropy_none",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          return {F::cross_entropy(in["x"], in["target"], reduction(F::Reduction::None))};
+        },
+        kReduction}},
+      {"cross_entropy_label_smoothing",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          F::CrossEntropyOptions o;
+          o.label_smoothing = 0.1;
+          return {F::cross_entropy(in["x"], in["target"], o)};
+        },
+        kReduction}},
+      {"cross_entropy_ignore_index",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::cross_entropy(in["x"], in["target"])}; },
+        kReduction}},
+      {"nll_loss_mean",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::nll_loss(in["x"], in["target"])}; }, kReduction}},
+      {"mse_loss_mean",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::mse_loss(in["x"], in["target"])}; }, kReduction}},
+      {"mse_loss_sum",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          return {F::mse_loss(in["x"], in["target"], F::Reduction::Sum)};
+        },
+        kReduction}},
+      // float64
+      {"gelu_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {F::gelu(in["a"])}; }, kFloat64}},
+      {"mm_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kFloat64}},
+      {"cross_entropy_f64",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::cross_entropy(in["x"], in["target"])}; }, kFloat64}},
+      // composite: matmuls over k = 12 and 16, then a cross-entropy mean
+      {"mlp_step",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          Tensor h = tiny::relu(tiny::matmul(in["x"], in["w1"]) + in["b1"]);
+          return {F::cross_entropy(tiny::matmul(h, in["w2"]) + in["b2"], in["target"])};
+        },
+        kMatmul}},
+  };
+  return table;
+}
+
+std::vector<std::string> fixture_dirs() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(TINY_PARITY_DIR, ec)) {
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Every fixture directory and every table entry, so that either one missing its
+// counterpart becomes a failing test named after it.
+std::vector<std::string> all_case_names() {
+  std::set<std::string> names;
+  for (const auto& n : fixture_dirs()) names.insert(n);
+  for (const auto& [n, c] : parity_table()) names.insert(n);
+  return {names.begin(), names.end()};
+}
+
+std::string index_str(int64_t flat, const tiny::IntArrayRef& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  std::ostringstream s;
+  s << "[";
+  for (size_t d = 0; d < idx.size(); ++d) s << (d ? ", " : "") << idx[d];
+  return s.str() + "]";
+}
+
+// Compares tiny's `actual` with PyTorch's `expected`: dtype, shape, then every
+// element; floats within `tol`, integers and bools exactly. On failure names the
+// worst element (the largest |diff| / (atol + rtol * |expected|)).
+::testing::AssertionResult matches(const std::string& what, const Tensor& actual, const Tensor& expected,
+                                   Tolerance tol) {
+  if (!actual.defined()) return ::testing::AssertionFailure() << what << ": tiny's tensor is undefined";
+  if (actual.dtype() != expected.dtype()) {
+    return ::testing::AssertionFailure() << what << ": dtype " << actual.dtype() << ", PyTorch's is "
+                                         << expected.dtype();
+  }
+  if (actual.sizes() != expected.sizes()) {
+    return ::testing::AssertionFailure() << what << ": shape " << tiny::shape_str(actual.sizes())
+                                         << ", PyTorch's is " << tiny::shape_str(expected.sizes());
+  }
+  const Tensor a_cpu = actual.detach().cpu();
+  if (!expected.is_floating_point()) {
+    const auto a = a_cpu.to_vector<int64_t>(), e = expected.to_vector<int64_t>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] != e[i]) {
+        return ::testing::AssertionFailure() << what << ": first mismatch at index "
+                                             << index_str(static_cast<int64_t>(i), expected.sizes()) << ": tiny "
+                                             << a[i] << ", PyTorch " << e[i] << " (must be equal)";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+  const auto a = a_cpu.to_vector<double>(), e = expected.to_vector<double>();
+  double worst_ratio = 0.0;
+  int64_t worst = -1, bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double bound = tol.atol + tol.rtol * std::fabs(e[i]);
+    const double diff = std::fabs(a[i] - e[i]);
+    const double ratio = std::isnan(diff) ? INFINITY : diff / bound;
+    if (!(diff <= bound)) ++bad;
+    if (worst < 0 || ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = static_cast<int64_t>(i);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  std::ostringstream msg;
+  msg << what << ": " << bad << " of " << a.size() << " elements differ by more than atol " << tol.atol << " + rtol "
+      << tol.rtol << " * |PyTorch|; worst at " << index_str(worst, expected.sizes()) << ": "
+      << std::setprecision(expected.dtype() == tiny::kFloat64 ? 17 : 9) << "tiny " << a[worst] << ", PyTorch "
+      << e[worst] << " (|diff| " << std::setprecision(3) << std::fabs(a[worst] - e[worst]) << ")";
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+bool is_output_file(const std::string& stem) {
+  return stem == "out" || stem == "values" || stem == "indices" || stem.rfind("grad_", 0) == 0;
+}
+
+class PyTorch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PyTorch, Matches) {
+  const std::string name = GetParam();
+  const fs::path dir = fs::path(TINY_PARITY_DIR) / name;
+  const auto& table = parity_table();
+  const auto entry = table.find(name);
+  ASSERT_NE(entry, table.end()) << "fixture directory " << dir
+                                << " has no entry in parity_table() of tests/framework/test_parity.cpp: add one "
+                                   "that mirrors its computation in tests/parity/README.md";
+  ASSERT_TRUE(fs::is_directory(dir)) << "parity_table() has an entry '" << name << "' but there is no fixture "
+                                     << dir << " (regenerate with tests/parity/make_fixtures.py)";
+
+  std::map<std::string, Tensor> files;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".npy") continue;
+    files[f.path().stem().string()] = tiny::io::load_npy(f.path().string());
+  }
+  std::map<std::string, Tensor> inputs;
+  for (auto& [stem, t] : files) {
+    if (is_output_file(stem)) continue;
+    if (t.is_floating_point()) t.requires_grad_(true);  // as make_fixtures.py does
+    inputs[stem] = t;
+  }
+  ASSERT_FALSE(inputs.empty()) << dir << " holds no input files";
+
+  std::vector<Tensor> outputs;
+  try {
+    outputs = entry->second.forward(Inputs(inputs));
+  } catch (const std::exception& e) {
+    FAIL() << name << ": the forward pass threw: " << e.what();
+  }
+  const Tolerance tol = entry->second.tol;
+
+  // Forward outputs.
+  Tensor out;
+  if (files.count("values")) {
+    ASSERT_EQ(outputs.size(), 2u) << "the fixture has values.npy and indices.npy: the lambda must return both";
+    ASSERT_TRUE(files.count("indices")) << dir << " has values.npy but no indices.npy";
+    EXPECT_TRUE(matches(name + " values", outputs[0], files.at("values"), tol));
+    EXPECT_TRUE(matches(name + " indices", outputs[1], files.at("indices"), tol));
+    out = outputs[0];
+  } else {
+    ASSERT_TRUE(files.count("out")) << dir << " has neither out.npy nor values.npy";
+    ASSERT_EQ(outputs.size(), 1u);
+    EXPECT_TRUE(matches(name + " out", outputs[0], files.at("out"), tol));
+    out = outputs[0];
+  }
+
+  // Backward, as make_fixtures.py runs it.
+  if (!files.at(files.count("values") ? "values" : "out").is_floating_point()) {
+    for (const auto& [stem, t] : files) {
+      EXPECT_TRUE(stem.rfind("grad_", 0) != 0) << dir << " has an integer output but a gradient file " << stem;
+    }
+    return;
+  }
+  try {
+    if (files.count("grad_out")) {
+      out.backward(files.at("grad_out"));
+    } else {
+      ASSERT_EQ(out.dim(), 0) << "no grad_out.npy, so the output must be 0-d (README: scalar outputs)";
+      out.backward();
+    }
+  } catch (const std::exception& e) {
+    FAIL() << name << ": backward threw: " << e.what();
+  }
+
+  int compared = 0;
+  for (const auto& [input_name, t] : inputs) {
+    const std::string grad_file = "grad_" + input_name;
+    if (!t.is_floating_point()) {
+      EXPECT_FALSE(files.count(grad_file)) << dir << " has " << grad_file << ".npy for a non-float input";
+      EXPECT_FALSE(t.grad().defined()) << input_name << " is not floating point but got a gradient";
+      continue;
+    }
+    ASSERT_TRUE(files.count(grad_file)) << dir << " lacks " << grad_file << ".npy for float input " << input_name;
+    const Tensor grad = t.grad();
+    if (!grad.defined()) {
+      ADD_FAILURE() << name << " " << grad_file << ": backward left no gradient in input '" << input_name << "'";
+      continue;
+    }
+    EXPECT_TRUE(matches(name + " " + grad_file, grad, files.at(grad_file), tol));
+    ++compared;
+  }
+  // Every grad_<x>.npy except grad_out belongs to an input that was compared.
+  for (const auto& [stem, t] : files) {
+    if (stem.rfind("grad_", 0) != 0 || stem == "grad_out") continue;
+    EXPECT_TRUE(inputs.count(stem.substr(5))) << dir << " has " << stem << ".npy but no input " << stem.substr(5);
+  }
+  EXPECT_GT(compared, 0) << name << ": a floating-point output but no gradient was compared";
+}
+
+std::string case_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Parity, PyTorch, ::testing::ValuesIn(all_case_names()), case_param_name);
+
+TEST(ParityTable, CoversEveryFixture) {
+  const auto dirs = fixture_dirs();
+  ASSERT_GE(dirs.size(), 50u) << "expected the ~54 fixture directories under " << TINY_PARITY_DIR;
+  const auto& table = parity_table();
+  for (const auto& d : dirs) {
+    EXPECT_TRUE(table.count(d)) << "fixture " << d << " has no entry in parity_table(): it would not be compared";
+  }
+  for (const auto& [n, c] : table) {
+    EXPECT_TRUE(std::find(dirs.begin(), dirs.end(), n) != dirs.end()) << "table entry " << n << " has no fixture";
+  }
+}
+
+TEST(ParityTable, ComparisonDetectsAMismatch) {
+  // The comparison itself must be able to fail: one element off by 1e-4 relative.
+  Tensor e = tiny::tensor({1.0, 2.0, 3.0});
+  Tensor a = tiny::tensor({1.0, 2.0002, 3.0});
+  const auto r = matches("probe", a, e, kPointwise);
+  EXPECT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("[1]"), std::string::npos) << r.message();
+  EXPECT_TRUE(matches("probe", e, e, kPointwise));
+  EXPECT_FALSE(matches("probe", tiny::tensor({1.0, 2.0}), e, kPointwise));                  // shape
+  EXPECT_FALSE(matches("probe", e.to(tiny::kFloat64), e, kPointwise));                     // dtype
+  EXPECT_FALSE(matches("probe", tiny::tensor({1.0, NAN, 3.0}), e, kPointwise));            // NaN
+  EXPECT_FALSE(matches("probe", tiny::arange(3) + 1, tiny::arange(3), kPointwise));        // indices exactly
+}
+
+}  // namespace
