@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -584,6 +585,33 @@ TEST(Autograd, LaterLayersFinishBeforeEarlierOnes) {
     EXPECT_LT(pos("b" + later), pos("b" + earlier));
   }
   EXPECT_EQ(tensor_hook_layers, (std::vector<int>{2, 1, 0}));
+}
+
+TEST(Autograd, ConcurrentBackwardIntoASharedLeafAccumulatesEverything) {
+  // Worker threads (DataParallel-style, hogwild) run forward and backward at
+  // the same time on one parameter; every contribution must land, as in
+  // PyTorch, whose AccumulateGrad holds a lock.
+  constexpr int kThreads = 4, kSteps = 50;
+  for (int64_t n : {64, 50000}) {
+    SCOPED_TRACE("numel " + std::to_string(n));
+    Tensor x = tiny::full({n}, 1.5, tiny::kFloat64);
+    x.requires_grad_(true);
+    std::atomic<int> hook_calls{0};
+    x.register_post_accumulate_grad_hook([&](Tensor&) { hook_calls.fetch_add(1); });
+    std::vector<std::thread> workers;
+    for (int t = 0; t < kThreads; ++t) {
+      workers.emplace_back([&x] {
+        for (int i = 0; i < kSteps; ++i) (x * x).sum().backward();
+      });
+    }
+    for (auto& w : workers) w.join();
+    EXPECT_EQ(hook_calls.load(), kThreads * kSteps);
+    ASSERT_TRUE(x.grad().defined());
+    const std::vector<double> g = vec(x.grad());
+    int64_t wrong = 0;
+    for (double v : g) wrong += v != 2 * 1.5 * kThreads * kSteps;
+    EXPECT_EQ(wrong, 0) << "first element " << g[0] << ", expected " << 2 * 1.5 * kThreads * kSteps;
+  }
 }
 
 // ---- thread-local state -------------------------------------------------------------------------

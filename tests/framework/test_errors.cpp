@@ -106,8 +106,8 @@ TEST(Errors, CrossEntropyFloatTarget) {
                "expected target of dtype int64 (class indices) but got float32");
   EXPECT_ERROR(DtypeError, F::cross_entropy(tiny::zeros({2, 3}, tiny::kInt64), tiny::from_vector<int64_t>({0, 1})),
                "expected a floating-point input, got int64");
-  EXPECT_ERROR(ValueError,
-               F::cross_entropy(tiny::zeros({2, 3}), tiny::from_vector<int64_t>({0, 1}), {F::Reduction::Mean, -100, 1.5}),
+  const F::CrossEntropyOptions too_smooth{F::Reduction::Mean, -100, 1.5};
+  EXPECT_ERROR(ValueError, F::cross_entropy(tiny::zeros({2, 3}), tiny::from_vector<int64_t>({0, 1}), too_smooth),
                "label_smoothing must be between 0.0 and 1.0. Got: 1.5");
 }
 
@@ -130,7 +130,8 @@ TEST(Errors, RequiresGradOnIntegerTensor) {
 }
 
 TEST(Errors, BadDeviceStrings) {
-  EXPECT_ERROR(ValueError, tiny::Device("gpu"), "Expected one of cpu, cuda device type at start of device string: 'gpu'");
+  EXPECT_ERROR(ValueError, tiny::Device("gpu"),
+               "Expected one of cpu, cuda device type at start of device string: 'gpu'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:x"), "Invalid device string: 'cuda:x'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:"), "Invalid device string: 'cuda:'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:-1"), "'cuda:-1'");
@@ -178,7 +179,8 @@ TEST(Errors, ArangeStepSign) {
 }
 
 TEST(Errors, RandintLowNotBelowHigh) {
-  EXPECT_ERROR(ValueError, tiny::randint(5, 5, {3}), "random_ expects 'from' to be less than 'to', but got from=5 >= to=5");
+  EXPECT_ERROR(ValueError, tiny::randint(5, 5, {3}),
+               "random_ expects 'from' to be less than 'to', but got from=5 >= to=5");
   EXPECT_ERROR(ValueError, tiny::randint(9, 2, {3}), "from=9 >= to=2");
   EXPECT_ERROR(DtypeError, tiny::rand({2}, tiny::kInt64), "\"rand\" not implemented for 'int64'");
 }

@@ -121,9 +121,12 @@ TEST(Pointwise, ComparisonsBroadcastAndReturnBool) {
     std::function<bool(double, double)> f;
   };
   const Case cases[] = {
-      {"eq", a == b, [](double x, double y) { return x == y; }}, {"ne", a != b, [](double x, double y) { return x != y; }},
-      {"lt", a < b, [](double x, double y) { return x < y; }},   {"le", a <= b, [](double x, double y) { return x <= y; }},
-      {"gt", a > b, [](double x, double y) { return x > y; }},   {"ge", a >= b, [](double x, double y) { return x >= y; }},
+      {"eq", a == b, [](double x, double y) { return x == y; }},
+      {"ne", a != b, [](double x, double y) { return x != y; }},
+      {"lt", a < b, [](double x, double y) { return x < y; }},
+      {"le", a <= b, [](double x, double y) { return x <= y; }},
+      {"gt", a > b, [](double x, double y) { return x > y; }},
+      {"ge", a >= b, [](double x, double y) { return x >= y; }},
       {"eq method", a.eq(b), [](double x, double y) { return x == y; }},
       {"lt free", tiny::lt(a, b), [](double x, double y) { return x < y; }},
   };
@@ -341,6 +344,40 @@ TEST(Pointwise, DtypePromotion) {
   EXPECT_EQ((i > f).to_vector<bool>(), (std::vector<bool>{true, false, true}));
 }
 
+TEST(Pointwise, ZeroDimTensorsDoNotWidenWithinTheirCategory) {
+  // PyTorch's rule: a 0-d tensor beside a dimensioned one decides the dtype
+  // only when its category (bool < integer < floating) is higher.
+  const Tensor f = tiny::tensor({1.0, 2.0});
+  const Tensor d0 = tiny::scalar_tensor(0.5, tiny::kFloat64);
+  EXPECT_EQ((f + d0).dtype(), tiny::kFloat32);
+  EXPECT_EQ((d0 * f).dtype(), tiny::kFloat32);
+  EXPECT_EQ((f / d0).dtype(), tiny::kFloat32);
+  EXPECT_EQ(tiny::maximum(f, d0).dtype(), tiny::kFloat32);
+  EXPECT_EQ(tiny::where(f > 1.5, f, d0).dtype(), tiny::kFloat32);
+  expect_close(f + d0, {1.5, 2.5}, 0, 0);
+  const Tensor i = tiny::from_vector<int64_t>({1, 2});
+  EXPECT_EQ((i + d0).dtype(), tiny::kFloat64);  // higher category: the 0-d dtype wins
+  EXPECT_EQ((i + tiny::scalar_tensor(true, tiny::kBool)).dtype(), tiny::kInt64);
+  EXPECT_EQ((tiny::from_vector<bool>({true}) + tiny::scalar_tensor(int64_t{2}, tiny::kInt64)).dtype(), tiny::kInt64);
+  // Two 0-d tensors, or two dimensioned ones, promote normally.
+  EXPECT_EQ((tiny::scalar_tensor(1.0) + d0).dtype(), tiny::kFloat64);
+  EXPECT_EQ((f + tiny::tensor({0.5}, tiny::kFloat64)).dtype(), tiny::kFloat64);
+}
+
+TEST(Pointwise, BoolAddAndMulAreLogical) {
+  // PyTorch: True + True is True (or), True * False is False (and); max/min likewise.
+  const Tensor a = tiny::from_vector<bool>({false, false, true, true});
+  const Tensor b = tiny::from_vector<bool>({false, true, false, true});
+  EXPECT_EQ((a + b).dtype(), tiny::kBool);
+  EXPECT_EQ((a + b).to_vector<bool>(), (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ((a * b).to_vector<bool>(), (std::vector<bool>{false, false, false, true}));
+  EXPECT_EQ(tiny::maximum(a, b).to_vector<bool>(), (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(tiny::minimum(a, b).to_vector<bool>(), (std::vector<bool>{false, false, false, true}));
+  const Tensor m = a.clone();
+  m.mul_(b);
+  EXPECT_EQ(m.to_vector<bool>(), (std::vector<bool>{false, false, false, true}));
+}
+
 TEST(Pointwise, IntegerArithmeticIsExact) {
   // Values above 2^24 (float32's exact range) and products near 2^62.
   const Tensor a = tiny::from_vector<int64_t>({(int64_t{1} << 40) + 3, -123456789, int64_t{1} << 31});
@@ -351,8 +388,9 @@ TEST(Pointwise, IntegerArithmeticIsExact) {
             (std::vector<int64_t>{((int64_t{1} << 40) + 3) * 5, int64_t{-123456789} * 1000000007, int64_t{1} << 62}));
   EXPECT_EQ(tiny::sub(a, b, 2).to_vector<int64_t>(),
             (std::vector<int64_t>{(int64_t{1} << 40) - 7, -123456789 - 2 * int64_t{1000000007}, -(int64_t{1} << 31)}));
-  EXPECT_EQ(tiny::pow(tiny::from_vector<int64_t>({3, -2, 7}), tiny::from_vector<int64_t>({20, 5, 0})).to_vector<int64_t>(),
-            (std::vector<int64_t>{3486784401, -32, 1}));
+  const Tensor base = tiny::from_vector<int64_t>({3, -2, 7});
+  const Tensor exponent = tiny::from_vector<int64_t>({20, 5, 0});
+  EXPECT_EQ(tiny::pow(base, exponent).to_vector<int64_t>(), (std::vector<int64_t>{3486784401, -32, 1}));
 }
 
 TEST(Pointwise, NaNPropagates) {
@@ -393,7 +431,8 @@ TEST(Pointwise, InPlaceArithmetic) {
                ref_binary(a0, row, [](double x, double y) { return x - y; }));
   expect_close(run([&](const Tensor& t) { t.sub_(b, 0.5); }),
                ref_binary(a0, b, [](double x, double y) { return x - 0.5 * y; }));
-  expect_close(run([&](const Tensor& t) { t.mul_(row); }), ref_binary(a0, row, [](double x, double y) { return x * y; }));
+  expect_close(run([&](const Tensor& t) { t.mul_(row); }),
+               ref_binary(a0, row, [](double x, double y) { return x * y; }));
   expect_close(run([&](const Tensor& t) { t.div_(b); }), ref_binary(a0, b, [](double x, double y) { return x / y; }));
   expect_close(run([&](const Tensor& t) { t.add_(2.5); }), ref_unary(a0, [](double x) { return x + 2.5; }));
   expect_close(run([&](const Tensor& t) { t.mul_(-3); }), ref_unary(a0, [](double x) { return -3 * x; }));
@@ -469,6 +508,15 @@ TEST(Pointwise, InPlaceDtypeRules) {
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
   i.add_(5).mul_(2);
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{10, 12, 14}));
+}
+
+TEST(Pointwise, InPlaceCastsDownWithinACategory) {
+  // PyTorch's can_cast allows float64 -> float32 (same category): x.add_(y_double) keeps x float32.
+  const Tensor g = tiny::ones({2});
+  EXPECT_NO_THROW(g.add_(tiny::tensor({0.5, 0.25}, {2}, tiny::kFloat64)));
+  EXPECT_NO_THROW(g.mul_(tiny::scalar_tensor(2.0, tiny::kFloat64)));
+  EXPECT_EQ(g.dtype(), tiny::kFloat32);
+  expect_close(g, {3.0, 2.5}, 0, 0);
 }
 
 TEST(Pointwise, InPlaceCannotGrowSelf) {

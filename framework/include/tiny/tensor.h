@@ -195,6 +195,14 @@ class Tensor {
   Tensor mul(const Tensor& other) const;
   /// @brief Elementwise true division (integers give floats).
   Tensor div(const Tensor& other) const;
+  /// @brief `self + other` for a number.
+  Tensor add(const Scalar& other) const;
+  /// @brief `self - other` for a number.
+  Tensor sub(const Scalar& other) const;
+  /// @brief `self * other` for a number: `w.mul(0.01)`.
+  Tensor mul(const Scalar& other) const;
+  /// @brief `self / other` for a number.
+  Tensor div(const Scalar& other) const;
   /// @brief Elementwise power with a scalar exponent.
   Tensor pow(const Scalar& exponent) const;
   /// @brief Elementwise power with a tensor exponent.

@@ -233,7 +233,10 @@ void inplace_binary(const Tensor& self, const Tensor& other, ops::BinaryKind kin
   ops::check_inplace(self, other, op);
   ops::check_same_device(self, other, op);
   const Dtype result = promote_types(self.dtype(), other.dtype());
-  TINY_CHECK(result == self.dtype() || (is_floating_point(self.dtype()) && !is_floating_point(result)), DtypeError,
+  // PyTorch's canCast: never from floating to integral, nor from integral to bool.
+  const bool castable = !(is_floating_point(result) && !is_floating_point(self.dtype())) &&
+                        !(result != kBool && self.dtype() == kBool);
+  TINY_CHECK(castable, DtypeError,
              "result type ", dtype_name(result), " can't be cast to the desired output type ",
              dtype_name(self.dtype()), " (in ", op, ")");
   broadcast_shapes(self.sizes(), other.sizes());
@@ -337,6 +340,10 @@ Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return tiny
 Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return tiny::sub(*this, other, alpha); }
 Tensor Tensor::mul(const Tensor& other) const { return tiny::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return tiny::div(*this, other); }
+Tensor Tensor::add(const Scalar& other) const { return tiny::add(*this, other); }
+Tensor Tensor::sub(const Scalar& other) const { return tiny::sub(*this, other); }
+Tensor Tensor::mul(const Scalar& other) const { return tiny::mul(*this, other); }
+Tensor Tensor::div(const Scalar& other) const { return tiny::div(*this, other); }
 Tensor Tensor::pow(const Scalar& exponent) const { return tiny::pow(*this, exponent); }
 Tensor Tensor::pow(const Tensor& exponent) const { return tiny::pow(*this, exponent); }
 Tensor Tensor::neg() const { return tiny::neg(*this); }

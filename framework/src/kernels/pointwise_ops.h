@@ -210,13 +210,14 @@ bool visit_binary_op(BinaryKind kind, const OpParams& p, Fn&& fn) {
   const T a = static_cast<T>(p.a);
   const T b = static_cast<T>(p.b);
   switch (kind) {
-    case BinaryKind::Add: if constexpr (kArith) { fn(AddOp<T>{a}); return true; } break;
+    // On bool, + and max are logical or, * and min logical and (as in PyTorch).
+    case BinaryKind::Add: if constexpr (kArith) fn(AddOp<T>{a}); else fn(LogicalOrOp<T>{}); return true;
     case BinaryKind::Sub: if constexpr (kArith) { fn(SubOp<T>{a}); return true; } break;
-    case BinaryKind::Mul: if constexpr (kArith) { fn(MulOp<T>{}); return true; } break;
+    case BinaryKind::Mul: if constexpr (kArith) fn(MulOp<T>{}); else fn(LogicalAndOp<T>{}); return true;
     case BinaryKind::Div: if constexpr (kFloat) { fn(DivOp<T>{}); return true; } break;
     case BinaryKind::Pow: if constexpr (kArith) { fn(PowOp<T>{}); return true; } break;
-    case BinaryKind::Maximum: if constexpr (kArith) { fn(MaximumOp<T>{}); return true; } break;
-    case BinaryKind::Minimum: if constexpr (kArith) { fn(MinimumOp<T>{}); return true; } break;
+    case BinaryKind::Maximum: if constexpr (kArith) fn(MaximumOp<T>{}); else fn(LogicalOrOp<T>{}); return true;
+    case BinaryKind::Minimum: if constexpr (kArith) fn(MinimumOp<T>{}); else fn(LogicalAndOp<T>{}); return true;
     case BinaryKind::Eq: fn(EqOp<T>{}); return true;
     case BinaryKind::Ne: fn(NeOp<T>{}); return true;
     case BinaryKind::Lt: fn(LtOp<T>{}); return true;

@@ -79,6 +79,17 @@ OpParams params(double a, double b = 0.0) {
 // Float-only math on an integer tensor works on its float32 copy, as PyTorch promotes.
 Tensor as_floating(const Tensor& a) { return a.is_floating_point() ? a : a.to(kFloat32); }
 
+// PyTorch's result type of `a op b`: a 0-d tensor beside a dimensioned one
+// counts only when its category (bool < integer < floating) is higher, so
+// float32 [3] + float64 0-d stays float32, while int64 [3] + float64 0-d is float64.
+int category(Dtype d) { return d == kBool ? 0 : is_floating_point(d) ? 2 : 1; }
+Dtype result_type(const Tensor& a, const Tensor& b) {
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  const Tensor& dimensioned = a.dim() == 0 ? b : a;
+  const Tensor& zero_dim = a.dim() == 0 ? a : b;
+  return category(zero_dim.dtype()) > category(dimensioned.dtype()) ? zero_dim.dtype() : dimensioned.dtype();
+}
+
 // Unary op whose backward is a BinaryKind on (grad, saved).
 Tensor unary_with_backward(const Tensor& a, UnaryKind kind, const char* name, BinaryKind backward_kind,
                            bool save_result, const OpParams& p = {}) {
@@ -97,7 +108,7 @@ Tensor unary_with_backward(const Tensor& a, UnaryKind kind, const char* name, Bi
 // ---- tensor (op) tensor ----------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Add, params(alpha.to_double()));
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Add, result_type(a, b), params(alpha.to_double()));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
     record("AddBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
@@ -113,7 +124,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   TINY_CHECK(!(a.dtype() == kBool && b.dtype() == kBool), DtypeError,
              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
              "operator instead.");
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Sub, params(alpha.to_double()));
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Sub, result_type(a, b), params(alpha.to_double()));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
     record("SubBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
@@ -126,7 +137,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Mul);
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Mul, result_type(a, b));
   if (should_record({a, b})) {
     record("MulBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
@@ -140,7 +151,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Dtype compute = promote_types(a.dtype(), b.dtype());
+  Dtype compute = result_type(a, b);
   if (!is_floating_point(compute)) compute = kFloat32;  // true division, as PyTorch's `/`
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Div, compute);
   if (should_record({a, b})) {
@@ -156,7 +167,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Pow);
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Pow, result_type(a, b));
   if (should_record({a, b})) {
     record("PowBackward1", {a, b}, {out}, {save(a), save(b), save_output(out)}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
@@ -177,7 +188,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Maximum);
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Maximum, result_type(a, b));
   if (should_record({a, b})) {
     record("MaximumBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
@@ -194,7 +205,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Minimum);
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Minimum, result_type(a, b));
   if (should_record({a, b})) {
     record("MinimumBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
@@ -214,7 +225,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
              "tensor with dtype ", dtype_name(condition.dtype()), " (compare first, e.g. x > 0)");
   ops::check_same_device(condition, a, "where");
   ops::check_same_device(a, b, "where");
-  const Dtype dtype = promote_types(a.dtype(), b.dtype());
+  const Dtype dtype = result_type(a, b);
   Tensor out = make_tensor(broadcast_all({condition, a, b}), dtype, a.device());
   TensorIter iter = make_tensor_iter(out, {condition, a.to(dtype), b.to(dtype)});
   where_stub(a.device())(iter);
@@ -230,12 +241,12 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Eq); }
-Tensor ne(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Ne); }
-Tensor lt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Lt); }
-Tensor le(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Le); }
-Tensor gt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Gt); }
-Tensor ge(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Ge); }
+Tensor eq(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Eq, result_type(a, b)); }
+Tensor ne(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Ne, result_type(a, b)); }
+Tensor lt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Lt, result_type(a, b)); }
+Tensor le(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Le, result_type(a, b)); }
+Tensor gt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Gt, result_type(a, b)); }
+Tensor ge(const Tensor& a, const Tensor& b) { return ops::binary_kernel(a, b, BinaryKind::Ge, result_type(a, b)); }
 
 namespace {
 Tensor compare_scalar(const Tensor& a, const Scalar& s, BinaryKind kind) {
