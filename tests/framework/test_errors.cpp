@@ -31,11 +31,12 @@ std::string message_of(const std::function<void()>& fn) {
   return {};
 }
 
-#define EXPECT_ERROR(ErrorType, statement, substring)                                               \
-  do {                                                                                                \
-    const std::string msg_ = message_of<tiny::ErrorType>([&] { (void)(statement); });                 \
-    EXPECT_NE(msg_.find(substring), std::string::npos) << "message: \"" << msg_ << "\"\nexpected to contain: \"" \
-                                                       << (substring) << "\"";                       \
+// Expects `statement` to throw tiny::ErrorType with `substring` in its message.
+#define EXPECT_ERROR(ErrorType, statement, substring)                                   \
+  do {                                                                                  \
+    const std::string msg_ = message_of<tiny::ErrorType>([&] { (void)(statement); });   \
+    EXPECT_NE(msg_.find(substring), std::string::npos)                                  \
+        << "message: \"" << msg_ << "\"\nexpected to contain: \"" << (substring) << "\""; \
   } while (0)
 
 TEST(Errors, AllErrorTypesDeriveFromTinyError) {
