@@ -8,10 +8,10 @@
 //   (d) cpu_malloc/cpu_free versus malloc/free, touching every page as a
 //       tensor would (first touches of fresh memory are page faults)
 //   (e) the reverse of (b): a parallel_for right after an sgemm, while
-//       OpenBLAS's own workers are still spinning (they spin for about 2^28
-//       cycles after each call before they sleep)
-//   (f) a way out of (e): OpenBLAS at 1 thread, the sgemm split by rows over
-//       tiny's pool, so that only one pool ever runs
+//       OpenBLAS's own workers may still be awake (they poll, calling
+//       sched_yield, for about 2^28 cycles after each call before they sleep)
+//   (f) for comparison with (a) and (e): OpenBLAS at 1 thread and the sgemm
+//       split by rows over tiny's pool, so that only one pool ever runs
 //
 // Build by hand, for example:
 //   g++ -std=c++17 -O2 -I framework/include -I framework/src bench/bench_threads.cpp

@@ -12,4 +12,5 @@
 #include "tiny/ops.h"
 #include "tiny/parallel.h"
 #include "tiny/scalar.h"
+#include "tiny/state_dict.h"
 #include "tiny/tensor.h"

@@ -45,5 +45,9 @@ DispatchStub<SoftmaxBackwardFn> softmax_backward_stub("softmax_backward");
 DispatchStub<NllForwardFn> nll_forward_stub("nll_forward");
 DispatchStub<NllBackwardFn> nll_backward_stub("nll_backward");
 DispatchStub<RandomFn> random_stub("random");
+DispatchStub<EmbeddingFn> embedding_stub("embedding");
+DispatchStub<EmbeddingBackwardFn> embedding_backward_stub("embedding_backward");
+DispatchStub<SgdStepFn> sgd_step_stub("sgd_step");
+DispatchStub<AdamStepFn> adam_step_stub("adam_step");
 
 }  // namespace tiny

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/tensor_iterator.h"
+#include "kernels/optimizer_ops.h"
 #include "kernels/pointwise_ops.h"
 #include "kernels/reduce_ops.h"
 #include "tiny/generator.h"
@@ -64,6 +65,17 @@ using NllForwardFn = void (*)(const Tensor& losses, const Tensor& log_probs, con
 using NllBackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target,
                                int64_t ignore_index);
 using RandomFn = void (*)(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b);
+// out[i, :] = weight[indices[i], :] (indices int64, any shape flattened; out contiguous [n, dim]).
+using EmbeddingFn = void (*)(const Tensor& out, const Tensor& weight, const Tensor& indices);
+// grad_weight[indices[i], :] += grad_out[i, :] (deterministic order; padding_idx rows skipped when >= 0).
+using EmbeddingBackwardFn = void (*)(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices,
+                                     int64_t padding_idx);
+// One fused SGD update of `param` in place (momentum_buffer undefined when momentum == 0).
+using SgdStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                           const kernels::SgdParams& params);
+// One fused Adam/AdamW update of `param` in place (max_exp_avg_sq undefined unless amsgrad).
+using AdamStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                            const Tensor& max_exp_avg_sq, const kernels::AdamParams& params);
 
 extern DispatchStub<UnaryFn> unary_stub;
 extern DispatchStub<BinaryFn> binary_stub;
@@ -79,6 +91,10 @@ extern DispatchStub<SoftmaxBackwardFn> softmax_backward_stub;
 extern DispatchStub<NllForwardFn> nll_forward_stub;
 extern DispatchStub<NllBackwardFn> nll_backward_stub;
 extern DispatchStub<RandomFn> random_stub;
+extern DispatchStub<EmbeddingFn> embedding_stub;
+extern DispatchStub<EmbeddingBackwardFn> embedding_backward_stub;
+extern DispatchStub<SgdStepFn> sgd_step_stub;
+extern DispatchStub<AdamStepFn> adam_step_stub;
 
 // Filled by each backend.
 void register_cpu_kernels();

@@ -14,7 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
+#include <cstdint>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>

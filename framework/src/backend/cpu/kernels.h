@@ -22,4 +22,8 @@ void nll_backward_kernel(const Tensor& grad_input, const Tensor& grad_losses, co
                          int64_t ignore_index);
 void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b);
 
+// Families whose kernels live in their own files register themselves.
+void register_embedding_kernels();  // embedding_kernels.cpp
+void register_optimizer_kernels();  // optimizer_kernels.cpp
+
 }  // namespace tiny::cpu

@@ -18,6 +18,8 @@ void register_cpu_kernels() {
   nll_forward_stub.table[cpu] = &cpu::nll_forward_kernel;
   nll_backward_stub.table[cpu] = &cpu::nll_backward_kernel;
   random_stub.table[cpu] = &cpu::random_kernel;
+  cpu::register_embedding_kernels();
+  cpu::register_optimizer_kernels();
 }
 
 }  // namespace tiny
