@@ -609,3 +609,20 @@ TEST(Pointwise, AllcloseAndEqual) {
 }
 
 }  // namespace
+
+namespace {
+
+// Scalars reach integer kernels exactly: 2^53 + 1 has no double representation.
+TEST(Pointwise, IntegerScalarsBeyondDoublePrecisionStayExact) {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  tiny::Tensor x = tiny::from_vector<int64_t>({0, 1});
+  EXPECT_EQ((x + big).to_vector<int64_t>(), (std::vector<int64_t>{big, big + 1}));
+  EXPECT_EQ((x * big).to_vector<int64_t>(), (std::vector<int64_t>{0, big}));
+  tiny::Tensor y = tiny::from_vector<int64_t>({0, 0});
+  y.add_(tiny::from_vector<int64_t>({1, 2}), big);
+  EXPECT_EQ(y.to_vector<int64_t>(), (std::vector<int64_t>{big, 2 * big}));
+  tiny::Tensor z = tiny::from_vector<int64_t>({big + 5, -3});
+  EXPECT_EQ(tiny::clamp(z, int64_t{0}, big).to_vector<int64_t>(), (std::vector<int64_t>{big, 0}));
+}
+
+}  // namespace

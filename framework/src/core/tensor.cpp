@@ -255,21 +255,14 @@ void inplace_unary(const Tensor& self, ops::UnaryKind kind, const kernels::OpPar
   bump_version(self);
 }
 
-kernels::OpParams param(double a) {
-  kernels::OpParams p;
-  p.a = a;
-  p.has_a = true;
-  return p;
-}
-
 }  // namespace
 
 const Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) const {
-  inplace_binary(*this, other, ops::BinaryKind::Add, param(alpha.to_double()), "add_");
+  inplace_binary(*this, other, ops::BinaryKind::Add, ops::scalar_params(alpha), "add_");
   return *this;
 }
 const Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) const {
-  inplace_binary(*this, other, ops::BinaryKind::Sub, param(alpha.to_double()), "sub_");
+  inplace_binary(*this, other, ops::BinaryKind::Sub, ops::scalar_params(alpha), "sub_");
   return *this;
 }
 const Tensor& Tensor::mul_(const Tensor& other) const {
@@ -285,30 +278,25 @@ const Tensor& Tensor::div_(const Tensor& other) const {
 const Tensor& Tensor::add_(const Scalar& value) const {
   TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
              "desired output type ", dtype_name(dtype()));
-  inplace_unary(*this, ops::UnaryKind::AddScalar, param(value.to_double()), "add_");
+  inplace_unary(*this, ops::UnaryKind::AddScalar, ops::scalar_params(value), "add_");
   return *this;
 }
 const Tensor& Tensor::mul_(const Scalar& value) const {
   TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
              "desired output type ", dtype_name(dtype()));
-  inplace_unary(*this, ops::UnaryKind::MulScalar, param(value.to_double()), "mul_");
+  inplace_unary(*this, ops::UnaryKind::MulScalar, ops::scalar_params(value), "mul_");
   return *this;
 }
 const Tensor& Tensor::div_(const Scalar& value) const {
   TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
              dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
-  inplace_unary(*this, ops::UnaryKind::DivScalar, param(value.to_double()), "div_");
+  inplace_unary(*this, ops::UnaryKind::DivScalar, ops::scalar_params(value), "div_");
   return *this;
 }
 const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
   TINY_CHECK(min.has_value() || max.has_value(), ValueError, "clamp_: At least one of 'min' or 'max' must not be "
              "None");
-  kernels::OpParams p;
-  p.has_a = min.has_value();
-  p.has_b = max.has_value();
-  p.a = min ? min->to_double() : 0.0;
-  p.b = max ? max->to_double() : 0.0;
-  inplace_unary(*this, ops::UnaryKind::Clamp, p, "clamp_");
+  inplace_unary(*this, ops::UnaryKind::Clamp, ops::scalar_params(min, max), "clamp_");
   return *this;
 }
 

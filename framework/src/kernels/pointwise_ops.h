@@ -13,12 +13,26 @@
 namespace tiny::kernels {
 
 // Numbers some ops need besides their inputs (alpha of add, clamp bounds, ...).
+// Integers are kept exactly beside the doubles: an int64 tensor plus
+// 2^53 + 1 must not round through a double.
 struct OpParams {
   double a = 0.0;
   double b = 0.0;
+  int64_t ia = 0;
+  int64_t ib = 0;
   bool has_a = false;
   bool has_b = false;
 };
+
+// The parameter as the op's element type: the exact integer for integer ops.
+template <typename T>
+T param_as(double d, int64_t i) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(i);
+  } else {
+    return static_cast<T>(d);
+  }
+}
 
 enum class UnaryKind : uint8_t {
   Neg, Exp, Log, Sqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Clamp,
@@ -172,7 +186,7 @@ template <typename T> struct WhereOp {
 // Calls fn(op) for unary ops whose result has the input's dtype T.
 template <typename T, typename Fn>
 bool visit_unary_op(UnaryKind kind, const OpParams& p, Fn&& fn) {
-  const T a = static_cast<T>(p.a);
+  const T a = param_as<T>(p.a, p.ia);
   switch (kind) {
     case UnaryKind::Neg: if constexpr (!std::is_same_v<T, bool>) { fn(NegOp<T>{}); return true; } break;
     case UnaryKind::Abs: if constexpr (!std::is_same_v<T, bool>) { fn(AbsOp<T>{}); return true; } break;
@@ -180,7 +194,7 @@ bool visit_unary_op(UnaryKind kind, const OpParams& p, Fn&& fn) {
     case UnaryKind::Relu: if constexpr (!std::is_same_v<T, bool>) { fn(ReluOp<T>{}); return true; } break;
     case UnaryKind::Clamp:
       if constexpr (!std::is_same_v<T, bool>) {
-        fn(ClampOp<T>{a, static_cast<T>(p.b), p.has_a, p.has_b});
+        fn(ClampOp<T>{a, param_as<T>(p.b, p.ib), p.has_a, p.has_b});
         return true;
       }
       break;
@@ -207,8 +221,8 @@ template <typename T, typename Fn>
 bool visit_binary_op(BinaryKind kind, const OpParams& p, Fn&& fn) {
   constexpr bool kArith = !std::is_same_v<T, bool>;
   constexpr bool kFloat = std::is_floating_point_v<T>;
-  const T a = static_cast<T>(p.a);
-  const T b = static_cast<T>(p.b);
+  const T a = param_as<T>(p.a, p.ia);
+  const T b = param_as<T>(p.b, p.ib);
   switch (kind) {
     // On bool, + and max are logical or, * and min logical and (as in PyTorch).
     case BinaryKind::Add: if constexpr (kArith) fn(AddOp<T>{a}); else fn(LogicalOrOp<T>{}); return true;

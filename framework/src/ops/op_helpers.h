@@ -1,6 +1,7 @@
 // Shared steps of the ops: dtype rules, output allocation, running a kernel.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "autograd/function.h"
@@ -26,6 +27,9 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, BinaryKind kind, Dtype co
 Tensor binary_kernel(const Tensor& a, const Tensor& b, BinaryKind kind, const OpParams& params = {});
 // Gradient for `input` from a gradient shaped like the broadcast result.
 Tensor reduce_grad(const Tensor& grad, const Tensor& input);
+// Kernel parameters from numbers, keeping integers exact.
+OpParams scalar_params(const Scalar& a);
+OpParams scalar_params(std::optional<Scalar> a, std::optional<Scalar> b);
 // Refuses in-place changes that autograd would have to record.
 void check_inplace(const Tensor& self, const Tensor& other, const char* op);
 

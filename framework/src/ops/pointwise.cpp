@@ -23,6 +23,23 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
              b.device(), "! (in ", op, "; move one with .to(", a.device(), "))");
 }
 
+OpParams scalar_params(const Scalar& a) { return scalar_params(a, std::nullopt); }
+
+OpParams scalar_params(std::optional<Scalar> a, std::optional<Scalar> b) {
+  OpParams p;
+  if (a) {
+    p.has_a = true;
+    p.a = a->to_double();
+    p.ia = a->to_int64();
+  }
+  if (b) {
+    p.has_b = true;
+    p.b = b->to_double();
+    p.ib = b->to_int64();
+  }
+  return p;
+}
+
 Dtype result_type(const Tensor& t, const Scalar& s) {
   const Dtype d = t.dtype();
   if (s.is_floating_point() && !is_floating_point(d)) return kFloat32;
@@ -68,14 +85,6 @@ void check_inplace(const Tensor& self, const Tensor& other, const char* op) {
 
 namespace {
 
-OpParams params(double a, double b = 0.0) {
-  OpParams p;
-  p.a = a;
-  p.b = b;
-  p.has_a = p.has_b = true;
-  return p;
-}
-
 // Float-only math on an integer tensor works on its float32 copy, as PyTorch promotes.
 Tensor as_floating(const Tensor& a) { return a.is_floating_point() ? a : a.to(kFloat32); }
 
@@ -108,7 +117,7 @@ Tensor unary_with_backward(const Tensor& a, UnaryKind kind, const char* name, Bi
 // ---- tensor (op) tensor ----------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Add, result_type(a, b), params(alpha.to_double()));
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Add, result_type(a, b), ops::scalar_params(alpha));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
     record("AddBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
@@ -124,7 +133,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   TINY_CHECK(!(a.dtype() == kBool && b.dtype() == kBool), DtypeError,
              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
              "operator instead.");
-  Tensor out = ops::binary_kernel(a, b, BinaryKind::Sub, result_type(a, b), params(alpha.to_double()));
+  Tensor out = ops::binary_kernel(a, b, BinaryKind::Sub, result_type(a, b), ops::scalar_params(alpha));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
     record("SubBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
@@ -267,7 +276,7 @@ Tensor operator>=(const Tensor& a, const Scalar& s) { return compare_scalar(a, s
 namespace {
 // A scalar op on the tensor converted to the result dtype.
 Tensor scalar_op(const Tensor& a, const Scalar& s, UnaryKind kind, Dtype dtype) {
-  return ops::unary_kernel(a.to(dtype), kind, params(s.to_double()));
+  return ops::unary_kernel(a.to(dtype), kind, ops::scalar_params(s));
 }
 }  // namespace
 
@@ -312,7 +321,7 @@ Tensor div(const Tensor& a, const Scalar& b) {
   Dtype dtype = ops::result_type(a, b);
   if (!is_floating_point(dtype)) dtype = kFloat32;
   // True division, as PyTorch's CPU path (a reciprocal multiply can differ by an ulp).
-  Tensor out = ops::unary_kernel(a.to(dtype), UnaryKind::DivScalar, params(b.to_double()));
+  Tensor out = ops::unary_kernel(a.to(dtype), UnaryKind::DivScalar, ops::scalar_params(b));
   if (should_record({a})) {
     const double c = b.to_double();
     record("DivBackward0", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
@@ -433,11 +442,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
   TINY_CHECK(min.has_value() || max.has_value(), ValueError, "torch.clamp: At least one of 'min' or 'max' must not "
              "be None");
-  OpParams p;
-  p.has_a = min.has_value();
-  p.has_b = max.has_value();
-  p.a = min ? min->to_double() : 0.0;
-  p.b = max ? max->to_double() : 0.0;
+  const OpParams p = ops::scalar_params(min, max);
   Dtype dtype = a.dtype();
   if (min) dtype = promote_types(dtype, ops::result_type(a, *min));
   if (max) dtype = promote_types(dtype, ops::result_type(a, *max));
