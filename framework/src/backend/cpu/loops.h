@@ -98,6 +98,32 @@ void reduce_loop(const ReduceIter& iter, const Op& op, const Store& store) {
   };
 
   const int64_t blocks = size <= kReduceBlock ? 1 : (size + kReduceBlock - 1) / kReduceBlock;
+
+  // Column reductions (a bias gradient: sum over the batch of [B, N]): the
+  // kept elements are adjacent in memory, so walk rows and update a strip of
+  // accumulators instead of striding down each column. Each output still folds
+  // its elements in order, in the same blocks as fold(), so the result is the
+  // same as the general path's.
+  const auto& oc = iter.out_calc;
+  if (flat && rc.ndim == 1 && oc.ndim == 1 && oc.strides[0][0] == 1 && num_out > 1) {
+    constexpr int64_t kStrip = 256;
+    runtime::parallel_for(0, num_out, kStrip, [&](int64_t o0, int64_t o1) {
+      acc_t total[kStrip], block[kStrip];
+      const T* base = reinterpret_cast<const T*>(in_base);
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        for (int64_t o = o0; o < o1; ++o) block[o - o0] = op.identity();
+        const int64_t r_end = std::min(size, (blk + 1) * kReduceBlock);
+        for (int64_t r = blk * kReduceBlock; r < r_end; ++r) {
+          const T* row = base + r * flat_stride;
+          for (int64_t o = o0; o < o1; ++o) block[o - o0] = op.reduce(block[o - o0], row[o], r);
+        }
+        for (int64_t o = o0; o < o1; ++o) total[o - o0] = blk == 0 ? block[o - o0] : op.combine(total[o - o0], block[o - o0]);
+      }
+      for (int64_t o = o0; o < o1; ++o) store(o, op.project(total[o - o0]));
+    });
+    return;
+  }
+
   if (blocks == 1) {
     const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(size, 1));
     runtime::parallel_for(0, num_out, grain, [&](int64_t b, int64_t e) {
