@@ -301,3 +301,27 @@ TEST(NnFunctional, LinearIsXTimesWeightTransposedPlusBias) {
 }
 
 }  // namespace
+
+namespace {
+
+// The gradient of dropout is the same scaled mask the forward pass applied.
+TEST(NnFunctional, DropoutGradientIsTheScaledMask) {
+  tiny::manual_seed(7);
+  const double p = 0.3;
+  tiny::Tensor x = tiny::ones({1000}, tiny::kFloat64).requires_grad_();
+  tiny::Tensor y = tiny::nn::functional::dropout(x, p, true);
+  y.sum().backward();
+  const std::vector<double> out = y.to_vector<double>();
+  const std::vector<double> grad = x.grad().to_vector<double>();
+  int kept = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double expected = out[i] != 0.0 ? 1.0 / (1.0 - p) : 0.0;
+    ASSERT_DOUBLE_EQ(grad[i], expected) << "element " << i;
+    kept += out[i] != 0.0;
+  }
+  EXPECT_GT(kept, 600);
+  EXPECT_LT(kept, 800);
+  EXPECT_EQ(y.grad_fn()->name(), "NativeDropoutBackward0");
+}
+
+}  // namespace

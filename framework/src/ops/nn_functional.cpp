@@ -62,15 +62,25 @@ Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator
   if (p == 1.0) return x * 0.0;
   TINY_CHECK(x.is_floating_point(), DtypeError, "dropout: expected a floating-point tensor, got ",
              dtype_name(x.dtype()));
-  // mask[i] = 1/(1-p) with probability 1-p, else 0; drawn from Philox so the
-  // CPU and the GPU backends produce the same mask for the same seed.
-  Tensor keep = make_tensor(x.sizes(), x.dtype(), x.device());
+  // mask[i] = 1/(1-p) with probability 1-p, else 0, drawn from Philox so the
+  // CPU and the GPU backends produce the same mask for the same seed. Backward
+  // needs only the mask, not x.
+  Tensor mask = make_tensor(x.sizes(), x.dtype(), x.device());
   Generator gen = generator ? *generator : default_cpu_generator();
-  const PhiloxState state = gen.reserve(kernels::philox_counters_needed(static_cast<uint64_t>(keep.numel()),
+  const PhiloxState state = gen.reserve(kernels::philox_counters_needed(static_cast<uint64_t>(mask.numel()),
                                                                         kernels::kDrawsBernoulli));
-  random_stub(keep.device())(keep, RandomKind::Bernoulli, state, 1.0 - p, 0.0);
-  Tensor mask = keep * (1.0 / (1.0 - p));
-  return x * mask;
+  random_stub(mask.device())(mask, RandomKind::Bernoulli, state, 1.0 - p, 1.0 / (1.0 - p));
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = x * mask;
+  }
+  if (should_record({x})) {
+    record("NativeDropoutBackward0", {x}, {out}, {save(mask)}, [](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad() * args.saved[0]};
+    });
+  }
+  return out;
 }
 
 namespace {

@@ -34,7 +34,8 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
                                                          static_cast<int64_t>(b)));
             break;
           case RandomKind::Bernoulli:
-            data[i] = static_cast<scalar_t>(bernoulli(draw(u), a));
+            // True draws hold `b` (dropout passes its 1/(1-p) scale), false ones 0.
+            data[i] = bernoulli(draw(u), a) ? static_cast<scalar_t>(b) : static_cast<scalar_t>(0);
             break;
         }
       }
