@@ -75,6 +75,21 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// Gradients of a @ b laid out like the operand they belong to. A Linear
+// layer's weight enters as weight.t() (column-major); computing its gradient
+// as (g^T @ a)^T gives a transposed view of a contiguous [out, in] tensor, so
+// after TransposeBackward the parameter's gradient is contiguous and
+// AccumulateGrad keeps it without a strided copy (PyTorch does the same).
+bool is_column_major(const Tensor& m) { return m.stride(0) == 1 && m.stride(1) != 1; }
+
+Tensor grad_of_mat1(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
+  return is_column_major(mat1) ? mm(mat2, g.t()).t() : mm(g, mat2.t());
+}
+
+Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
+  return is_column_major(mat2) ? mm(g.t(), mat1).t() : mm(mat1.t(), g);
+}
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -84,8 +99,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   if (should_record({a, b})) {
     record("MmBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
-      return std::vector<Tensor>{args.needs[0] ? mm(g, args.saved[1].t()) : Tensor(),
-                                 args.needs[1] ? mm(args.saved[0].t(), g) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? grad_of_mat1(g, args.saved[0], args.saved[1]) : Tensor(),
+                                 args.needs[1] ? grad_of_mat2(g, args.saved[0], args.saved[1]) : Tensor()};
     });
   }
   return out;
@@ -109,8 +124,12 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
       const Tensor& g = args.grad();
       Tensor gbias, ga, gb;
       if (args.needs[0]) gbias = autograd::sum_to(be == 1.0 ? g : g * be, args.saved[0].sizes());
-      if (args.needs[1]) ga = al == 1.0 ? mm(g, args.saved[2].t()) : mm(g, args.saved[2].t()) * al;
-      if (args.needs[2]) gb = al == 1.0 ? mm(args.saved[1].t(), g) : mm(args.saved[1].t(), g) * al;
+      if (args.needs[1]) ga = grad_of_mat1(g, args.saved[1], args.saved[2]);
+      if (args.needs[2]) gb = grad_of_mat2(g, args.saved[1], args.saved[2]);
+      if (al != 1.0) {
+        if (ga.defined()) ga = ga * al;
+        if (gb.defined()) gb = gb * al;
+      }
       return std::vector<Tensor>{gbias, ga, gb};
     });
   }

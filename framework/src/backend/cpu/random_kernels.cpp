@@ -12,10 +12,21 @@ using namespace kernels;
 
 void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b) {
   const uint64_t seed = state.seed, offset = state.offset;
-  auto draw = [=](uint64_t position) { return philox_draw(seed, offset, position); };
   TINY_DISPATCH_ALL(out.dtype(), "random", [&] {
     scalar_t* data = static_cast<scalar_t*>(out.raw_data_ptr());
     runtime::parallel_for(0, out.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
+      // One Philox block yields four draws: keep the last one instead of
+      // recomputing ten rounds per draw (same numbers as philox_draw).
+      uint64_t cached = ~uint64_t{0};
+      PhiloxCounter block{};
+      auto draw = [&](uint64_t position) {
+        const uint64_t counter = offset + position / 4;
+        if (counter != cached) {
+          block = philox_block(seed, counter);
+          cached = counter;
+        }
+        return block.x[position % 4];
+      };
       for (int64_t i = begin; i < end; ++i) {
         const uint64_t u = static_cast<uint64_t>(i);
         switch (kind) {
