@@ -12,5 +12,6 @@
 #include "tiny/ops.h"
 #include "tiny/parallel.h"
 #include "tiny/scalar.h"
+#include "tiny/serialize.h"
 #include "tiny/state_dict.h"
 #include "tiny/tensor.h"

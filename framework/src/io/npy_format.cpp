@@ -12,13 +12,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "io/atomic_file.h"
 #include "tiny/error.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -442,27 +442,6 @@ size_t pread_full(int fd, char* buf, size_t n, uint64_t offset, const std::strin
   return done;
 }
 
-void write_full(int fd, const char* buf, size_t n, const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const size_t chunk = n - done < (size_t{1} << 30) ? n - done : (size_t{1} << 30);
-    const ssize_t put = ::write(fd, buf + done, chunk);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      TINY_THROW(IOError, "cannot write ", path, ": ", errno_text(errno),
-                 errno == ENOSPC ? " (the disk is full: free some space)" : "", "; the file was left unchanged");
-    }
-    done += static_cast<size_t>(put);
-  }
-}
-
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 // The header numpy 1.24 writes for a C-order array, byte for byte.
 std::string make_header(const std::string& descr, const std::vector<int64_t>& shape) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
@@ -610,75 +589,10 @@ void write_npy_file(const std::string& path, const std::string& descr, const std
   TINY_CHECK(!path.empty(), ValueError, "cannot save a .npy file: the path is empty");
   const std::string header = header_for_write(descr, shape, data, nbytes, path);
 
-  // Write through a symbolic link rather than replacing the link itself.
-  std::string target = path;
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    if (char* real = ::realpath(path.c_str(), nullptr)) {
-      target = real;
-      std::free(real);
-    }
-  }
-  if (::stat(target.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      TINY_THROW(IOError, "cannot save ", path, ": it is a directory; pass a file path such as ", path,
-                 "/array.npy");
-    if (!S_ISREG(st.st_mode))
-      TINY_THROW(IOError, "cannot save ", path, ": it exists and is not a regular file; choose another path");
-  }
-
-  // The temporary file lives in the target's directory so that rename() is atomic.
-  const std::string dir = parent_dir(target);
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp;
-  Fd fd;
-  for (int attempt = 0; attempt < 100 && fd.get() < 0; ++attempt) {
-    tmp = dir + "/.tiny-npy-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".tmp";
-    // 0666 minus the umask: the same permissions numpy's open() would give.
-    fd.reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-    if (fd.get() < 0 && errno != EEXIST) {
-      const int err = errno;
-      if (err == ENOENT)
-        TINY_THROW(IOError, "cannot save ", path, ": the directory ", dir, " does not exist; create it first");
-      if (err == EACCES || err == EPERM || err == EROFS)
-        TINY_THROW(IOError, "cannot save ", path, ": cannot create a file in ", dir, " (", errno_text(err),
-                   "); check the directory's permissions");
-      TINY_THROW(IOError, "cannot save ", path, ": cannot create a temporary file in ", dir, ": ",
-                 errno_text(err));
-    }
-  }
-  TINY_CHECK(fd.get() >= 0, IOError, "cannot save ", path, ": could not find a free temporary file name in ", dir);
-
-  // From here on, any failure removes the temporary file and leaves `path` as it was.
-  struct RemoveOnFailure {
-    const std::string& file;
-    bool armed = true;
-    ~RemoveOnFailure() {
-      if (armed) ::unlink(file.c_str());
-    }
-  } cleanup{tmp};
-
-  write_full(fd.get(), header.data(), header.size(), path);
-  write_full(fd.get(), static_cast<const char*>(data), nbytes, path);
-  if (::fsync(fd.get()) != 0)
-    TINY_THROW(IOError, "cannot save ", path, ": fsync failed: ", errno_text(errno), "; the file was left unchanged");
-  if (fd.close_checked() != 0)
-    TINY_THROW(IOError, "cannot save ", path, ": close failed: ", errno_text(errno), "; the file was left unchanged");
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    if (err == EISDIR)
-      TINY_THROW(IOError, "cannot save ", path, ": it is a directory; pass a file path such as ", path,
-                 "/array.npy");
-    TINY_THROW(IOError, "cannot save ", path, ": rename failed: ", errno_text(err), "; the file was left unchanged");
-  }
-  cleanup.armed = false;
-
-  // Make the rename itself durable. Some file systems cannot fsync a directory
-  // (EINVAL); the file is complete either way.
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() >= 0 && ::fsync(dfd.get()) != 0 && errno != EINVAL && errno != EROFS && errno != EBADF)
-    TINY_THROW(IOError, "saved ", path, " but could not make it durable: fsync of ", dir,
-               " failed: ", errno_text(errno));
+  AtomicFileWriter file(path, "npy", "array.npy");
+  file.write(header.data(), header.size());
+  file.write(data, nbytes);
+  file.commit();
 }
 
 }  // namespace tiny::io::detail

@@ -1,11 +1,19 @@
 // Hyperparameters of the fused optimizer updates, shared by every backend's
-// driver. The per-element update structs live beside them (one read and one
-// write of each state tensor per step, instead of a chain of pointwise ops).
+// driver, and the per-element update structs (one read and one write of each
+// state tensor per step, instead of a chain of pointwise ops).
+//
+// The arithmetic follows torch.optim 1.13's `_single_tensor_sgd` /
+// `_single_tensor_adam` / `_single_tensor_adamw` statement by statement, in the
+// parameter's dtype (`scalar_t`), with the Python-side scalars (step_size,
+// sqrt(bias_correction2), 1 - dampening, ...) computed in double on the host
+// and rounded to the dtype once, as PyTorch's scalar arguments are.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/macros.h"
+#include "kernels/math.h"
 
 namespace tiny::kernels {
 
@@ -31,6 +39,88 @@ struct AdamParams {
   bool amsgrad = false;
   bool maximize = false;
   int64_t step = 1;  // after this update (bias corrections use it)
+};
+
+// One element of SGD. Built on the host from SgdParams; operator() runs on any
+// backend. `buf` is ignored when momentum == 0.
+template <typename T>
+struct SgdUpdate {
+  T neg_lr, momentum, one_minus_dampening, weight_decay;
+  bool use_momentum, use_weight_decay, nesterov, maximize, first_step;
+
+  explicit SgdUpdate(const SgdParams& p)
+      : neg_lr(static_cast<T>(-p.lr)),
+        momentum(static_cast<T>(p.momentum)),
+        one_minus_dampening(static_cast<T>(1.0 - p.dampening)),
+        weight_decay(static_cast<T>(p.weight_decay)),
+        use_momentum(p.momentum != 0.0),
+        use_weight_decay(p.weight_decay != 0.0),
+        nesterov(p.nesterov),
+        maximize(p.maximize),
+        first_step(p.first_step) {}
+
+  TINY_HOST_DEVICE TINY_FORCE_INLINE void operator()(T& param, T grad, T& buf) const {
+    T d_p = maximize ? -grad : grad;                          // d_p = -grad if maximize
+    if (use_weight_decay) d_p = d_p + weight_decay * param;   // d_p.add(param, alpha=weight_decay)
+    if (use_momentum) {
+      T b;
+      if (first_step) {
+        b = d_p;                                              // buf = clone(d_p): no dampening
+      } else {
+        b = buf * momentum;                                   // buf.mul_(momentum)
+        b = b + one_minus_dampening * d_p;                    //    .add_(d_p, alpha=1 - dampening)
+      }
+      buf = b;
+      d_p = nesterov ? d_p + momentum * b : b;                // d_p.add(buf, alpha=momentum) or buf
+    }
+    param = param + neg_lr * d_p;                             // param.add_(d_p, alpha=-lr)
+  }
+};
+
+// One element of Adam or AdamW. `max_sq` is ignored unless amsgrad.
+template <typename T>
+struct AdamUpdate {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size,
+      bias_correction2_sqrt;
+  bool coupled_weight_decay, decoupled_weight_decay, amsgrad, maximize;
+
+  explicit AdamUpdate(const AdamParams& p)
+      : beta1(static_cast<T>(p.beta1)),
+        one_minus_beta1(static_cast<T>(1.0 - p.beta1)),
+        beta2(static_cast<T>(p.beta2)),
+        one_minus_beta2(static_cast<T>(1.0 - p.beta2)),
+        eps(static_cast<T>(p.eps)),
+        weight_decay(static_cast<T>(p.weight_decay)),
+        decay_factor(static_cast<T>(1.0 - p.lr * p.weight_decay)),
+        // bias_correction1 = 1 - beta1 ** step; step_size = lr / bias_correction1
+        neg_step_size(static_cast<T>(-(p.lr / (1.0 - std::pow(p.beta1, static_cast<double>(p.step)))))),
+        bias_correction2_sqrt(static_cast<T>(std::sqrt(1.0 - std::pow(p.beta2, static_cast<double>(p.step))))),
+        coupled_weight_decay(!p.decoupled_weight_decay && p.weight_decay != 0.0),
+        decoupled_weight_decay(p.decoupled_weight_decay),
+        amsgrad(p.amsgrad),
+        maximize(p.maximize) {}
+
+  TINY_HOST_DEVICE TINY_FORCE_INLINE void operator()(T& param, T grad, T& exp_avg, T& exp_avg_sq,
+                                                     T& max_sq) const {
+    T g = maximize ? -grad : grad;
+    if (coupled_weight_decay) g = g + weight_decay * param;   // Adam: grad.add(param, alpha=weight_decay)
+    if (decoupled_weight_decay) param = param * decay_factor; // AdamW: param.mul_(1 - lr * weight_decay)
+    T m = exp_avg * beta1;                                    // exp_avg.mul_(beta1)
+    m = m + one_minus_beta1 * g;                              //        .add_(grad, alpha=1 - beta1)
+    T v = exp_avg_sq * beta2;                                 // exp_avg_sq.mul_(beta2)
+    v = v + one_minus_beta2 * g * g;                          //           .addcmul_(grad, grad, value=1 - beta2)
+    exp_avg = m;
+    exp_avg_sq = v;
+    T second = v;
+    if (amsgrad) {
+      // torch.maximum(max_exp_avg_sq, exp_avg_sq), which propagates a NaN from either side
+      second = (t_isnan(max_sq) || max_sq > v) ? max_sq : v;
+      if (t_isnan(v)) second = v;
+      max_sq = second;
+    }
+    const T denom = t_sqrt(second) / bias_correction2_sqrt + eps;  // (sqrt(.) / sqrt(bc2)).add_(eps)
+    param = param + neg_step_size * (m / denom);              // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
 };
 
 }  // namespace tiny::kernels

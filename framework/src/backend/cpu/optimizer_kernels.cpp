@@ -1,10 +1,125 @@
 // CPU fused optimizer updates: one pass over param, grad and state per step.
+//
+// The per-element arithmetic is kernels::SgdUpdate / kernels::AdamUpdate
+// (kernels/optimizer_ops.h), shared with the GPU drivers. Here we only loop:
+// flat over contiguous memory, in chunks of a fixed size on tiny's thread pool
+// (elements are independent, so the result never depends on the thread count).
+// An operand that is not contiguous (a parameter that is a strided view, a
+// transposed gradient) is first copied to a contiguous buffer, and a written
+// one is copied back after the update.
+#include <vector>
+
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/loops.h"
+#include "backend/dtype_dispatch.h"
+#include "core/tensor_impl.h"
+#include "runtime/thread_pool.h"
 
 namespace tiny::cpu {
+namespace {
+
+// A contiguous stand-in for `t`: `t` itself when already contiguous, else a
+// copy that finish() writes back (only for operands the update writes).
+struct ContiguousOperand {
+  ContiguousOperand(const Tensor& original, bool written)
+      : original_(original), work_(original.is_contiguous() ? original : original.contiguous()),
+        write_back_(written && !original.is_contiguous()) {}
+  template <typename T>
+  T* data() const {
+    return reinterpret_cast<T*>(work_.unsafe_impl()->data());
+  }
+  void finish() const {
+    if (write_back_) original_.copy_(work_);
+  }
+
+ private:
+  Tensor original_;
+  Tensor work_;
+  bool write_back_;
+};
+
+void check_operand(const Tensor& t, const Tensor& param, const char* what, const char* op) {
+  TINY_CHECK(t.defined(), ValueError, op, ": the ", what, " is undefined");
+  TINY_CHECK(t.sizes() == param.sizes(), ShapeError, op, ": the ", what, " has shape ", shape_str(t.sizes()),
+             " but the parameter has shape ", shape_str(param.sizes()));
+  TINY_CHECK(t.dtype() == param.dtype(), DtypeError, op, ": the ", what, " is ", dtype_name(t.dtype()),
+             " but the parameter is ", dtype_name(param.dtype()));
+}
+
+void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                     const kernels::SgdParams& params) {
+  const bool use_momentum = params.momentum != 0.0;
+  check_operand(grad, param, "gradient", "sgd_step");
+  if (use_momentum) check_operand(momentum_buffer, param, "momentum buffer", "sgd_step");
+  const int64_t n = param.numel();
+  ContiguousOperand p(param, /*written=*/true);
+  ContiguousOperand g(grad, /*written=*/false);
+  // Without momentum the buffer operand is the gradient (read only, never written).
+  ContiguousOperand b(use_momentum ? momentum_buffer : grad, /*written=*/use_momentum);
+  TINY_DISPATCH_FLOATING(param.dtype(), "sgd_step", [&] {
+    const kernels::SgdUpdate<scalar_t> update(params);
+    scalar_t* pp = p.data<scalar_t>();
+    const scalar_t* gp = g.data<scalar_t>();
+    scalar_t* bp = use_momentum ? b.data<scalar_t>() : nullptr;
+    runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+      if (bp != nullptr) {
+        for (int64_t i = begin; i < end; ++i) update(pp[i], gp[i], bp[i]);
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          scalar_t unused = scalar_t(0);
+          update(pp[i], gp[i], unused);
+        }
+      }
+    });
+  });
+  p.finish();
+  if (use_momentum) b.finish();
+}
+
+void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                      const Tensor& max_exp_avg_sq, const kernels::AdamParams& params) {
+  check_operand(grad, param, "gradient", "adam_step");
+  check_operand(exp_avg, param, "exp_avg state", "adam_step");
+  check_operand(exp_avg_sq, param, "exp_avg_sq state", "adam_step");
+  if (params.amsgrad) check_operand(max_exp_avg_sq, param, "max_exp_avg_sq state", "adam_step");
+  TINY_CHECK(params.step >= 1, ValueError, "adam_step: the step count after the update must be >= 1, got ",
+             params.step);
+  const int64_t n = param.numel();
+  ContiguousOperand p(param, true);
+  ContiguousOperand g(grad, false);
+  ContiguousOperand m(exp_avg, true);
+  ContiguousOperand v(exp_avg_sq, true);
+  ContiguousOperand vmax(params.amsgrad ? max_exp_avg_sq : exp_avg_sq, params.amsgrad);
+  TINY_DISPATCH_FLOATING(param.dtype(), "adam_step", [&] {
+    const kernels::AdamUpdate<scalar_t> update(params);
+    scalar_t* pp = p.data<scalar_t>();
+    const scalar_t* gp = g.data<scalar_t>();
+    scalar_t* mp = m.data<scalar_t>();
+    scalar_t* vp = v.data<scalar_t>();
+    scalar_t* xp = params.amsgrad ? vmax.data<scalar_t>() : nullptr;
+    runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+      if (xp != nullptr) {
+        for (int64_t i = begin; i < end; ++i) update(pp[i], gp[i], mp[i], vp[i], xp[i]);
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          scalar_t unused = scalar_t(0);
+          update(pp[i], gp[i], mp[i], vp[i], unused);
+        }
+      }
+    });
+  });
+  p.finish();
+  m.finish();
+  v.finish();
+  if (params.amsgrad) vmax.finish();
+}
+
+}  // namespace
 
 void register_optimizer_kernels() {
-  // Filled in with tiny::optim (SGD, Adam, AdamW).
+  constexpr int cpu = static_cast<int>(Backend::CPU);
+  sgd_step_stub.table[cpu] = &sgd_step_kernel;
+  adam_step_stub.table[cpu] = &adam_step_kernel;
 }
 
 }  // namespace tiny::cpu
