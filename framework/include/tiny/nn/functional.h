@@ -26,6 +26,22 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 /// @brief `x @ weight.T + bias` with weight of shape [out_features, in_features] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// @brief Rows of `weight` [num_embeddings, dim] picked by int64 `indices` of any shape (PyTorch's `F.embedding`).
+///
+/// The result has shape `indices.shape + [dim]`. Its gradient adds each output
+/// row into the row it came from (repeated indices accumulate, in index order,
+/// so results are deterministic); the row `padding_idx` (when >= 0) gets no
+/// gradient. An index outside [0, num_embeddings) throws tiny::IndexError
+/// naming it. Unlike PyTorch, `padding_idx` -1 means "none" (no wrap-around).
+Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx = -1);
+
+/// @brief Normalises over the trailing dimensions `normalized_shape`, then scales and shifts (PyTorch's `F.layer_norm`).
+///
+/// `(x - mean) / sqrt(var + eps) * weight + bias` with the biased variance;
+/// weight and bias (shaped `normalized_shape`) may be undefined.
+Tensor layer_norm(const Tensor& x, const IntArrayRef& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
 /// @brief Zeroes each element with probability `p` and scales the rest by `1/(1-p)` when `training`.
 ///
 /// The mask comes from Philox (DESIGN.md section 5): the same seed gives the

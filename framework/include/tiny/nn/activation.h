@@ -1,0 +1,85 @@
+/// @file nn/activation.h
+/// @brief Layers without parameters: activations, Dropout and Flatten (PyTorch's `nn.ReLU`, `nn.Dropout`, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tiny/nn/module.h"
+
+namespace tiny::nn {
+
+/// @brief `max(x, 0)` (PyTorch's `nn.ReLU`).
+class ReLU : public Module {
+ public:
+  /// @brief Applies relu.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "ReLU".
+  std::string name() const override { return "ReLU"; }
+};
+
+/// @brief GELU, exact (erf) or with the tanh approximation (PyTorch's `nn.GELU`).
+class GELU : public Module {
+ public:
+  /// @brief `approximate` is "none" (exact) or "tanh" (throws tiny::ValueError otherwise).
+  explicit GELU(std::string approximate = "none");
+  /// @brief Applies gelu.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "GELU".
+  std::string name() const override { return "GELU"; }
+  /// @brief "approximate='none'".
+  std::string extra_repr() const override;
+
+  std::string approximate;  ///< "none" or "tanh"
+};
+
+/// @brief Hyperbolic tangent (PyTorch's `nn.Tanh`).
+class Tanh : public Module {
+ public:
+  /// @brief Applies tanh.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Tanh".
+  std::string name() const override { return "Tanh"; }
+};
+
+/// @brief Logistic sigmoid (PyTorch's `nn.Sigmoid`).
+class Sigmoid : public Module {
+ public:
+  /// @brief Applies sigmoid.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Sigmoid".
+  std::string name() const override { return "Sigmoid"; }
+};
+
+/// @brief Zeroes elements with probability p in training mode, the identity in eval mode (PyTorch's `nn.Dropout`).
+class Dropout : public Module {
+ public:
+  /// @brief Dropout with probability `p` in [0, 1] (throws tiny::ValueError otherwise).
+  explicit Dropout(double p = 0.5);
+  /// @brief `F::dropout(x, p, is_training())`, drawing from the default generator.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Dropout".
+  std::string name() const override { return "Dropout"; }
+  /// @brief "p=0.5, inplace=False" (tiny has no in-place dropout).
+  std::string extra_repr() const override;
+
+  double p;  ///< probability of zeroing an element
+};
+
+/// @brief Merges dimensions start_dim..end_dim into one (PyTorch's `nn.Flatten`).
+class Flatten : public Module {
+ public:
+  /// @brief Keeps dimension 0 (the batch) by default.
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  /// @brief `x.flatten(start_dim, end_dim)`.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Flatten".
+  std::string name() const override { return "Flatten"; }
+  /// @brief "start_dim=1, end_dim=-1".
+  std::string extra_repr() const override;
+
+  int64_t start_dim;  ///< first dimension merged
+  int64_t end_dim;    ///< last dimension merged
+};
+
+}  // namespace tiny::nn
