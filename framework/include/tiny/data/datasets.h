@@ -33,14 +33,16 @@ std::string default_data_dir();
 ///
 /// Read from `digits/digits.csv` under the data folder (see data/digits/README.md).
 /// `data()` is float32 [N, 64], pixels / 16 so in [0, 1] (then normalised if
-/// asked); `targets()` is int64 [N] in 0..9. Fixed split, no shuffling: train is
-/// the first 1,437 images (80 %), test the last 360.
+/// asked); `targets()` is int64 [N] in 0..9. Fixed split, no shuffling: every
+/// fifth image (file rows 4, 9, 14, ...) is a test image (359), the rest train (1,438).
 class Digits : public TensorDataset {
  public:
   /// @brief Images in the training split.
-  static constexpr int64_t kNumTrain = 1437;
+  static constexpr int64_t kNumTrain = 1438;
   /// @brief Images in the test split.
-  static constexpr int64_t kNumTest = 360;
+  static constexpr int64_t kNumTest = 359;
+  /// @brief True when row `r` of the file belongs to the test split.
+  static constexpr bool is_test_row(int64_t r) { return r % 5 == 4; }
   /// @brief Pixels per image (8 x 8).
   static constexpr int64_t kNumFeatures = 64;
   /// @brief Number of classes.

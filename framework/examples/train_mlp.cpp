@@ -1,0 +1,142 @@
+// Trains an MLP on a real data set on the CPU, the way the PyTorch tutorials do:
+//
+//   model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
+//                         nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.2),
+//                         nn.Linear(256, 10))
+//   optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+//   for epoch in range(epochs):
+//       for x, y in loader:
+//           optimizer.zero_grad()
+//           loss = F.cross_entropy(model(x), y)
+//           loss.backward()
+//           optimizer.step()
+//
+// Usage: train_mlp [--dataset fashion-mnist|digits] [--epochs N] [--batch-size B]
+//                  [--lr LR] [--seed S] [--min-accuracy A]
+// With --min-accuracy the program exits with status 1 when the final test
+// accuracy is lower (the tests use it to hold the demo to its promise).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "tiny/tiny.h"
+
+namespace nn = tiny::nn;
+namespace F = tiny::nn::functional;
+
+namespace {
+
+struct Split {
+  std::shared_ptr<tiny::data::Dataset> train, test;
+  int64_t features = 0;
+};
+
+Split load(const std::string& name) {
+  if (name == "digits") {
+    return {std::make_shared<tiny::data::Digits>("", true), std::make_shared<tiny::data::Digits>("", false), 64};
+  }
+  return {std::make_shared<tiny::data::FashionMNIST>(tiny::data::FashionMNIST::kDebianRoot, true),
+          std::make_shared<tiny::data::FashionMNIST>(tiny::data::FashionMNIST::kDebianRoot, false), 784};
+}
+
+// A one-line progress bar, redrawn in place; only drawn on a terminal.
+void progress(int64_t done, int64_t total, double loss) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
+  std::printf("\r  [%s%s] %lld/%lld  loss %.4f", std::string(filled, '#').c_str(),
+              std::string(kWidth - filled, '.').c_str(), static_cast<long long>(done), static_cast<long long>(total),
+              loss);
+  std::fflush(stdout);
+}
+
+double accuracy(nn::Module& model, tiny::data::DataLoader& loader) {
+  tiny::NoGradGuard no_grad;  // with torch.no_grad():
+  model.eval();
+  int64_t correct = 0, seen = 0;
+  for (const tiny::data::Batch& batch : loader) {
+    tiny::Tensor predicted = model(batch.data).argmax(1);
+    correct += (predicted == batch.target).sum().item<int64_t>();
+    seen += batch.target.size(0);
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train an MLP with tiny on the CPU"};
+  std::string dataset = "fashion-mnist";
+  int epochs = 3;
+  int64_t batch_size = 64;
+  double lr = 1e-3;
+  uint64_t seed = 0;
+  double min_accuracy = 0.0;
+  app.add_option("--dataset", dataset, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::Range(1, 1000));
+  app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--lr", lr, "Adam's learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "tiny::manual_seed");
+  app.add_option("--min-accuracy", min_accuracy, "exit with status 1 below this test accuracy")
+      ->check(CLI::Range(0.0, 1.0));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    tiny::manual_seed(seed);
+    const Split data = load(dataset);
+    tiny::data::DataLoaderOptions train_options;
+    train_options.batch_size = batch_size;
+    train_options.shuffle = true;
+    tiny::data::DataLoader train_loader(data.train, train_options);
+    tiny::data::DataLoaderOptions test_options;
+    test_options.batch_size = 1000;
+    tiny::data::DataLoader test_loader(data.test, test_options);
+
+    const int64_t hidden1 = data.features == 64 ? 128 : 512, hidden2 = data.features == 64 ? 64 : 256;
+    auto model = std::make_shared<nn::Sequential>(
+        std::make_shared<nn::Linear>(data.features, hidden1), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden1, hidden2),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden2, 10));
+    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{lr});
+
+    std::cout << "device: cpu (" << tiny::get_num_threads() << " threads), data: " << dataset << " ("
+              << data.train->size() << " train / " << data.test->size() << " test)\n"
+              << *model << "\n";
+    const bool tty = isatty(STDOUT_FILENO) != 0;
+    double final_accuracy = 0.0;
+    for (int epoch = 1; epoch <= epochs; ++epoch) {
+      const auto start = std::chrono::steady_clock::now();
+      double loss_sum = 0.0;
+      int64_t steps = 0;
+      for (const tiny::data::Batch& batch : train_loader) {
+        optimizer.zero_grad();
+        tiny::Tensor loss = F::cross_entropy((*model)(batch.data), batch.target);
+        loss.backward();
+        optimizer.step();
+        loss_sum += loss.item<double>();  // .item(): a number, not a tensor that keeps the graph alive
+        ++steps;
+        if (tty && (steps % 20 == 0 || steps == train_loader.size())) progress(steps, train_loader.size(), loss_sum / steps);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      final_accuracy = accuracy(*model, test_loader);
+      if (tty) std::printf("\r%*s\r", 70, "");
+      std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, epochs,
+                  loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
+                  1000.0 * seconds / std::max<int64_t>(steps, 1));
+    }
+    if (final_accuracy < min_accuracy) {
+      std::fprintf(stderr, "test accuracy %.2f%% is below the required %.2f%%\n", 100.0 * final_accuracy,
+                   100.0 * min_accuracy);
+      return 1;
+    }
+  } catch (const tiny::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
