@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/philox.h"
 #include "tiny/tiny.h"
 
 namespace {
@@ -322,6 +323,25 @@ TEST(NnFunctional, DropoutGradientIsTheScaledMask) {
   EXPECT_GT(kept, 600);
   EXPECT_LT(kept, 800);
   EXPECT_EQ(y.grad_fn()->name(), "NativeDropoutBackward0");
+}
+
+}  // namespace
+
+namespace {
+
+// The dropout mask is the Philox stream of DESIGN.md section 5: element i keeps
+// its value when bernoulli(draw i) says so, whatever the chunking or threads.
+TEST(NnFunctional, DropoutMaskIsThePhiloxStream) {
+  const double p = 0.25;
+  tiny::Generator gen(1234);
+  const tiny::PhiloxState before = gen.get_state();
+  tiny::Tensor y = tiny::nn::functional::dropout(tiny::ones({3, 5001}, tiny::kFloat64), p, true, gen);
+  const std::vector<double> out = y.to_vector<double>();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const bool keep = tiny::kernels::bernoulli(tiny::kernels::philox_draw(before.seed, before.offset, i), 1.0 - p);
+    ASSERT_EQ(out[i], keep ? 1.0 / (1.0 - p) : 0.0) << "element " << i;
+  }
+  EXPECT_EQ(gen.get_state().offset - before.offset, tiny::kernels::philox_counters_needed(out.size(), 1));
 }
 
 }  // namespace

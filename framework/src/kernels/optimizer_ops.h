@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/macros.h"
 #include "kernels/math.h"
@@ -59,19 +60,33 @@ struct SgdUpdate {
         maximize(p.maximize),
         first_step(p.first_step) {}
 
-  TINY_HOST_DEVICE TINY_FORCE_INLINE void operator()(T& param, T grad, T& buf) const {
-    T d_p = maximize ? -grad : grad;                          // d_p = -grad if maximize
-    if (use_weight_decay) d_p = d_p + weight_decay * param;   // d_p.add(param, alpha=weight_decay)
-    if (use_momentum) {
+  // The options as compile-time bits: drivers instantiate apply<flags()> so
+  // the per-element loop has no branches and vectorises.
+  enum Flag : int { kMaximize = 1, kWeightDecay = 2, kMomentum = 4, kFirstStep = 8, kNesterov = 16 };
+  static constexpr int kNumFlags = 5;
+  int flags() const {
+    return (maximize ? kMaximize : 0) | (use_weight_decay ? kWeightDecay : 0) | (use_momentum ? kMomentum : 0) |
+           (first_step ? kFirstStep : 0) | (nesterov ? kNesterov : 0);
+  }
+
+  template <int F>
+  TINY_HOST_DEVICE TINY_FORCE_INLINE void apply(T& param, T grad, T& buf) const {
+    T d_p = (F & kMaximize) ? -grad : grad;                   // d_p = -grad if maximize
+    if constexpr ((F & kWeightDecay) != 0) d_p = d_p + weight_decay * param;  // d_p.add(param, alpha=weight_decay)
+    if constexpr ((F & kMomentum) != 0) {
       T b;
-      if (first_step) {
+      if constexpr ((F & kFirstStep) != 0) {
         b = d_p;                                              // buf = clone(d_p): no dampening
       } else {
         b = buf * momentum;                                   // buf.mul_(momentum)
         b = b + one_minus_dampening * d_p;                    //    .add_(d_p, alpha=1 - dampening)
       }
       buf = b;
-      d_p = nesterov ? d_p + momentum * b : b;                // d_p.add(buf, alpha=momentum) or buf
+      if constexpr ((F & kNesterov) != 0) {
+        d_p = d_p + momentum * b;                             // d_p.add(buf, alpha=momentum)
+      } else {
+        d_p = b;
+      }
     }
     param = param + neg_lr * d_p;                             // param.add_(d_p, alpha=-lr)
   }
@@ -100,11 +115,19 @@ struct AdamUpdate {
         amsgrad(p.amsgrad),
         maximize(p.maximize) {}
 
-  TINY_HOST_DEVICE TINY_FORCE_INLINE void operator()(T& param, T grad, T& exp_avg, T& exp_avg_sq,
-                                                     T& max_sq) const {
-    T g = maximize ? -grad : grad;
-    if (coupled_weight_decay) g = g + weight_decay * param;   // Adam: grad.add(param, alpha=weight_decay)
-    if (decoupled_weight_decay) param = param * decay_factor; // AdamW: param.mul_(1 - lr * weight_decay)
+  // The options as compile-time bits (see SgdUpdate::flags).
+  enum Flag : int { kMaximize = 1, kCoupled = 2, kDecoupled = 4, kAmsgrad = 8 };
+  static constexpr int kNumFlags = 4;
+  int flags() const {
+    return (maximize ? kMaximize : 0) | (coupled_weight_decay ? kCoupled : 0) |
+           (decoupled_weight_decay ? kDecoupled : 0) | (amsgrad ? kAmsgrad : 0);
+  }
+
+  template <int F>
+  TINY_HOST_DEVICE TINY_FORCE_INLINE void apply(T& param, T grad, T& exp_avg, T& exp_avg_sq, T& max_sq) const {
+    T g = (F & kMaximize) ? -grad : grad;
+    if constexpr ((F & kCoupled) != 0) g = g + weight_decay * param;    // Adam: grad.add(param, alpha=weight_decay)
+    if constexpr ((F & kDecoupled) != 0) param = param * decay_factor;  // AdamW: param.mul_(1 - lr * weight_decay)
     T m = exp_avg * beta1;                                    // exp_avg.mul_(beta1)
     m = m + one_minus_beta1 * g;                              //        .add_(grad, alpha=1 - beta1)
     T v = exp_avg_sq * beta2;                                 // exp_avg_sq.mul_(beta2)
@@ -112,7 +135,7 @@ struct AdamUpdate {
     exp_avg = m;
     exp_avg_sq = v;
     T second = v;
-    if (amsgrad) {
+    if constexpr ((F & kAmsgrad) != 0) {
       // torch.maximum(max_exp_avg_sq, exp_avg_sq), which propagates a NaN from either side
       second = (t_isnan(max_sq) || max_sq > v) ? max_sq : v;
       if (t_isnan(v)) second = v;
@@ -122,5 +145,18 @@ struct AdamUpdate {
     param = param + neg_step_size * (m / denom);              // param.addcdiv_(exp_avg, denom, value=-step_size)
   }
 };
+
+// Calls fn(std::integral_constant<int, mask>) for a runtime mask of kBits
+// bits, so a loop can be compiled once per combination of options.
+template <int kBits, int kMask = 0, typename Fn>
+void with_flags(int mask, Fn&& fn) {
+  if constexpr (kMask < (1 << kBits)) {
+    if (mask == kMask) {
+      fn(std::integral_constant<int, kMask>{});
+    } else {
+      with_flags<kBits, kMask + 1>(mask, fn);
+    }
+  }
+}
 
 }  // namespace tiny::kernels

@@ -61,15 +61,20 @@ void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& mome
     scalar_t* pp = p.data<scalar_t>();
     const scalar_t* gp = g.data<scalar_t>();
     scalar_t* bp = use_momentum ? b.data<scalar_t>() : nullptr;
-    runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
-      if (bp != nullptr) {
-        for (int64_t i = begin; i < end; ++i) update(pp[i], gp[i], bp[i]);
-      } else {
-        for (int64_t i = begin; i < end; ++i) {
-          scalar_t unused = scalar_t(0);
-          update(pp[i], gp[i], unused);
+    // Without momentum the buffer is never touched: point it at a scratch value.
+    scalar_t scratch = scalar_t(0);
+    kernels::with_flags<kernels::SgdUpdate<scalar_t>::kNumFlags>(update.flags(), [&](auto flags) {
+      constexpr int F = decltype(flags)::value;
+      runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+        scalar_t* __restrict__ param_ = pp;
+        const scalar_t* __restrict__ grad_ = gp;
+        if constexpr ((F & kernels::SgdUpdate<scalar_t>::kMomentum) != 0) {
+          scalar_t* __restrict__ buf_ = bp;
+          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], buf_[i]);
+        } else {
+          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], scratch);
         }
-      }
+      });
     });
   });
   p.finish();
@@ -97,15 +102,21 @@ void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp
     scalar_t* mp = m.data<scalar_t>();
     scalar_t* vp = v.data<scalar_t>();
     scalar_t* xp = params.amsgrad ? vmax.data<scalar_t>() : nullptr;
-    runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
-      if (xp != nullptr) {
-        for (int64_t i = begin; i < end; ++i) update(pp[i], gp[i], mp[i], vp[i], xp[i]);
-      } else {
-        for (int64_t i = begin; i < end; ++i) {
-          scalar_t unused = scalar_t(0);
-          update(pp[i], gp[i], mp[i], vp[i], unused);
+    scalar_t scratch = scalar_t(0);
+    kernels::with_flags<kernels::AdamUpdate<scalar_t>::kNumFlags>(update.flags(), [&](auto flags) {
+      constexpr int F = decltype(flags)::value;
+      runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+        scalar_t* __restrict__ param_ = pp;
+        const scalar_t* __restrict__ grad_ = gp;
+        scalar_t* __restrict__ m_ = mp;
+        scalar_t* __restrict__ v_ = vp;
+        if constexpr ((F & kernels::AdamUpdate<scalar_t>::kAmsgrad) != 0) {
+          scalar_t* __restrict__ max_ = xp;
+          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], m_[i], v_[i], max_[i]);
+        } else {
+          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], m_[i], v_[i], scratch);
         }
-      }
+      });
     });
   });
   p.finish();

@@ -1,6 +1,8 @@
 // CPU random fills from the Philox stream: element i's draws depend only on
 // (seed, offset, i), so any chunking, any thread count and the GPU drivers give
 // the same numbers.
+#include <cmath>
+
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
@@ -14,6 +16,29 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
   const uint64_t seed = state.seed, offset = state.offset;
   TINY_DISPATCH_ALL(out.dtype(), "random", [&] {
     scalar_t* data = static_cast<scalar_t*>(out.raw_data_ptr());
+    if (kind == RandomKind::Bernoulli) {
+      // Dropout's mask: one draw per element, so each Philox block fills four
+      // consecutive elements (chunks start at multiples of 4). Kept separate
+      // from the general loop so it stays a straight line the compiler unrolls.
+      // bernoulli(u, p) is u * 2^-32 < p, i.e. u < ceil(p * 2^32) for an
+      // integer u: the same mask with one integer compare per element.
+      const uint64_t threshold = static_cast<uint64_t>(std::ceil(a * 4294967296.0));
+      const scalar_t on = static_cast<scalar_t>(b);
+      const int64_t n = out.numel();
+      // Philox costs ~50x a multiply per element: smaller chunks let two
+      // threads share even one activation's mask (still a multiple of 4).
+      constexpr int64_t kGrain = 4096;
+      runtime::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin / 4; c * 4 < end; ++c) {
+          const PhiloxCounter block = philox_block(seed, offset + static_cast<uint64_t>(c));
+          const int64_t lanes = std::min<int64_t>(4, end - c * 4);
+          for (int64_t lane = 0; lane < lanes; ++lane) {
+            data[c * 4 + lane] = block.x[lane] < threshold ? on : static_cast<scalar_t>(0);
+          }
+        }
+      });
+      return;
+    }
     runtime::parallel_for(0, out.numel(), kPointwiseGrain, [&](int64_t begin, int64_t end) {
       // One Philox block yields four draws: keep the last one instead of
       // recomputing ten rounds per draw (same numbers as philox_draw).
