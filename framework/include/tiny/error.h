@@ -55,6 +55,15 @@ class IOError : public Error {
   using Error::Error;
 };
 
+/// @brief A device allocation that cannot be satisfied (PyTorch's `torch.cuda.OutOfMemoryError`).
+///
+/// The program can catch it, free memory (drop tensors, call `empty_cache()`)
+/// and continue, as in PyTorch.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// @brief Thrown by the lesson stubs (`TINY_TODO`) and by features not built yet.
 class NotImplemented : public Error {
  public:
