@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "io/npy_format.h"
+#include "test_util.h"
 #include "tiny/error.h"
 
 #ifndef TINY_TEST_DATA_DIR
@@ -26,6 +27,7 @@
 #endif
 
 namespace fs = std::filesystem;
+using tiny_test::expect_error;
 using tiny::io::detail::NpyArray;
 using tiny::io::detail::parse_npy;
 using tiny::io::detail::read_npy_file;
@@ -73,51 +75,14 @@ std::vector<char> with_preamble(const std::string& header, int major = 1, int mi
   return bytes_of(out);
 }
 
-// Expects `fn` to throw ErrorType whose message contains every one of `parts`.
-template <typename ErrorType = tiny::IOError>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << parts.front() << "\", but nothing was thrown";
-  } catch (const ErrorType& e) {
-    const std::string msg = e.what();
-    for (const auto& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "missing \"" << part << "\" in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type, message: " << e.what();
-  }
-}
 
 void expect_parse_error(const std::vector<char>& bytes, const std::vector<std::string>& parts) {
   expect_error([&] { parse_exact(bytes, bytes.size(), "bad.npy"); }, parts);
 }
 
-// A fresh directory removed (with its contents) at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tiny-npy-test-XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    const char* made = ::mkdtemp(buf.data());
-    EXPECT_NE(made, nullptr);
-    path_ = made ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
+// Each test's scratch directory.
+struct TempDir : tiny_test::TempDir {
+  TempDir() : tiny_test::TempDir("tiny-npy-test") {}
 };
 
 const std::vector<std::string> kAllDescrs = {"<f2", "<f4", "<f8", "|i1", "<i2", "<i4",

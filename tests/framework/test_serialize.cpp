@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "test_util.h"
 #include "tiny/error.h"
 #include "tiny/io.h"
 #include "tiny/ops.h"
@@ -37,6 +38,7 @@
 #endif
 
 namespace fs = std::filesystem;
+using tiny_test::expect_error;
 using tiny::StateDict;
 using tiny::Tensor;
 
@@ -75,45 +77,10 @@ std::vector<char> file_bytes(const std::string& header, const std::vector<char>&
   return std::vector<char>(out.begin(), out.end());
 }
 
-// Expects `fn` to throw ErrorType whose message contains every one of `parts`.
-template <typename ErrorType = tiny::IOError>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception mentioning '" << (parts.empty() ? "" : parts[0]) << "'";
-  } catch (const ErrorType& e) {
-    const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' not in: " << what;
-  }
-}
 
-// A fresh directory removed (with its contents) at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tiny-serialize-test-XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    const char* made = ::mkdtemp(buf.data());
-    EXPECT_NE(made, nullptr);
-    path_ = made ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
+// Each test's scratch directory.
+struct TempDir : tiny_test::TempDir {
+  TempDir() : tiny_test::TempDir("tiny-serialize-test") {}
 };
 
 // The raw bytes of a tensor's elements in row-major order.

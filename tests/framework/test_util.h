@@ -1,0 +1,70 @@
+// Helpers shared by the framework tests that read and write files.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "tiny/error.h"
+
+namespace tiny_test {
+
+// A fresh directory, removed with its contents at the end of the test (even
+// when a test made it read-only).
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "tiny-test") {
+    namespace fs = std::filesystem;
+    std::string tmpl = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    const char* made = ::mkdtemp(buf.data());
+    EXPECT_NE(made, nullptr);
+    path_ = made ? made : "";
+  }
+  ~TempDir() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+  // File names in the directory, sorted (to see that no temporary file was left).
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  std::string path_;
+};
+
+// Expects `fn` to throw ErrorType whose message contains every one of `parts`.
+template <typename ErrorType = tiny::IOError>
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing \"" << (parts.empty() ? "" : parts.front())
+                  << "\", but nothing was thrown";
+  } catch (const ErrorType& e) {
+    const std::string msg = e.what();
+    for (const auto& part : parts) {
+      EXPECT_NE(msg.find(part), std::string::npos) << "missing \"" << part << "\" in: " << msg;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type, message: " << e.what();
+  }
+}
+
+}  // namespace tiny_test
