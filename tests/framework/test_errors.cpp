@@ -140,11 +140,19 @@ TEST(Errors, BadDeviceStrings) {
   EXPECT_ERROR(ValueError, tiny::Device(""), "''");
 }
 
-TEST(Errors, CudaTensorWithoutAGpuBackend) {
-  // This build has no CUDA and no emulator: creating or moving to cuda must say so.
-  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:0")), "no GPU backend");
-  EXPECT_ERROR(DeviceError, tiny::zeros({2}, "cuda"), "cuda");
-  EXPECT_ERROR(DeviceError, tiny::zeros({2}).to(tiny::Device("cuda:0")), "no GPU backend");
+TEST(Errors, CudaDeviceThatDoesNotExist) {
+  // The emulated GPU has 2 devices by default (TINY_EMULATED_GPUS): cuda:7 is
+  // out of range, and the message names the devices that exist.
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:7")), "invalid device ordinal");
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:7")), "cuda:0, cuda:1");
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}).to(tiny::Device("cuda:7")), "cuda:7 does not exist");
+}
+
+TEST(Errors, DeviceTensorElementsAreNotReadableFromHostCode) {
+  const Tensor d = tiny::ones({2}, tiny::Device("cuda:0"));
+  EXPECT_ERROR(DeviceError, d.data_ptr<float>(), ".cpu()");
+  EXPECT_ERROR(DeviceError, d + tiny::ones({2}), "Expected all tensors to be on the same device, but found at "
+                                                 "least two devices, cuda:0 and cpu!");
 }
 
 TEST(Errors, UndefinedTensor) {

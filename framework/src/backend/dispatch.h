@@ -98,5 +98,6 @@ extern DispatchStub<AdamStepFn> adam_step_stub;
 
 // Filled by each backend.
 void register_cpu_kernels();
+void register_emulated_kernels();
 
 }  // namespace tiny

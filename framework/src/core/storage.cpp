@@ -1,6 +1,10 @@
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/tensor_impl.h"
+#include "gpu/device_context.h"
 #include "runtime/cpu_allocator.h"
 
 namespace tiny {
@@ -11,6 +15,23 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes) override { return runtime::cpu_malloc(nbytes); }
   void deallocate(void* ptr, size_t nbytes) override { runtime::cpu_free(ptr, nbytes); }
 };
+
+// GPU memory comes from the device's caching allocator, on the device's
+// current stream (the stream that will use it first).
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(int device) : device_(device) {}
+  void* allocate(size_t nbytes) override {
+    return gpu::device_allocator(device_).allocate(nbytes, gpu::current_stream(device_));
+  }
+  void deallocate(void* ptr, size_t) override {
+    if (ptr != nullptr) gpu::device_allocator(device_).free(ptr);
+  }
+
+ private:
+  int device_;
+};
+
 }  // namespace
 
 Allocator* allocator_for(const Device& device) {
@@ -18,16 +39,31 @@ Allocator* allocator_for(const Device& device) {
     static CpuAllocator* cpu = new CpuAllocator();  // never destroyed: tensors may die during exit
     return cpu;
   }
-  TINY_THROW(DeviceError, "cannot allocate on ", device,
-             ": no GPU backend is available in this build of tiny (no CUDA device and no emulated GPU). "
-             "Keep tensors on the CPU, e.g. tiny::zeros(shape) or x.to(\"cpu\").");
+  const int index = gpu::resolve_index(device);
+  static std::mutex mutex;
+  static auto* allocators = new std::vector<std::unique_ptr<DeviceAllocator>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (allocators->size() <= static_cast<size_t>(index)) allocators->resize(static_cast<size_t>(index) + 1);
+  auto& slot = (*allocators)[static_cast<size_t>(index)];
+  if (!slot) slot = std::make_unique<DeviceAllocator>(index);
+  return slot.get();
+}
+
+Device canonical_device(const Device& device) {
+  if (device.is_cpu()) return device;
+  return Device(DeviceType::CUDA, gpu::resolve_index(device));
 }
 
 Storage::Storage(size_t nbytes_, Device device_) : nbytes(nbytes_), device(device_), allocator(allocator_for(device_)) {
   data = allocator->allocate(nbytes);
 }
 
-Storage::~Storage() { allocator->deallocate(data, nbytes); }
+Storage::Storage(void* alias, size_t nbytes_, Device device_, std::shared_ptr<Storage> base_)
+    : data(alias), nbytes(nbytes_), device(device_), base(std::move(base_)) {}
+
+Storage::~Storage() {
+  if (allocator != nullptr) allocator->deallocate(data, nbytes);
+}
 
 int64_t TensorImpl::numel() const {
   int64_t n = 1;
@@ -76,7 +112,7 @@ Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device) {
   TINY_CHECK(static_cast<uint64_t>(n) <= std::numeric_limits<size_t>::max() / esize, ValueError,
              "a tensor of shape ", shape_str(sizes), " is too large to allocate");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * esize, device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * esize, canonical_device(device));
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

@@ -4,6 +4,7 @@
 #include "autograd/function.h"
 #include "backend/dispatch.h"
 #include "core/tensor_impl.h"
+#include "gpu/device_context.h"
 #include "ops/op_helpers.h"
 #include "tiny/ops.h"
 
@@ -91,6 +92,41 @@ template std::vector<bool> Tensor::to_vector<bool>() const;
 
 // ---- copies and conversions ---------------------------------------------------
 
+// Copies the bytes of contiguous `src` into contiguous `dst` (same shape and
+// dtype) on another device, through the GPU runtime. To pageable host memory
+// the copy waits for the stream (as .cpu() does in PyTorch); from pageable
+// host memory it snapshots the source; pinned memory makes both asynchronous.
+namespace {
+void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
+  if (nbytes == 0) return;
+  gpu::Runtime* rt = gpu::device_runtime();
+  TINY_CHECK(rt != nullptr, DeviceError, "cannot copy between ", src.device(), " and ", dst.device(),
+             ": no GPU is available");
+  void* to = dst.unsafe_impl()->data();
+  const void* from = src.unsafe_impl()->data();
+  gpu::CopyKind kind;
+  int device;
+  if (src.is_cpu()) {
+    kind = gpu::CopyKind::HostToDevice;
+    device = dst.device().index();
+  } else if (dst.is_cpu()) {
+    kind = gpu::CopyKind::DeviceToHost;
+    device = src.device().index();
+  } else {
+    kind = gpu::CopyKind::DeviceToDevice;
+    device = src.device().index();
+  }
+  rt->memcpy_async(to, from, nbytes, kind, gpu::current_stream(device));
+  // A blocking copy from the host returns when the data is on the device, as
+  // a default (non_blocking=false) PyTorch copy appears to; a copy between
+  // two GPUs runs on the source's stream, so wait for it before the
+  // destination's stream can use the data.
+  const bool wait = kind == gpu::CopyKind::DeviceToDevice || (!non_blocking && kind == gpu::CopyKind::HostToDevice);
+  if (wait) rt->stream_synchronize(gpu::current_stream(device));
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
   Tensor out = make_tensor(sizes(), dtype(), device());
   {
@@ -125,11 +161,24 @@ Tensor Tensor::to(Dtype target) const {
   return out;
 }
 
-Tensor Tensor::to(const Device& target, bool /*non_blocking*/) const {
+Tensor Tensor::to(const Device& target, bool non_blocking) const {
   checked(impl_);
-  if (target.is_cpu() && is_cpu()) return *this;
-  TINY_THROW(DeviceError, "cannot move a tensor from ", device(), " to ", target,
-             ": no GPU backend is available in this build of tiny (no CUDA device and no emulated GPU)");
+  const Device dst_device = canonical_device(target);
+  if (dst_device == device()) return *this;
+  Tensor src;
+  {
+    NoGradGuard no_grad;
+    src = contiguous();  // on the source device
+  }
+  Tensor out = make_tensor(sizes(), dtype(), dst_device);
+  copy_between_devices(out, src, non_blocking);
+  if (should_record({*this})) {
+    const Device source = device();
+    record("ToCopyBackward0", {*this}, {out}, {}, [source](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad().to(source)};
+    });
+  }
+  return out;
 }
 
 Tensor Tensor::cpu() const { return to(Device()); }
@@ -314,9 +363,9 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   ops::check_inplace(*this, src, "copy_");
   TINY_CHECK(broadcast_shapes(sizes(), src.sizes()) == sizes(), ShapeError, "copy_: the source of shape ",
              shape_str(src.sizes()), " cannot be broadcast to the destination's shape ", shape_str(sizes()));
-  TINY_CHECK(src.device() == device(), DeviceError, "copy_ between ", src.device(), " and ", device(),
-             " is not available in this build of tiny (no GPU backend)");
-  TensorIter iter = make_tensor_iter(*this, {src});
+  // Across devices: move the source here first, then copy on this device.
+  const Tensor local = src.device() == device() ? src : src.detach().to(device());
+  TensorIter iter = make_tensor_iter(*this, {local});
   copy_stub(device())(iter);
   bump_version(*this);
   return *this;

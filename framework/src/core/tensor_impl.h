@@ -29,6 +29,10 @@ Allocator* allocator_for(const Device& device);
 // is seen by every saved tensor that aliases the same memory (as in PyTorch).
 struct Storage {
   Storage(size_t nbytes, Device device);
+  // A view of memory owned by `base` at another address (the emulated GPU's
+  // workers reach device memory through their own mapping): frees nothing,
+  // keeps `base` alive.
+  Storage(void* alias, size_t nbytes, Device device, std::shared_ptr<Storage> base);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -36,7 +40,8 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  Allocator* allocator = nullptr;
+  Allocator* allocator = nullptr;  // nullptr for an alias
+  std::shared_ptr<Storage> base;   // the owner, for an alias
   std::atomic<uint32_t> version{0};
 };
 
@@ -73,6 +78,8 @@ int64_t checked_numel(const IntArrayRef& sizes);
 // Normalises a possibly negative dimension against `ndim` (PyTorch's message when out of range).
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 
+// `device` with its index filled in ("cuda" -> the current cuda:N), validated.
+Device canonical_device(const Device& device);
 // A new tensor with fresh contiguous storage on `device`.
 Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device);
 // A view sharing `base`'s storage with the given layout (no autograd).

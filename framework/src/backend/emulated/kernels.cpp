@@ -1,0 +1,187 @@
+// The emulated GPU's kernels are the CPU kernels, queued on the device's
+// current stream and run by its worker on the worker's view of device memory
+// (host code only ever sees a PROT_NONE address). Each wrapper captures its
+// tensors by value, so their memory lives until the queued work has run, as
+// the caching allocator's stream semantics require.
+#include "backend/cpu/kernels.h"
+#include "core/tensor_impl.h"
+#include "gpu/device_context.h"
+#include "gpu/emulated/emulated_runtime.h"
+
+namespace tiny {
+
+namespace {
+
+gpu::EmulatedRuntime& emu() { return *gpu::emulated_runtime(); }
+
+// A CPU tensor over the worker's view of a device tensor's memory.
+Tensor worker_view(const Tensor& t) {
+  if (!t.defined() || t.is_cpu()) return t;
+  const auto& storage = t.unsafe_impl()->storage;
+  void* alias = storage->data == nullptr ? nullptr : emu().worker_address(storage->data);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(alias, storage->nbytes, Device(), storage);
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// The iterator with every operand replaced by its worker view.
+TensorIter worker_iter(const TensorIter& iter) {
+  TensorIter out = iter;
+  for (int k = 0; k < iter.num_operands; ++k) {
+    out.operands[k] = worker_view(iter.operands[k]);
+    out.data[k] = out.operands[k].unsafe_impl()->data();
+  }
+  return out;
+}
+
+ReduceIter worker_iter(const ReduceIter& iter) {
+  ReduceIter out = iter;
+  out.input = worker_view(iter.input);
+  for (int k = 0; k < iter.num_outputs; ++k) out.outputs[k] = worker_view(iter.outputs[k]);
+  return out;
+}
+
+int device_index(const Tensor& t) { return t.device().index(); }
+
+void launch(int device, const char* name, std::function<void()> work) {
+  emu().launch(gpu::current_stream(device), std::move(work), name);
+}
+
+void unary(TensorIter& iter, kernels::UnaryKind kind, const kernels::OpParams& p) {
+  launch(device_index(iter.operands[0]), "unary", [it = worker_iter(iter), kind, p]() mutable {
+    cpu::unary_kernel(it, kind, p);
+  });
+}
+
+void binary(TensorIter& iter, kernels::BinaryKind kind, const kernels::OpParams& p) {
+  launch(device_index(iter.operands[0]), "binary", [it = worker_iter(iter), kind, p]() mutable {
+    cpu::binary_kernel(it, kind, p);
+  });
+}
+
+void where(TensorIter& iter) {
+  launch(device_index(iter.operands[0]), "where", [it = worker_iter(iter)]() mutable { cpu::where_kernel(it); });
+}
+
+void copy(TensorIter& iter) {
+  launch(device_index(iter.operands[0]), "copy_", [it = worker_iter(iter)]() mutable { cpu::copy_kernel(it); });
+}
+
+void fill(TensorIter& iter, const Scalar& value) {
+  launch(device_index(iter.operands[0]), "fill_",
+         [it = worker_iter(iter), value]() mutable { cpu::fill_kernel(it, value); });
+}
+
+void arange(const Tensor& out, double start, double step) {
+  launch(device_index(out), "arange", [o = worker_view(out), start, step] { cpu::arange_kernel(o, start, step); });
+}
+
+void reduce(ReduceIter& iter, kernels::ReduceKind kind) {
+  launch(device_index(iter.input), "reduce", [it = worker_iter(iter), kind]() mutable { cpu::reduce_kernel(it, kind); });
+}
+
+void arg_reduce(ReduceIter& iter, bool is_max) {
+  launch(device_index(iter.input), "argmax",
+         [it = worker_iter(iter), is_max]() mutable { cpu::arg_reduce_kernel(it, is_max); });
+}
+
+// Column-major GEMM on device pointers: the worker reads them through its
+// own mapping, with OpenBLAS given cuBLAS's arguments.
+void gemm(Dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda,
+          const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
+  const int device = emu().device_of(c);
+  const void* wa = emu().worker_address(a);
+  const void* wb = emu().worker_address(b);
+  void* wc = emu().worker_address(c);
+  launch(device, "gemm", [=] { cpu::gemm_kernel(dtype, ta, tb, m, n, k, alpha, wa, lda, wb, ldb, beta, wc, ldc); });
+}
+
+void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  launch(device_index(out), log ? "log_softmax" : "softmax",
+         [o = worker_view(out), i = worker_view(in), dim, log] { cpu::softmax_kernel(o, i, dim, log); });
+}
+
+void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim, bool log) {
+  launch(device_index(out), "softmax_backward",
+         [gi = worker_view(grad_in), go = worker_view(grad_out), o = worker_view(out), dim, log] {
+           cpu::softmax_backward_kernel(gi, go, o, dim, log);
+         });
+}
+
+void nll_forward(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
+  launch(device_index(losses), "nll_loss",
+         [l = worker_view(losses), lp = worker_view(log_probs), t = worker_view(target), ignore_index] {
+           cpu::nll_forward_kernel(l, lp, t, ignore_index);
+         });
+}
+
+void nll_backward(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target, int64_t ignore_index) {
+  launch(device_index(grad_input), "nll_loss_backward",
+         [gi = worker_view(grad_input), gl = worker_view(grad_losses), t = worker_view(target), ignore_index] {
+           cpu::nll_backward_kernel(gi, gl, t, ignore_index);
+         });
+}
+
+void random(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b) {
+  launch(device_index(out), "random",
+         [o = worker_view(out), kind, state, a, b] { cpu::random_kernel(o, kind, state, a, b); });
+}
+
+void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
+  const auto fn = embedding_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(out), "embedding",
+         [fn, o = worker_view(out), w = worker_view(weight), i = worker_view(indices)] { fn(o, w, i); });
+}
+
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices, int64_t padding_idx) {
+  const auto fn = embedding_backward_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(grad_weight), "embedding_backward",
+         [fn, gw = worker_view(grad_weight), go = worker_view(grad_out), i = worker_view(indices), padding_idx] {
+           fn(gw, go, i, padding_idx);
+         });
+}
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, const kernels::SgdParams& p) {
+  const auto fn = sgd_step_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(param), "sgd_step",
+         [fn, pa = worker_view(param), g = worker_view(grad), b = worker_view(buf), p] { fn(pa, g, b, p); });
+}
+
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
+               const kernels::AdamParams& p) {
+  const auto fn = adam_step_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(param), "adam_step",
+         [fn, pa = worker_view(param), g = worker_view(grad), m1 = worker_view(m), v1 = worker_view(v),
+          vx = worker_view(vmax), p] { fn(pa, g, m1, v1, vx, p); });
+}
+
+}  // namespace
+
+void register_emulated_kernels() {
+  if (gpu::emulated_runtime() == nullptr) return;
+  constexpr int emulated = static_cast<int>(Backend::Emulated);
+  unary_stub.table[emulated] = &unary;
+  binary_stub.table[emulated] = &binary;
+  where_stub.table[emulated] = &where;
+  copy_stub.table[emulated] = &copy;
+  fill_stub.table[emulated] = &fill;
+  arange_stub.table[emulated] = &arange;
+  reduce_stub.table[emulated] = &reduce;
+  arg_reduce_stub.table[emulated] = &arg_reduce;
+  gemm_stub.table[emulated] = &gemm;
+  softmax_stub.table[emulated] = &softmax;
+  softmax_backward_stub.table[emulated] = &softmax_backward;
+  nll_forward_stub.table[emulated] = &nll_forward;
+  nll_backward_stub.table[emulated] = &nll_backward;
+  random_stub.table[emulated] = &random;
+  embedding_stub.table[emulated] = &embedding;
+  embedding_backward_stub.table[emulated] = &embedding_backward;
+  sgd_step_stub.table[emulated] = &sgd_step;
+  adam_step_stub.table[emulated] = &adam_step;
+}
+
+}  // namespace tiny

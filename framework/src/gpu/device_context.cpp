@@ -1,0 +1,66 @@
+#include "gpu/device_context.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu/emulated/emulated_runtime.h"
+#include "tiny/error.h"
+
+namespace tiny::gpu {
+
+namespace {
+thread_local int t_current_device = 0;
+
+std::string device_list(int count) {
+  if (count == 0) return "none";
+  std::string names;
+  for (int i = 0; i < count; ++i) names += (i ? ", cuda:" : "cuda:") + std::to_string(i);
+  return names;
+}
+}  // namespace
+
+Runtime* device_runtime() {
+  static Runtime* runtime = emulated_runtime();
+  return runtime;
+}
+
+int device_count() {
+  Runtime* rt = device_runtime();
+  return rt ? rt->device_count() : 0;
+}
+
+int resolve_index(const Device& device) {
+  TINY_CHECK(device.is_cuda(), DeviceError, "internal: resolve_index(", device, ") is not a cuda device");
+  const int count = device_count();
+  TINY_CHECK(count > 0, DeviceError, "cannot use ", device,
+             ": no GPU is available (no usable NVIDIA GPU, and the emulated GPU is off because "
+             "TINY_EMULATED_GPUS=0). Keep tensors on the CPU or unset TINY_EMULATED_GPUS.");
+  const int index = device.has_index() ? device.index() : t_current_device;
+  TINY_CHECK(index >= 0 && index < count, DeviceError, "CUDA error: invalid device ordinal: ", device,
+             " does not exist; this machine has ", count, " device", count == 1 ? "" : "s", " (",
+             device_list(count), "). Set TINY_EMULATED_GPUS to emulate more.");
+  return index;
+}
+
+int current_device() { return t_current_device; }
+
+void set_current_device(int index) {
+  t_current_device = resolve_index(Device(DeviceType::CUDA, index));
+}
+
+Stream current_stream(int device) { return device_runtime()->default_stream(device); }
+
+CachingAllocator& device_allocator(int device) {
+  static std::mutex mutex;
+  // Never destroyed: tensors freed during exit still return their blocks.
+  static auto* allocators = new std::vector<std::unique_ptr<CachingAllocator>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  Runtime* rt = device_runtime();
+  if (allocators->empty()) allocators->resize(static_cast<size_t>(rt->device_count()));
+  auto& slot = (*allocators)[static_cast<size_t>(device)];
+  if (!slot) slot = std::make_unique<CachingAllocator>(*rt, device);
+  return *slot;
+}
+
+}  // namespace tiny::gpu

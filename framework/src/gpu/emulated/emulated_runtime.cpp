@@ -1,0 +1,829 @@
+// The host-emulated GPU. See emulated_runtime.h for what it emulates.
+//
+// How a stream works here: a StreamState holds a FIFO queue of WorkItems and
+// four counters that only grow:
+//   enqueued   items ever put on the queue
+//   released   items the worker may run (== enqueued, except in deferred mode,
+//              where it catches up only at synchronization points)
+//   taken      items the worker has taken off the queue
+//   completed  items that have finished
+// A host wait for "everything queued so far" remembers `enqueued` and sleeps
+// until `completed` reaches it. Events are markers in the queue: when the
+// worker reaches one it stamps the event with the host time. stream_wait_event
+// queues an item that sleeps until the event's marker has run. So ordering
+// between streams comes only from events, as on a GPU.
+//
+// Each stream has its own worker thread, started when work is first queued on
+// it: a stream blocked on a gate or an event never holds up another stream.
+#include "gpu/emulated/emulated_runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "gpu/emulated/device_memory.h"
+#include "runtime/cpu_allocator.h"
+#include "runtime/thread_pool.h"
+#include "tiny/error.h"
+
+namespace tiny::gpu {
+namespace emulated {
+
+using Clock = std::chrono::steady_clock;
+
+struct EventState {
+  int device = 0;
+  bool timing = false;
+  uint64_t recorded = 0;   // how many times record_event was called
+  uint64_t completed = 0;  // the highest record number whose marker has run
+  Clock::time_point time;  // when the marker of record `completed` ran
+};
+
+enum class ItemKind { kernel, record_event, wait_event };
+
+struct WorkItem {
+  ItemKind kind = ItemKind::kernel;
+  std::function<void()> work;  // kernel: an emulated kernel or a copy
+  const char* name = "";       // kernel: the op, for error messages
+  std::shared_ptr<EventState> event;
+  uint64_t record = 0;  // record_event: the record number to mark; wait_event: the one to wait for
+};
+
+struct StreamState {
+  int device = 0;
+  int64_t id = 0;
+  std::deque<WorkItem> queue;
+  uint64_t enqueued = 0, released = 0, taken = 0, completed = 0;
+  bool worker_running = false;
+  bool destroyed = false;      // by destroy_stream: the worker drains the queue and exits
+  std::condition_variable cv;  // the worker sleeps here until work is released
+};
+
+struct DeviceState {
+  int index = 0;
+  std::unique_ptr<DeviceMemory> memory;
+
+  // Guarded by EmulatedRuntime::mutex_. A destroyed stream stays here until
+  // its worker has run everything queued on it (device_synchronize waits for it).
+  std::map<int64_t, std::shared_ptr<StreamState>> streams;
+  int64_t next_stream_id = 1;
+
+  mutable std::mutex counters_mutex;
+  Counters counters;
+
+  // The sticky error: the first one recorded, kept until clear_error.
+  mutable std::mutex error_mutex;
+  bool has_error = false;
+  std::string error_op, error_message;
+
+  template <typename F>
+  void count(F&& update) {
+    std::lock_guard<std::mutex> lock(counters_mutex);
+    update(counters);
+  }
+};
+
+}  // namespace emulated
+
+using emulated::DeviceState;
+using emulated::EventState;
+using emulated::ItemKind;
+using emulated::StreamState;
+using emulated::WorkItem;
+
+namespace {
+
+constexpr int kMaxEmulatedGpus = 64;
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kGiB = size_t{1} << 30;
+
+// Which device and stream the calling thread is the worker of (none on the host).
+thread_local int t_worker_device = -1;
+thread_local const StreamState* t_worker_stream = nullptr;
+
+const char* env_or_null(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' ? value : nullptr;  // VAR= counts as unset
+}
+
+int parse_device_count() {
+  const char* env = env_or_null(kEmulatedGpusVariable);
+  if (env == nullptr) return 2;
+  const std::string value = env;
+  const bool digits = value.size() <= 3 && std::all_of(value.begin(), value.end(), [](char c) {
+                        return c >= '0' && c <= '9';
+                      });
+  const int n = digits ? std::atoi(value.c_str()) : -1;
+  TINY_CHECK(n >= 0 && n <= kMaxEmulatedGpus, ValueError, kEmulatedGpusVariable, "=\"", value,
+             "\" is not a valid number of emulated GPUs: expected a whole number from 0 to ", kMaxEmulatedGpus,
+             " (0 turns the emulated GPU off), or leave it unset for 2");
+  return n;
+}
+
+// Reads a cgroup memory limit file ("max" or a number of bytes); 0 if none.
+size_t read_cgroup_limit(const char* path) {
+  std::ifstream file(path);
+  std::string text;
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!(file >> text) || !std::all_of(text.begin(), text.end(), is_digit)) return 0;  // "max": no limit
+  return static_cast<size_t>(std::strtoull(text.c_str(), nullptr, 10));
+}
+
+// The host memory this process may use: physical memory, or a container's
+// limit when that is lower (so the default capacity cannot invite the OOM killer).
+size_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  size_t total = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 8 * kGiB;
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    const size_t limit = read_cgroup_limit(path);
+    if (limit > 0 && limit < total) total = limit;
+  }
+  return total;
+}
+
+size_t parse_capacity(int devices) {
+  const char* env = env_or_null(kEmulatedGpuMemoryVariable);
+  if (env == nullptr) {
+    const size_t share = host_memory_bytes() / 4 / static_cast<size_t>(devices);
+    return std::max(kMiB, std::min(4 * kGiB, share) / kMiB * kMiB);
+  }
+  const size_t bytes = runtime::parse_byte_size(kEmulatedGpuMemoryVariable, env);
+  TINY_CHECK(bytes > 0, ValueError, kEmulatedGpuMemoryVariable, "=\"", env,
+             "\" gives the emulated GPUs no memory: use a size such as 2GiB or 512MiB, or leave it unset");
+  return bytes;
+}
+
+EmulatedRuntime::Mode parse_mode() {
+  const char* env = env_or_null(kLaunchBlockingVariable);
+  if (env == nullptr || std::strcmp(env, "0") == 0) return EmulatedRuntime::Mode::threaded;
+  TINY_CHECK(std::strcmp(env, "1") == 0, ValueError, kLaunchBlockingVariable, "=\"", env,
+             "\" is not valid: use 1 to run every GPU operation before the call returns (for debugging), "
+             "or 0 / unset for asynchronous execution");
+  return EmulatedRuntime::Mode::blocking;
+}
+
+const char* copy_kind_name(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice: return "HostToDevice";
+    case CopyKind::DeviceToHost: return "DeviceToHost";
+    case CopyKind::DeviceToDevice: return "DeviceToDevice";
+    case CopyKind::HostToHost: return "HostToHost";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// Pinned host blocks: ordinary page-aligned host memory, remembered so that
+// copies know they may skip the staging (and the waiting) of pageable memory.
+// (Real pinned memory is also locked into RAM so the GPU's DMA engine can
+// read it; an emulated device does not need that.)
+struct EmulatedRuntime::PinnedRegistry {
+  mutable std::mutex mutex;
+  std::map<uintptr_t, size_t> blocks;  // start -> size
+};
+
+// ---------------------------------------------------------------- lifetime
+
+EmulatedRuntime::EmulatedRuntime()
+    : mode_(parse_mode()), creator_pid_(getpid()), pinned_(std::make_unique<PinnedRegistry>()) {
+  const int count = parse_device_count();
+  TINY_CHECK(count > 0, Error, kEmulatedGpusVariable, "=0 turns the emulated GPU off: no EmulatedRuntime can be made");
+  const size_t capacity = parse_capacity(count);
+  for (int i = 0; i < count; ++i) {
+    auto device = std::make_unique<DeviceState>();
+    device->index = i;
+    device->memory = std::make_unique<emulated::DeviceMemory>(i, capacity);
+    auto stream = std::make_shared<StreamState>();
+    stream->device = i;
+    stream->id = 0;
+    device->streams.emplace(0, std::move(stream));
+    devices_.push_back(std::move(device));
+  }
+}
+
+EmulatedRuntime::~EmulatedRuntime() {
+  // Only runtimes made by tests get here. Let every worker finish its queue
+  // and exit, so that none touches this object afterwards.
+  std::unique_lock<std::mutex> lock(mutex_);
+  release_all_locked();
+  for (auto& device : devices_) {
+    for (auto& [id, stream] : device->streams) {
+      stream->destroyed = true;
+      stream->cv.notify_all();
+    }
+  }
+  done_cv_.wait(lock, [&] {
+    for (auto& device : devices_) {
+      for (auto& [id, stream] : device->streams) {
+        if (stream->worker_running) return false;
+      }
+    }
+    return true;
+  });
+  lock.unlock();
+  std::lock_guard<std::mutex> pinned_lock(pinned_->mutex);
+  for (auto& [start, size] : pinned_->blocks) std::free(reinterpret_cast<void*>(start));
+}
+
+// ---------------------------------------------------------------- devices
+
+int EmulatedRuntime::device_count() const { return static_cast<int>(devices_.size()); }
+
+DeviceState& EmulatedRuntime::device(int index, const char* what) const {
+  const int count = device_count();
+  TINY_CHECK(index >= 0 && index < count, DeviceError, what, ": invalid device index ", index,
+             ": the emulated GPU has ", count, " device(s), so the valid indices are 0 to ", count - 1,
+             " (cuda:0 to cuda:", count - 1, ")");
+  return *devices_[index];
+}
+
+DeviceProperties EmulatedRuntime::properties(int index) const {
+  const DeviceState& d = device(index, "properties");
+  DeviceProperties p;
+  p.name = "tiny emulated GPU " + std::to_string(index) + " (EMULATED on your CPU)";
+  p.total_memory = d.memory->capacity();
+  // Each device owns an equal share of the cores tiny uses, the way each GPU
+  // owns its own streaming multiprocessors.
+  p.multiprocessor_count = std::max(1, runtime::num_threads() / device_count());
+  p.major = 8;  // an A100's compute capability: what the lessons' CUDA build targets
+  p.minor = 0;
+  p.emulated = true;
+  return p;
+}
+
+// ---------------------------------------------------------------- memory
+
+void* EmulatedRuntime::raw_malloc(int index, size_t nbytes) {
+  DeviceState& d = device(index, "raw_malloc");
+  if (nbytes == 0) return nullptr;
+  d.count([](Counters& c) { ++c.raw_mallocs; });
+  return d.memory->allocate(nbytes);
+}
+
+void EmulatedRuntime::raw_free(int index, void* ptr) {
+  DeviceState& d = device(index, "raw_free");
+  if (ptr == nullptr) return;
+  TINY_CHECK(d.memory->free(ptr, /*give_back_pages=*/!in_forked_child()), Error, "raw_free: ", ptr,
+             " is not memory that raw_malloc of cuda:", index, " handed out (or it was freed already)");
+  d.count([](Counters& c) { ++c.raw_frees; });
+}
+
+size_t EmulatedRuntime::free_memory(int index) const {
+  const DeviceState& d = device(index, "free_memory");
+  return d.memory->capacity() - d.memory->used();
+}
+
+void* EmulatedRuntime::worker_address(const void* ptr) const {
+  const int index = device_of(ptr);
+  TINY_CHECK(index >= 0, Error, "worker_address: ", ptr, " is not emulated device memory");
+  return devices_[index]->memory->worker_address(ptr);
+}
+
+bool EmulatedRuntime::is_device_pointer(const void* ptr) const { return device_of(ptr) >= 0; }
+
+int EmulatedRuntime::device_of(const void* ptr) const {
+  for (const auto& d : devices_) {
+    if (d->memory->contains(ptr)) return d->index;
+  }
+  return -1;
+}
+
+int EmulatedRuntime::current_worker_device() { return t_worker_device; }
+
+void EmulatedRuntime::check_device_range(const void* ptr, size_t nbytes, const char* what, const char* which) const {
+  const int index = device_of(ptr);
+  TINY_CHECK(index >= 0, Error, what, ": ", which, " ", ptr, " is not device memory");
+  TINY_CHECK(devices_[index]->memory->is_allocated_range(ptr, nbytes), Error, "CUDA error: an illegal memory access ",
+             "was encountered in ", what, ": ", which, " [", ptr, ", +", nbytes, " bytes) is not inside one live ",
+             "allocation of cuda:", index);
+}
+
+void* EmulatedRuntime::pinned_malloc(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, 4096, nbytes) != 0) return nullptr;
+  std::lock_guard<std::mutex> lock(pinned_->mutex);
+  pinned_->blocks.emplace(reinterpret_cast<uintptr_t>(ptr), nbytes);
+  return ptr;
+}
+
+void EmulatedRuntime::pinned_free(void* ptr) {
+  if (ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_->mutex);
+    const auto it = pinned_->blocks.find(reinterpret_cast<uintptr_t>(ptr));
+    TINY_CHECK(it != pinned_->blocks.end(), Error, "pinned_free: ", ptr,
+               " is not a block from pinned_malloc (or it was freed already)");
+    pinned_->blocks.erase(it);
+  }
+  std::free(ptr);
+}
+
+bool EmulatedRuntime::is_pinned(const void* ptr) const {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(pinned_->mutex);
+  auto it = pinned_->blocks.upper_bound(p);  // the first block starting after ptr
+  if (it == pinned_->blocks.begin()) return false;
+  --it;
+  return p - it->first < it->second;
+}
+
+// ---------------------------------------------------------------- streams
+
+Stream EmulatedRuntime::default_stream(int index) {
+  device(index, "default_stream");
+  return Stream{index, 0};
+}
+
+Stream EmulatedRuntime::create_stream(int index) {
+  DeviceState& d = device(index, "create_stream");
+  auto stream = std::make_shared<StreamState>();
+  stream->device = index;
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream->id = d.next_stream_id++;
+  d.streams.emplace(stream->id, stream);
+  return Stream{index, stream->id};
+}
+
+void EmulatedRuntime::destroy_stream(Stream stream) {
+  TINY_CHECK(stream.id != 0, Error, "destroy_stream: the default stream of cuda:", stream.device,
+             " cannot be destroyed");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<StreamState> s = stream_state(stream, "destroy_stream");
+  s->destroyed = true;
+  if (s->worker_running) {
+    s->cv.notify_all();  // the worker exits once the queue is empty, and forgets the stream
+  } else {
+    devices_[stream.device]->streams.erase(stream.id);  // nothing was ever queued
+  }
+}
+
+std::shared_ptr<StreamState> EmulatedRuntime::stream_state(Stream stream, const char* what) const {
+  const DeviceState& d = device(stream.device, what);
+  const auto it = d.streams.find(stream.id);
+  TINY_CHECK(it != d.streams.end() && !it->second->destroyed, Error, "CUDA error: invalid resource handle in ",
+             what, ": stream ", stream.id, " of cuda:", stream.device, " does not exist (destroyed or never created)");
+  return it->second;
+}
+
+void EmulatedRuntime::check_stream(Stream stream, const char* what) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream_state(stream, what);
+}
+
+bool EmulatedRuntime::in_forked_child() const { return getpid() != creator_pid_; }
+
+bool EmulatedRuntime::stream_query(Stream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<StreamState> s = stream_state(stream, "stream_query");
+  return s->completed == s->enqueued;  // never runs work, whatever the mode
+}
+
+void EmulatedRuntime::stream_synchronize(Stream stream) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::shared_ptr<StreamState> s = stream_state(stream, "stream_synchronize");
+    wait_stream_locked(lock, s);
+  }
+  devices_[stream.device]->count([](Counters& c) { ++c.synchronizations; });
+  raise_pending_error(stream.device);
+}
+
+void EmulatedRuntime::device_synchronize(int index) {
+  DeviceState& d = device(index, "device_synchronize");
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::vector<std::shared_ptr<StreamState>> streams;
+    for (auto& [id, s] : d.streams) streams.push_back(s);
+    for (auto& s : streams) wait_stream_locked(lock, s);
+  }
+  d.count([](Counters& c) { ++c.synchronizations; });
+  raise_pending_error(index);
+}
+
+void EmulatedRuntime::wait_stream_locked(std::unique_lock<std::mutex>& lock, const std::shared_ptr<StreamState>& s) {
+  if (s->completed == s->enqueued) return;
+  TINY_CHECK(!in_forked_child(), Error, "CUDA error: initialization error: a forked child process waited for "
+             "emulated GPU work queued by its parent, which has no workers in the child; use threads, or start a "
+             "fresh process");
+  TINY_CHECK(t_worker_stream != s.get(), Error, "an emulated kernel waited for its own stream (cuda:", s->device,
+             ", stream ", s->id, "): that can never finish");
+  if (mode_ == Mode::deferred) release_all_locked();  // a synchronization point: queued work runs now
+  const uint64_t target = s->enqueued;
+  done_cv_.wait(lock, [&] { return s->completed >= target; });
+}
+
+void EmulatedRuntime::release_all_locked() {
+  // Every stream of every device, not only the one waited for: the waited-for
+  // work may depend (through stream_wait_event) on work queued elsewhere.
+  for (auto& d : devices_) {
+    for (auto& [id, s] : d->streams) {
+      if (s->released != s->enqueued) {
+        s->released = s->enqueued;
+        s->cv.notify_one();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- work
+
+void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
+  TINY_CHECK(!in_forked_child(), Error, "CUDA error: initialization error in ", what,
+             ": the emulated GPU cannot be used in a forked child process (nor can CUDA: 'Cannot re-initialize "
+             "CUDA in forked subprocess'); use threads, or start a fresh process");
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::shared_ptr<StreamState> s = stream_state(stream, what);
+  if (!s->worker_running) {
+    // The worker is started on first use (a device that is never used costs
+    // no thread) and detached: it is never joined, so exit cannot hang on it.
+    try {
+      std::thread([this, s] { worker_loop(s); }).detach();
+    } catch (const std::system_error& e) {
+      TINY_THROW(Error, "could not start the worker thread of stream ", stream.id, " of emulated cuda:",
+                 stream.device, " (", e.what(), "); use fewer streams");
+    }
+    s->worker_running = true;
+  }
+  s->queue.push_back(std::move(item));
+  ++s->enqueued;
+  if (mode_ != Mode::deferred) {
+    s->released = s->enqueued;
+    s->cv.notify_one();
+  }
+  if (mode_ == Mode::blocking) {
+    // Like CUDA_LAUNCH_BLOCKING=1: the work has run when the call returns, so
+    // an error it found is raised by the call that queued it.
+    wait_stream_locked(lock, s);
+    lock.unlock();
+    raise_pending_error(stream.device);
+  }
+}
+
+void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
+  t_worker_device = s->device;
+  t_worker_stream = s.get();
+  const std::string name = "tiny-gpu" + std::to_string(s->device) + "-s" + std::to_string(s->id);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // shows in top -H and gdb
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    s->cv.wait(lock, [&] { return s->taken < s->released || (s->destroyed && s->queue.empty()); });
+    if (s->taken == s->released) {  // destroyed and drained: forget the stream and exit
+      devices_[s->device]->streams.erase(s->id);
+      s->worker_running = false;
+      done_cv_.notify_all();
+      return;
+    }
+    WorkItem item = std::move(s->queue.front());
+    s->queue.pop_front();
+    ++s->taken;
+    switch (item.kind) {
+      case ItemKind::record_event:
+        // The event's position in the stream is reached now: stamp it with
+        // host time (a GPU stamps it with its own clock).
+        if (item.record > item.event->completed) {
+          item.event->completed = item.record;
+          item.event->time = emulated::Clock::now();
+        }
+        break;
+      case ItemKind::wait_event:
+        done_cv_.wait(lock, [&] { return item.event->completed >= item.record; });
+        break;
+      case ItemKind::kernel:
+        // Runs without the lock: kernels take as long as they take, and other
+        // streams, the host and other kernels must not wait for them.
+        lock.unlock();
+        try {
+          item.work();
+        } catch (const std::exception& e) {
+          // A throwing kernel must not terminate the program from a worker
+          // thread: it becomes the device's sticky error, as a GPU fault does.
+          record_error(s->device, item.name, e.what());
+        } catch (...) {
+          record_error(s->device, item.name, "unknown exception");
+        }
+        // Destroyed here, not under the lock: what the closure captured
+        // (a tensor, a snapshot) may call back into the runtime when freed.
+        item = WorkItem{};
+        lock.lock();
+        break;
+    }
+    ++s->completed;
+    done_cv_.notify_all();
+  }
+}
+
+void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const char* name) {
+  DeviceState& d = device(stream.device, "launch");
+  WorkItem item;
+  item.work = std::move(work);
+  item.name = name != nullptr ? name : "kernel";
+  const char* op = item.name;
+  check_stream(stream, op);  // count only launches that are queued
+  d.count([](Counters& c) { ++c.kernel_launches; });
+  enqueue(stream, std::move(item), op);
+}
+
+void EmulatedRuntime::memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream stream) {
+  DeviceState& d = device(stream.device, "memcpy_async");
+  check_stream(stream, "memcpy_async");
+  if (nbytes == 0) return;
+  const char* what = "memcpy_async";
+  WorkItem item;
+  item.name = "memcpy_async";
+  bool wait_for_copy = false;  // a copy into pageable host memory returns only once done
+  switch (kind) {
+    case CopyKind::HostToDevice: {
+      check_device_range(dst, nbytes, what, "dst");
+      TINY_CHECK(!is_device_pointer(src), Error, what, ": HostToDevice copy, but src ", src, " is device memory");
+      void* to = worker_address(dst);
+      if (is_pinned(src)) {
+        // Read when the copy runs: writing the source before synchronizing changes what is copied.
+        item.work = [to, src, nbytes] { std::memcpy(to, src, nbytes); };
+        d.count([&](Counters& c) { c.bytes_host_to_device_pinned += nbytes; });
+      } else {
+        // CUDA stages pageable memory through a pinned buffer before the call
+        // returns, so the caller may reuse the source at once. Same here.
+        auto snapshot = std::shared_ptr<char[]>(new char[nbytes]);
+        std::memcpy(snapshot.get(), src, nbytes);
+        item.work = [to, snapshot, nbytes] { std::memcpy(to, snapshot.get(), nbytes); };
+        d.count([&](Counters& c) { c.bytes_host_to_device_pageable += nbytes; });
+      }
+      break;
+    }
+    case CopyKind::DeviceToHost: {
+      check_device_range(src, nbytes, what, "src");
+      TINY_CHECK(!is_device_pointer(dst), Error, what, ": DeviceToHost copy, but dst ", dst, " is device memory");
+      const void* from = worker_address(src);
+      item.work = [dst, from, nbytes] { std::memcpy(dst, from, nbytes); };
+      if (is_pinned(dst)) {
+        d.count([&](Counters& c) { c.bytes_device_to_host_pinned += nbytes; });
+      } else {
+        wait_for_copy = true;
+        d.count([&](Counters& c) { c.bytes_device_to_host_pageable += nbytes; });
+      }
+      break;
+    }
+    case CopyKind::DeviceToDevice: {
+      check_device_range(src, nbytes, what, "src");
+      check_device_range(dst, nbytes, what, "dst");
+      void* to = worker_address(dst);
+      const void* from = worker_address(src);
+      item.work = [to, from, nbytes] { std::memmove(to, from, nbytes); };
+      d.count([&](Counters& c) { c.bytes_device_to_device += nbytes; });
+      break;
+    }
+    case CopyKind::HostToHost: {
+      TINY_CHECK(!is_device_pointer(src) && !is_device_pointer(dst), Error, what,
+                 ": HostToHost copy, but src or dst is device memory");
+      if (is_pinned(src)) {
+        item.work = [dst, src, nbytes] { std::memmove(dst, src, nbytes); };
+      } else {
+        auto snapshot = std::shared_ptr<char[]>(new char[nbytes]);
+        std::memcpy(snapshot.get(), src, nbytes);
+        item.work = [dst, snapshot, nbytes] { std::memcpy(dst, snapshot.get(), nbytes); };
+      }
+      wait_for_copy = !is_pinned(dst);
+      break;
+    }
+    default:
+      TINY_THROW(ValueError, what, ": unknown copy kind ", static_cast<int>(kind));
+  }
+  enqueue(stream, std::move(item), copy_kind_name(kind));
+  if (wait_for_copy) {
+    // The caller reads the destination right after the call (.cpu(), .item()):
+    // this waits for everything queued on the stream before the copy, too.
+    // It is a synchronization, and it is counted as one.
+    stream_synchronize(stream);
+  }
+}
+
+void EmulatedRuntime::memset_async(void* dst, int value, size_t nbytes, Stream stream) {
+  check_stream(stream, "memset_async");
+  if (nbytes == 0) return;
+  check_device_range(dst, nbytes, "memset_async", "dst");
+  void* to = worker_address(dst);
+  WorkItem item;
+  item.name = "memset_async";
+  item.work = [to, value, nbytes] { std::memset(to, value, nbytes); };
+  enqueue(stream, std::move(item), "memset_async");
+}
+
+// ---------------------------------------------------------------- events
+
+Event EmulatedRuntime::create_event(int index, bool enable_timing) {
+  device(index, "create_event");
+  auto event = std::make_shared<EventState>();
+  event->device = index;
+  event->timing = enable_timing;
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(event));
+  return Event{next_event_id_++};
+}
+
+void EmulatedRuntime::destroy_event(Event event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  event_state(event, "destroy_event");
+  // Markers and waits already queued keep the state alive (shared_ptr).
+  events_[event.id].reset();
+}
+
+std::shared_ptr<EventState> EmulatedRuntime::event_state(Event event, const char* what) const {
+  TINY_CHECK(event.id >= 0 && event.id < static_cast<int64_t>(events_.size()) && events_[event.id] != nullptr, Error,
+             "CUDA error: invalid resource handle in ", what, ": event ", event.id,
+             " does not exist (destroyed or never created)");
+  return events_[event.id];
+}
+
+void EmulatedRuntime::record_event(Event event, Stream stream) {
+  WorkItem item;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    item.event = event_state(event, "record_event");
+    TINY_CHECK(item.event->device == stream.device, DeviceError, "record_event: event ", event.id,
+               " belongs to cuda:", item.event->device, " but the stream is on cuda:", stream.device);
+    item.kind = ItemKind::record_event;
+    item.record = ++item.event->recorded;  // from now on, queries are about this record
+  }
+  enqueue(stream, std::move(item), "record_event");
+}
+
+bool EmulatedRuntime::event_query(Event event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<EventState> e = event_state(event, "event_query");
+  return e->completed >= e->recorded;  // never runs work, whatever the mode
+}
+
+void EmulatedRuntime::event_synchronize(Event event) {
+  int index;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::shared_ptr<EventState> e = event_state(event, "event_synchronize");
+    index = e->device;
+    if (e->completed < e->recorded) {
+      TINY_CHECK(!in_forked_child(), Error, "CUDA error: initialization error: a forked child process waited for "
+                 "an event recorded by its parent, which has no workers in the child");
+      if (mode_ == Mode::deferred) release_all_locked();
+      const uint64_t target = e->recorded;
+      done_cv_.wait(lock, [&] { return e->completed >= target; });
+    }
+  }
+  devices_[index]->count([](Counters& c) { ++c.synchronizations; });
+  raise_pending_error(index);
+}
+
+void EmulatedRuntime::stream_wait_event(Stream stream, Event event) {
+  WorkItem item;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    item.event = event_state(event, "stream_wait_event");
+    // As in CUDA: waiting for an event that was never recorded waits for nothing.
+    if (item.event->recorded == 0) return;
+    item.kind = ItemKind::wait_event;
+    item.record = item.event->recorded;  // the latest record, not any later one
+  }
+  enqueue(stream, std::move(item), "stream_wait_event");
+}
+
+float EmulatedRuntime::event_elapsed_ms(Event start, Event end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<EventState> a = event_state(start, "event_elapsed_ms");
+  const std::shared_ptr<EventState> b = event_state(end, "event_elapsed_ms");
+  TINY_CHECK(a->timing && b->timing, Error,
+             "CUDA error: invalid resource handle in event_elapsed_ms: both events must be created with "
+             "enable_timing=true");
+  TINY_CHECK(a->recorded > 0 && b->recorded > 0, Error,
+             "CUDA error: invalid resource handle in event_elapsed_ms: both events must be recorded first");
+  TINY_CHECK(a->completed >= a->recorded && b->completed >= b->recorded, Error,
+             "CUDA error: device not ready in event_elapsed_ms: an event has not completed yet; "
+             "call event_synchronize on the end event first");
+  return std::chrono::duration<float, std::milli>(b->time - a->time).count();
+}
+
+// ---------------------------------------------------------------- errors
+
+void EmulatedRuntime::record_error(int index, std::string op, std::string message) {
+  DeviceState& d = device(index, "record_error");
+  std::lock_guard<std::mutex> lock(d.error_mutex);
+  if (d.has_error) return;  // the first error is the one that explains the others
+  d.has_error = true;
+  d.error_op = std::move(op);
+  d.error_message = std::move(message);
+}
+
+void EmulatedRuntime::clear_error(int index) {
+  DeviceState& d = device(index, "clear_error");
+  std::lock_guard<std::mutex> lock(d.error_mutex);
+  d.has_error = false;
+  d.error_op.clear();
+  d.error_message.clear();
+}
+
+std::string EmulatedRuntime::pending_error(int index) const {
+  const DeviceState& d = device(index, "pending_error");
+  const bool blocking = mode() == Mode::blocking;  // read before taking error_mutex: one lock at a time
+  std::lock_guard<std::mutex> lock(d.error_mutex);
+  if (!d.has_error) return "";
+  std::string text = "CUDA error: device-side assert triggered on cuda:" + std::to_string(index) +
+                     " (emulated) in " + d.error_op + ": " + d.error_message + ". ";
+  if (blocking) {
+    text += "TINY_LAUNCH_BLOCKING=1 is set, so this was raised by the call that queued the failing op.";
+  } else {
+    text += "Kernel errors are reported at the next synchronizing call; rerun with TINY_LAUNCH_BLOCKING=1 "
+            "to see the op that failed.";
+  }
+  return text;
+}
+
+void EmulatedRuntime::raise_pending_error(int index) const {
+  const std::string message = pending_error(index);
+  if (!message.empty()) throw Error(message);
+}
+
+// ---------------------------------------------------------------- modes, counters
+
+EmulatedRuntime::Mode EmulatedRuntime::mode() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mode_;
+}
+
+void EmulatedRuntime::set_mode(Mode mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  mode_ = mode;
+  if (mode != Mode::deferred) release_all_locked();  // held work may run now
+}
+
+Counters EmulatedRuntime::counters(int index) const {
+  const DeviceState& d = device(index, "counters");
+  std::lock_guard<std::mutex> lock(d.counters_mutex);
+  return d.counters;
+}
+
+void EmulatedRuntime::reset_counters(int index) {
+  DeviceState& d = device(index, "reset_counters");
+  std::lock_guard<std::mutex> lock(d.counters_mutex);
+  d.counters = Counters{};
+}
+
+// ---------------------------------------------------------------- Gate
+
+void Gate::open() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Gate::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return open_; });
+}
+
+bool Gate::is_open() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return open_;
+}
+
+// ---------------------------------------------------------------- the process-wide runtime
+
+namespace {
+std::mutex g_runtime_mutex;
+std::atomic<EmulatedRuntime*> g_runtime{nullptr};
+bool g_disabled = false;  // TINY_EMULATED_GPUS=0; guarded by g_runtime_mutex
+}  // namespace
+
+EmulatedRuntime* emulated_runtime() {
+  EmulatedRuntime* runtime = g_runtime.load(std::memory_order_acquire);
+  if (runtime != nullptr) return runtime;
+  std::lock_guard<std::mutex> lock(g_runtime_mutex);
+  runtime = g_runtime.load(std::memory_order_relaxed);
+  if (runtime != nullptr || g_disabled) return runtime;
+  if (parse_device_count() == 0) {  // a bad value throws here, on every call until fixed
+    g_disabled = true;
+    return nullptr;
+  }
+  // Never destroyed: tensors freed during exit must still find it, and its
+  // workers are never joined. If construction throws, the next call retries.
+  runtime = new EmulatedRuntime();
+  g_runtime.store(runtime, std::memory_order_release);
+  return runtime;
+}
+
+}  // namespace tiny::gpu

@@ -1,0 +1,712 @@
+// Tests of the host-emulated GPU (DESIGN.md section 4): devices and settings,
+// separate memory that faults when host code reads it, capacity, copies with
+// CUDA's pageable / pinned rules, asynchrony shown with gates (no clocks),
+// independent streams, events, the three execution modes, sticky errors and
+// counters.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/emulated/emulated_runtime.h"
+#include "runtime/thread_pool.h"
+#include "tiny/error.h"
+
+namespace gpu = tiny::gpu;
+using Mode = gpu::EmulatedRuntime::Mode;
+
+namespace {
+
+gpu::EmulatedRuntime& runtime() {
+  gpu::EmulatedRuntime* rt = gpu::emulated_runtime();
+  if (rt == nullptr) throw std::runtime_error("these tests need the emulated GPU: unset TINY_EMULATED_GPUS");
+  return *rt;
+}
+
+// Sets the execution mode for one test and goes back to threaded after it.
+class ModeGuard {
+ public:
+  explicit ModeGuard(Mode mode) { runtime().set_mode(mode); }
+  ~ModeGuard() { runtime().set_mode(Mode::threaded); }
+};
+
+// Device memory freed at the end of the scope.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(int device, size_t nbytes) : device_(device), ptr_(runtime().raw_malloc(device, nbytes)) {
+    if (ptr_ == nullptr) throw std::runtime_error("raw_malloc failed");
+  }
+  ~DeviceBuffer() { runtime().raw_free(device_, ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  float* floats() const { return static_cast<float*>(ptr_); }
+
+ private:
+  int device_;
+  void* ptr_;
+};
+
+// Pinned host memory freed at the end of the scope.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t nbytes) : ptr_(runtime().pinned_malloc(nbytes)) {}
+  ~PinnedBuffer() { runtime().pinned_free(ptr_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  float* floats() const { return static_cast<float*>(ptr_); }
+
+ private:
+  void* ptr_;
+};
+
+// A stream created for one test and destroyed after it.
+class ScopedStream {
+ public:
+  explicit ScopedStream(int device) : stream_(runtime().create_stream(device)) {}
+  ~ScopedStream() { runtime().destroy_stream(stream_); }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  operator gpu::Stream() const { return stream_; }
+
+ private:
+  gpu::Stream stream_;
+};
+
+// Queues a kernel that holds the stream's worker until the gate opens.
+std::shared_ptr<gpu::Gate> launch_gate(gpu::Stream stream) {
+  auto gate = std::make_shared<gpu::Gate>();
+  runtime().launch(stream, [gate] { gate->wait(); }, "gate");
+  return gate;
+}
+
+std::vector<float> iota_floats(size_t n, float start) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+// Mappings of the emulated devices' memory in /proc/self/maps.
+int count_device_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int count = 0;
+  while (std::getline(maps, line)) count += line.find("tiny-emulated-gpu") != std::string::npos;
+  return count;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- settings
+
+// The environment is read once per process: these run in a fresh process each.
+TEST(EmulatedRuntime, DefaultIsTwoDevices) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        unsetenv("TINY_EMULATED_GPUS");
+        gpu::EmulatedRuntime* rt = gpu::emulated_runtime();
+        std::exit(rt != nullptr && rt->device_count() == 2 && std::string(rt->kind()) == "emulated" ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(EmulatedRuntime, EnvironmentSetsDevicesAndMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_EMULATED_GPUS", "3", 1);
+        setenv("TINY_EMULATED_GPU_MEMORY", "64MiB", 1);
+        gpu::EmulatedRuntime* rt = gpu::emulated_runtime();
+        const bool ok = rt != nullptr && rt->device_count() == 3 && rt->properties(2).total_memory == (64u << 20) &&
+                        rt->free_memory(2) == (64u << 20);
+        std::exit(ok ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(EmulatedRuntime, ZeroDevicesTurnsEmulationOff) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_EMULATED_GPUS", "0", 1);
+        std::exit(gpu::emulated_runtime() == nullptr && gpu::emulated_runtime() == nullptr ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(EmulatedRuntime, BadSettingsThrowValueError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* bad : {"abc", "-1", "65", "2x"}) {
+    EXPECT_EXIT(
+        {
+          setenv("TINY_EMULATED_GPUS", bad, 1);
+          for (int attempt = 0; attempt < 2; ++attempt) {  // every call, not only the first
+            try {
+              gpu::emulated_runtime();
+              std::exit(1);
+            } catch (const tiny::ValueError& e) {
+              std::fprintf(stderr, "%s\n", e.what());
+            }
+          }
+          std::exit(0);
+        },
+        testing::ExitedWithCode(0), std::string("TINY_EMULATED_GPUS=\"") + bad + "\".*0 to 64");
+  }
+  EXPECT_EXIT(
+      {
+        setenv("TINY_EMULATED_GPU_MEMORY", "lots", 1);
+        try {
+          gpu::emulated_runtime();
+          std::exit(1);
+        } catch (const tiny::ValueError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(0);
+        }
+      },
+      testing::ExitedWithCode(0), "TINY_EMULATED_GPU_MEMORY=\"lots\"");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_LAUNCH_BLOCKING", "yes", 1);
+        try {
+          gpu::emulated_runtime();
+          std::exit(1);
+        } catch (const tiny::ValueError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(0);
+        }
+      },
+      testing::ExitedWithCode(0), "TINY_LAUNCH_BLOCKING=\"yes\"");
+}
+
+TEST(EmulatedRuntime, LaunchBlockingEnvironmentSelectsBlockingMode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_LAUNCH_BLOCKING", "1", 1);
+        std::exit(gpu::emulated_runtime()->mode() == Mode::blocking ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(EmulatedRuntime, Properties) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ASSERT_GE(rt.device_count(), 1);
+  for (int d = 0; d < rt.device_count(); ++d) {
+    const gpu::DeviceProperties p = rt.properties(d);
+    EXPECT_EQ(p.name, "tiny emulated GPU " + std::to_string(d) + " (EMULATED on your CPU)");
+    EXPECT_TRUE(p.emulated);
+    EXPECT_EQ(p.major, 8);
+    EXPECT_EQ(p.minor, 0);
+    EXPECT_GT(p.total_memory, 0u);
+    EXPECT_LE(p.total_memory, size_t{4} << 30);
+    EXPECT_EQ(p.multiprocessor_count, std::max(1, tiny::runtime::num_threads() / rt.device_count()));
+  }
+  try {
+    rt.properties(rt.device_count());
+    FAIL() << "expected tiny::DeviceError";
+  } catch (const tiny::DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("valid indices are 0 to"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rt.properties(-1), tiny::DeviceError);
+}
+
+// ---------------------------------------------------------------- memory
+
+TEST(EmulatedRuntime, RawMallocStopsAtTheCapacity) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const int d = rt.device_count() - 1;
+  const size_t capacity = rt.properties(d).total_memory;
+  EXPECT_EQ(rt.raw_malloc(d, capacity + 1), nullptr);  // never the OOM killer: a polite nullptr
+  EXPECT_EQ(rt.raw_malloc(d, 0), nullptr);
+  rt.raw_free(d, nullptr);  // a no-op
+
+  // Take everything that is left: nothing more fits, not even 1 byte.
+  const size_t available = rt.free_memory(d);
+  ASSERT_GT(available, size_t{4} << 20);
+  void* all = rt.raw_malloc(d, available);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(rt.free_memory(d), 0u);
+  EXPECT_EQ(rt.raw_malloc(d, 1), nullptr);
+  rt.raw_free(d, all);
+  EXPECT_EQ(rt.free_memory(d), available);
+
+  // Usable again after free; sizes are rounded up to 512 bytes.
+  void* a = rt.raw_malloc(d, 1000);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 512, 0u);
+  EXPECT_EQ(rt.free_memory(d), available - 1024);
+  void* b = rt.raw_malloc(d, available - 1024);
+  ASSERT_NE(b, nullptr);
+  rt.raw_free(d, a);
+  rt.raw_free(d, b);
+  EXPECT_EQ(rt.free_memory(d), available);
+
+  EXPECT_THROW(rt.raw_free(d, a), tiny::Error);  // double free
+  int host = 0;
+  EXPECT_THROW(rt.raw_free(d, &host), tiny::Error);
+}
+
+TEST(EmulatedRuntime, ManySmallAllocationsReuseTheSameAddressSpace) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const int mappings = count_device_mappings();
+  EXPECT_EQ(mappings, 2 * rt.device_count());  // two views per device, nothing else
+  const size_t available = rt.free_memory(0);
+  std::vector<void*> held;
+  for (int i = 0; i < 20000; ++i) {
+    void* p = rt.raw_malloc(0, 512 + (i % 7) * 1000);
+    ASSERT_NE(p, nullptr);
+    held.push_back(p);
+    if (held.size() == 64) {  // free in a scrambled order, so neighbours merge every which way
+      for (size_t j = 0; j < held.size(); ++j) rt.raw_free(0, held[(j * 37) % held.size()]);
+      held.clear();
+    }
+  }
+  for (void* p : held) rt.raw_free(0, p);
+  EXPECT_EQ(rt.free_memory(0), available);
+  EXPECT_EQ(count_device_mappings(), mappings);
+  // Every byte merged back: the whole remaining capacity is one allocation again.
+  void* all = rt.raw_malloc(0, available);
+  EXPECT_NE(all, nullptr);
+  rt.raw_free(0, all);
+}
+
+TEST(EmulatedRuntime, HostCannotReadDeviceMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        void* p = runtime().raw_malloc(0, 4096);
+        volatile const float* host_view = static_cast<const float*>(p);
+        std::fprintf(stderr, "read %f\n", host_view[0]);  // a device pointer is not host memory
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGSEGV), "");
+}
+
+TEST(EmulatedRuntime, WorkerAddressRoundTrip) {
+  gpu::EmulatedRuntime& rt = runtime();
+  DeviceBuffer buffer(1, 4096);
+  const void* p = buffer.get();
+  EXPECT_TRUE(rt.is_device_pointer(p));
+  EXPECT_EQ(rt.device_of(p), 1);
+  EXPECT_EQ(rt.device_of(static_cast<const char*>(p) + 4095), 1);
+  void* worker = rt.worker_address(p);
+  EXPECT_NE(worker, p);
+  EXPECT_FALSE(rt.is_device_pointer(worker));  // the worker view is not a device pointer
+  int host = 0;
+  EXPECT_FALSE(rt.is_device_pointer(&host));
+  EXPECT_EQ(rt.device_of(&host), -1);
+  EXPECT_THROW(rt.worker_address(&host), tiny::Error);
+
+  // A kernel writes through the worker view; the bytes come back through a copy.
+  const gpu::Stream s = rt.default_stream(1);
+  rt.launch(
+      s,
+      [&rt, p] {
+        EXPECT_EQ(gpu::EmulatedRuntime::current_worker_device(), 1);
+        float* out = static_cast<float*>(rt.worker_address(p));
+        for (int i = 0; i < 1024; ++i) out[i] = i * 0.5f;
+      },
+      "fill");
+  std::vector<float> back(1024);
+  rt.memcpy_async(back.data(), p, 4096, gpu::CopyKind::DeviceToHost, s);  // pageable: waits
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(back[i], i * 0.5f);
+  EXPECT_EQ(gpu::EmulatedRuntime::current_worker_device(), -1);
+}
+
+TEST(EmulatedRuntime, CopiesKeepTheData) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const size_t n = 100000;
+  const std::vector<float> input = iota_floats(n, -7.0f);
+  DeviceBuffer a(0, n * sizeof(float)), b(0, n * sizeof(float)), c(1, n * sizeof(float));
+  const gpu::Stream s0 = rt.default_stream(0);
+  rt.memcpy_async(a.get(), input.data(), n * sizeof(float), gpu::CopyKind::HostToDevice, s0);
+  rt.memcpy_async(b.get(), a.get(), n * sizeof(float), gpu::CopyKind::DeviceToDevice, s0);
+  rt.memcpy_async(c.get(), b.get(), n * sizeof(float), gpu::CopyKind::DeviceToDevice, s0);  // across devices
+  rt.memset_async(a.get(), 0, n * sizeof(float), s0);
+  std::vector<float> back_c(n, 1.0f), back_a(n, 1.0f);
+  rt.memcpy_async(back_c.data(), c.get(), n * sizeof(float), gpu::CopyKind::DeviceToHost, s0);
+  rt.memcpy_async(back_a.data(), a.get(), n * sizeof(float), gpu::CopyKind::DeviceToHost, s0);
+  EXPECT_EQ(back_c, input);
+  EXPECT_EQ(back_a, std::vector<float>(n, 0.0f));
+
+  // A copy past the end of an allocation (its size rounded up to 512 bytes) is
+  // refused before it is queued.
+  EXPECT_THROW(rt.memcpy_async(back_a.data(), a.floats() + 1024, n * sizeof(float), gpu::CopyKind::DeviceToHost, s0),
+               tiny::Error);
+  // A host pointer where a device pointer belongs.
+  EXPECT_THROW(rt.memcpy_async(back_a.data(), input.data(), 4, gpu::CopyKind::HostToDevice, s0), tiny::Error);
+}
+
+TEST(EmulatedRuntime, PinnedMemoryIsTracked) {
+  gpu::EmulatedRuntime& rt = runtime();
+  void* p = rt.pinned_malloc(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(rt.is_pinned(p));
+  EXPECT_TRUE(rt.is_pinned(static_cast<char*>(p) + 999));
+  EXPECT_FALSE(rt.is_pinned(static_cast<char*>(p) + 1000));
+  std::vector<char> pageable(10);
+  EXPECT_FALSE(rt.is_pinned(pageable.data()));
+  rt.pinned_free(p);
+  EXPECT_FALSE(rt.is_pinned(p));
+  EXPECT_THROW(rt.pinned_free(pageable.data()), tiny::Error);
+}
+
+// ---------------------------------------------------------------- asynchrony
+
+TEST(EmulatedRuntime, WorkRunsAfterLaunchReturns) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  const size_t n = 256;
+  DeviceBuffer device(0, n * sizeof(float));
+  const std::vector<float> input = iota_floats(n, 1.0f);
+  rt.memcpy_async(device.get(), input.data(), n * sizeof(float), gpu::CopyKind::HostToDevice, s);
+
+  auto gate = launch_gate(s);  // returns at once: the kernel has not run
+  const gpu::Event done = rt.create_event(0, false);
+  rt.record_event(done, s);
+  PinnedBuffer out(n * sizeof(float));
+  std::fill(out.floats(), out.floats() + n, -1.0f);
+  rt.memcpy_async(out.floats(), device.get(), n * sizeof(float), gpu::CopyKind::DeviceToHost, s);  // non_blocking
+
+  EXPECT_FALSE(rt.event_query(done));
+  EXPECT_FALSE(rt.stream_query(s));
+  // Reading a pinned destination before synchronizing shows stale data (on
+  // real hardware: a race; here the gate makes it repeatable).
+  EXPECT_EQ(out.floats()[0], -1.0f);
+  EXPECT_EQ(out.floats()[n - 1], -1.0f);
+
+  gate->open();
+  rt.stream_synchronize(s);
+  EXPECT_TRUE(rt.event_query(done));
+  EXPECT_TRUE(rt.stream_query(s));
+  EXPECT_EQ(std::vector<float>(out.floats(), out.floats() + n), input);
+  rt.destroy_event(done);
+  EXPECT_THROW(rt.event_query(done), tiny::Error);
+}
+
+TEST(EmulatedRuntime, PageableSourceIsCapturedPinnedSourceIsNot) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  DeviceBuffer a(0, sizeof(float)), b(0, sizeof(float));
+  std::vector<float> pageable{1.0f};
+  PinnedBuffer pinned(sizeof(float));
+  pinned.floats()[0] = 1.0f;
+
+  auto gate = launch_gate(s);  // neither copy can run before the writes below
+  rt.memcpy_async(a.get(), pageable.data(), sizeof(float), gpu::CopyKind::HostToDevice, s);
+  rt.memcpy_async(b.get(), pinned.floats(), sizeof(float), gpu::CopyKind::HostToDevice, s);
+  pageable[0] = 2.0f;         // fine: CUDA staged the pageable source before returning
+  pinned.floats()[0] = 2.0f;  // a bug: the copy reads the pinned source when it runs
+  gate->open();
+
+  float from_pageable = 0, from_pinned = 0;
+  rt.memcpy_async(&from_pageable, a.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s);
+  rt.memcpy_async(&from_pinned, b.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s);
+  EXPECT_EQ(from_pageable, 1.0f);
+  EXPECT_EQ(from_pinned, 2.0f);
+}
+
+TEST(EmulatedRuntime, StreamsAreIndependent) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream blocked(0), free_stream(0);
+  auto gate = launch_gate(blocked);
+  std::atomic<bool> ran{false};
+  rt.launch(free_stream, [&] { ran = true; }, "set_flag");
+  rt.stream_synchronize(free_stream);  // returns although `blocked` is stuck
+  EXPECT_TRUE(ran.load());
+  EXPECT_FALSE(rt.stream_query(blocked));
+  // The default stream is an ordinary stream: it is not held up either.
+  std::atomic<bool> ran_default{false};
+  rt.launch(rt.default_stream(0), [&] { ran_default = true; }, "set_flag");
+  rt.stream_synchronize(rt.default_stream(0));
+  EXPECT_TRUE(ran_default.load());
+  gate->open();
+  rt.stream_synchronize(blocked);
+  EXPECT_TRUE(rt.stream_query(blocked));
+}
+
+TEST(EmulatedRuntime, StreamWaitEventOrdersStreams) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream producer(0), consumer(0);
+  std::atomic<int> value{0};
+  int seen = -1;
+  auto gate = launch_gate(producer);
+  rt.launch(producer, [&] { value = 42; }, "produce");
+  const gpu::Event produced = rt.create_event(0, false);
+  rt.record_event(produced, producer);
+  rt.stream_wait_event(consumer, produced);
+  rt.launch(consumer, [&] { seen = value.load(); }, "consume");
+
+  EXPECT_FALSE(rt.stream_query(consumer));  // waits for the producer's event
+  gate->open();
+  rt.stream_synchronize(consumer);
+  EXPECT_EQ(seen, 42);
+  EXPECT_TRUE(rt.event_query(produced));
+
+  // Waiting for an event that was never recorded waits for nothing (as CUDA).
+  const gpu::Event never = rt.create_event(0, false);
+  EXPECT_TRUE(rt.event_query(never));
+  rt.stream_wait_event(consumer, never);
+  rt.stream_synchronize(consumer);
+  rt.destroy_event(never);
+  rt.destroy_event(produced);
+}
+
+TEST(EmulatedRuntime, DestroyedStreamStillRunsItsWork) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const gpu::Stream s = rt.create_stream(1);
+  auto gate = launch_gate(s);
+  std::atomic<bool> ran{false};
+  rt.launch(s, [&] { ran = true; }, "set_flag");
+  rt.destroy_stream(s);  // returns at once, as cudaStreamDestroy
+  EXPECT_THROW(rt.stream_query(s), tiny::Error);
+  EXPECT_THROW(rt.destroy_stream(rt.default_stream(1)), tiny::Error);
+  gate->open();
+  rt.device_synchronize(1);  // waits for the destroyed stream's work too
+  EXPECT_TRUE(ran.load());
+}
+
+// ---------------------------------------------------------------- modes
+
+TEST(EmulatedRuntime, BlockingModeRunsWorkBeforeReturning) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ModeGuard mode(Mode::blocking);
+  ScopedStream s(0);
+  bool ran = false;  // no atomics needed: the launch waits for the kernel
+  rt.launch(s, [&] { ran = true; }, "set_flag");
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(rt.stream_query(s));
+
+  DeviceBuffer device(0, sizeof(float));
+  PinnedBuffer pinned(sizeof(float));
+  const float one = 1.0f;
+  pinned.floats()[0] = 0.0f;
+  rt.memcpy_async(device.get(), &one, sizeof(float), gpu::CopyKind::HostToDevice, s);
+  rt.memcpy_async(pinned.floats(), device.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s);
+  EXPECT_EQ(pinned.floats()[0], 1.0f);  // even a non_blocking copy has run
+
+  // The launch that fails raises its error itself.
+  try {
+    rt.launch(s, [&] { rt.record_error(0, "index_select", "index 7 is out of bounds for size 5"); }, "index_select");
+    FAIL() << "expected the launch to raise the kernel's error";
+  } catch (const tiny::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index_select: index 7 is out of bounds"), std::string::npos) << e.what();
+  }
+  rt.clear_error(0);
+}
+
+TEST(EmulatedRuntime, DeferredModeRunsNothingUntilASynchronization) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ModeGuard mode(Mode::deferred);
+  ScopedStream s(0);
+  std::atomic<int> runs{0};
+  rt.launch(s, [&] { ++runs; }, "count");
+  const gpu::Event e = rt.create_event(0, false);
+  rt.record_event(e, s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time alone changes nothing
+  EXPECT_EQ(runs.load(), 0);
+  EXPECT_FALSE(rt.stream_query(s));  // queries do not run work
+  EXPECT_FALSE(rt.event_query(e));
+  EXPECT_EQ(runs.load(), 0);
+
+  rt.event_synchronize(e);
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_TRUE(rt.event_query(e));
+
+  // A copy to pageable memory is a synchronization point: the forgotten
+  // synchronize before reading a pinned destination is not.
+  DeviceBuffer device(0, sizeof(float));
+  PinnedBuffer pinned(sizeof(float));
+  const float three = 3.0f;
+  pinned.floats()[0] = 0.0f;
+  rt.memcpy_async(device.get(), &three, sizeof(float), gpu::CopyKind::HostToDevice, s);
+  rt.memcpy_async(pinned.floats(), device.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s);
+  EXPECT_EQ(pinned.floats()[0], 0.0f);  // the same stale value every run
+  float pageable = 0.0f;
+  rt.memcpy_async(&pageable, device.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s);
+  EXPECT_EQ(pageable, 3.0f);
+  EXPECT_EQ(pinned.floats()[0], 3.0f);
+  rt.destroy_event(e);
+}
+
+TEST(EmulatedRuntime, LeavingDeferredModeReleasesHeldWork) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(1);
+  std::atomic<bool> ran{false};
+  {
+    ModeGuard mode(Mode::deferred);
+    rt.launch(s, [&] { ran = true; }, "set_flag");
+    EXPECT_FALSE(rt.stream_query(s));
+  }
+  rt.stream_synchronize(s);
+  EXPECT_TRUE(ran.load());
+}
+
+// ---------------------------------------------------------------- errors
+
+TEST(EmulatedRuntime, KernelErrorsAreStickyUntilCleared) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  rt.launch(s, [&] { rt.record_error(0, "index_select", "index 7 is out of bounds for dimension 0 with size 5"); },
+            "index_select");
+  rt.launch(s, [&] { rt.record_error(0, "gather", "a later error"); }, "gather");  // the first one is kept
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      rt.stream_synchronize(s);
+      FAIL() << "expected the sticky error";
+    } catch (const tiny::Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("CUDA error: device-side assert triggered"), std::string::npos) << message;
+      EXPECT_NE(message.find("in index_select: index 7 is out of bounds for dimension 0 with size 5"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("rerun with TINY_LAUNCH_BLOCKING=1"), std::string::npos) << message;
+    }
+  }
+  // Every synchronizing call on the device raises it...
+  EXPECT_THROW(rt.device_synchronize(0), tiny::Error);
+  DeviceBuffer device(0, sizeof(float));
+  float host = 0;
+  EXPECT_THROW(rt.memcpy_async(&host, device.get(), sizeof(float), gpu::CopyKind::DeviceToHost, s), tiny::Error);
+  // ... but not those of another device.
+  if (rt.device_count() > 1) rt.device_synchronize(1);
+  EXPECT_FALSE(rt.pending_error(0).empty());
+  rt.clear_error(0);
+  rt.stream_synchronize(s);
+  rt.device_synchronize(0);
+}
+
+TEST(EmulatedRuntime, ThrowingKernelBecomesTheStickyError) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  rt.launch(s, [] { throw tiny::IndexError("index 3 is out of bounds"); }, "embedding");
+  std::atomic<bool> later_ran{false};
+  rt.launch(s, [&] { later_ran = true; }, "later");  // the worker survived
+  try {
+    rt.stream_synchronize(s);
+    FAIL() << "expected the kernel's exception as the sticky error";
+  } catch (const tiny::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("in embedding: index 3 is out of bounds"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(later_ran.load());
+  rt.clear_error(0);
+}
+
+// ---------------------------------------------------------------- events and counters
+
+TEST(EmulatedRuntime, EventsMeasureHostTime) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  const gpu::Event start = rt.create_event(0, true), end = rt.create_event(0, true);
+  const gpu::Event untimed = rt.create_event(0, false);
+  rt.record_event(start, s);
+  rt.launch(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, "sleep");
+  rt.record_event(end, s);
+  rt.record_event(untimed, s);
+  rt.event_synchronize(end);
+  EXPECT_GE(rt.event_elapsed_ms(start, end), 30.0f);
+  EXPECT_THROW(rt.event_elapsed_ms(start, untimed), tiny::Error);
+
+  auto gate = launch_gate(s);
+  rt.record_event(end, s);  // recorded again: now pending
+  try {
+    rt.event_elapsed_ms(start, end);
+    FAIL() << "expected 'device not ready'";
+  } catch (const tiny::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device not ready"), std::string::npos) << e.what();
+  }
+  gate->open();
+  rt.event_synchronize(end);
+  EXPECT_GE(rt.event_elapsed_ms(start, end), 30.0f);
+  for (gpu::Event e : {start, end, untimed}) rt.destroy_event(e);
+}
+
+TEST(EmulatedRuntime, CountersCountWhatCrossesTheBus) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const int d = 1;
+  ScopedStream s(d);
+  DeviceBuffer a(d, 4096), b(d, 4096);
+  PinnedBuffer pinned(4096);
+  std::vector<char> pageable(4096);
+  rt.reset_counters(d);
+
+  rt.memcpy_async(a.get(), pageable.data(), 100, gpu::CopyKind::HostToDevice, s);
+  rt.memcpy_async(a.get(), pinned.floats(), 200, gpu::CopyKind::HostToDevice, s);
+  rt.memcpy_async(b.get(), a.get(), 50, gpu::CopyKind::DeviceToDevice, s);
+  rt.launch(s, [] {}, "k1");
+  rt.launch(s, [] {}, "k2");
+  rt.memcpy_async(pinned.floats(), b.get(), 300, gpu::CopyKind::DeviceToHost, s);    // does not wait
+  rt.memcpy_async(pageable.data(), b.get(), 400, gpu::CopyKind::DeviceToHost, s);  // waits: one sync
+  rt.stream_synchronize(s);                                                        // two
+  void* extra = rt.raw_malloc(d, 512);
+  rt.raw_free(d, extra);
+
+  const gpu::Counters c = rt.counters(d);
+  EXPECT_EQ(c.bytes_host_to_device_pageable, 100u);
+  EXPECT_EQ(c.bytes_host_to_device_pinned, 200u);
+  EXPECT_EQ(c.bytes_device_to_device, 50u);
+  EXPECT_EQ(c.bytes_device_to_host_pinned, 300u);
+  EXPECT_EQ(c.bytes_device_to_host_pageable, 400u);
+  EXPECT_EQ(c.kernel_launches, 2u);
+  EXPECT_EQ(c.synchronizations, 2u);
+  EXPECT_EQ(c.raw_mallocs, 1u);
+  EXPECT_EQ(c.raw_frees, 1u);
+
+  rt.reset_counters(d);
+  const gpu::Counters zero = rt.counters(d);
+  EXPECT_EQ(zero.kernel_launches, 0u);
+  EXPECT_EQ(zero.synchronizations, 0u);
+  EXPECT_EQ(zero.bytes_host_to_device_pageable, 0u);
+}
+
+// A forked child has none of the parent's workers and shares its device
+// memory: queuing work there throws (CUDA refuses too) instead of hanging.
+TEST(EmulatedRuntime, ForkedChildCannotQueueWork) {
+  gpu::EmulatedRuntime& rt = runtime();
+  rt.stream_synchronize(rt.default_stream(0));
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    try {
+      rt.launch(rt.default_stream(0), [] {}, "noop");
+      _exit(1);
+    } catch (const tiny::Error& e) {
+      _exit(std::string(e.what()).find("forked child") != std::string::npos ? 0 : 2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A runtime made by a test (not the process-wide one) lets its workers finish
+// before it is destroyed.
+TEST(EmulatedRuntime, OwnRuntimeDrainsOnDestruction) {
+  std::atomic<int> runs{0};
+  {
+    gpu::EmulatedRuntime own;
+    for (int i = 0; i < 10; ++i) {
+      own.launch(own.default_stream(i % own.device_count()), [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ++runs;
+      }, "count");
+    }
+  }
+  EXPECT_EQ(runs.load(), 10);
+}
