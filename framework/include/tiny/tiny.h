@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tiny/autograd.h"
+#include "tiny/cuda.h"
 #include "tiny/data/data.h"
 #include "tiny/device.h"
 #include "tiny/dtype.h"

@@ -1,0 +1,58 @@
+// tiny::cuda: the user-facing GPU functions, over gpu::device_runtime() and the
+// per-device caching allocators.
+#include "gpu/caching_allocator.h"
+#include "gpu/device_context.h"
+#include "runtime/cpu_allocator.h"
+#include "tiny/cuda.h"
+#include "tiny/error.h"
+
+namespace tiny::cuda {
+
+namespace {
+int resolve(int index) {
+  return gpu::resolve_index(index < 0 ? Device(DeviceType::CUDA) : Device(DeviceType::CUDA, index));
+}
+}  // namespace
+
+bool is_available() { return gpu::device_count() > 0; }
+int device_count() { return gpu::device_count(); }
+bool is_emulated(int index) { return gpu::device_runtime()->properties(resolve(index)).emulated; }
+std::string get_device_name(int index) { return gpu::device_runtime()->properties(resolve(index)).name; }
+
+DeviceProperties get_device_properties(int index) {
+  const gpu::DeviceProperties p = gpu::device_runtime()->properties(resolve(index));
+  return DeviceProperties{p.name, p.total_memory, p.multiprocessor_count, p.major, p.minor, p.emulated};
+}
+
+int current_device() { return gpu::current_device(); }
+void set_device(int index) { gpu::set_current_device(index); }
+
+DeviceGuard::DeviceGuard(int index) : previous_(gpu::current_device()) { gpu::set_current_device(index); }
+DeviceGuard::~DeviceGuard() { gpu::set_current_device(previous_); }
+
+void synchronize(int index) { gpu::device_runtime()->device_synchronize(resolve(index)); }
+
+std::string device_banner(const Device& device) {
+  if (device.is_cpu()) return "cpu";
+  const int index = resolve(device.index());
+  const gpu::DeviceProperties p = gpu::device_runtime()->properties(index);
+  const std::string name = "cuda:" + std::to_string(index);
+  if (p.emulated) {
+    return name + " - EMULATED on your CPU (" + runtime::format_bytes(p.total_memory) +
+           " limit; timings are host timings)";
+  }
+  return name + " - " + p.name + " (" + runtime::format_bytes(p.total_memory) + ")";
+}
+
+size_t memory_allocated(int index) { return gpu::device_allocator(resolve(index)).memory_allocated(); }
+size_t max_memory_allocated(int index) { return gpu::device_allocator(resolve(index)).max_memory_allocated(); }
+size_t memory_reserved(int index) { return gpu::device_allocator(resolve(index)).memory_reserved(); }
+size_t max_memory_reserved(int index) { return gpu::device_allocator(resolve(index)).max_memory_reserved(); }
+void reset_peak_memory_stats(int index) { gpu::device_allocator(resolve(index)).reset_peak_stats(); }
+std::string memory_summary(int index) { return gpu::device_allocator(resolve(index)).memory_summary(); }
+
+void empty_cache() {
+  for (int i = 0; i < gpu::device_count(); ++i) gpu::device_allocator(i).empty_cache();
+}
+
+}  // namespace tiny::cuda
