@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tiny/autograd.h"
+#include "tiny/cuda.h"
 #include "tiny/nn/nn.h"
 #include "tiny/ops.h"
 #include "tiny/optim/optim.h"
@@ -53,7 +54,7 @@ struct TinyTrainer {
   tiny::nn::CrossEntropyLoss criterion;
   Tensor x, y;
 
-  explicit TinyTrainer(const TrainingCase& c) {
+  explicit TinyTrainer(const TrainingCase& c, const tiny::Device& device = tiny::Device()) {
     tiny::manual_seed(0);
     for (size_t i = 0; i + 1 < c.sizes.size(); ++i) {
       model->push_back(std::make_shared<tiny::nn::Linear>(c.sizes[i], c.sizes[i + 1]));
@@ -63,6 +64,7 @@ struct TinyTrainer {
       }
     }
     model->train();
+    model->to(device);
     if (c.adam) {
       tiny::optim::AdamOptions options;
       options.lr = bench::kAdamLr;
@@ -73,8 +75,8 @@ struct TinyTrainer {
       options.momentum = bench::kSgdMomentum;
       optimizer = std::make_unique<tiny::optim::SGD>(model->parameters(), options);
     }
-    x = tiny::from_vector(bench::case_inputs(c), {c.batch, c.sizes.front()});
-    y = tiny::from_vector(bench::case_labels(c), {c.batch});
+    x = tiny::from_vector(bench::case_inputs(c), {c.batch, c.sizes.front()}).to(device);
+    y = tiny::from_vector(bench::case_labels(c), {c.batch}).to(device);
   }
 
   Tensor forward() { return criterion(model->forward(x), y); }
@@ -103,6 +105,24 @@ void tiny_step(benchmark::State& state, const TrainingCase& c) {
   const double steps = static_cast<double>(state.iterations());
   state.counters["allocs/step"] = static_cast<double>(after.num_allocs - before.num_allocs) / steps;
   state.counters["sys_allocs/step"] = static_cast<double>(after.num_system_allocs - before.num_system_allocs) / steps;
+}
+
+// The same step on the emulated GPU (cuda:0): the emulator's overhead over the
+// CPU backend (queuing each kernel on a stream, a worker thread running it).
+// Each step ends with a synchronize so the time is the step's, not the queue's.
+void tiny_step_emulated(benchmark::State& state, const TrainingCase& c) {
+  if (!tiny::cuda::is_available()) {
+    state.SkipWithError("no cuda device (TINY_EMULATED_GPUS=0)");
+    return;
+  }
+  TinyTrainer t(c, tiny::Device("cuda:0"));
+  for (int i = 0; i < 5; ++i) t.step();
+  tiny::cuda::synchronize(0);
+  for (auto _ : state) {
+    t.step();
+    tiny::cuda::synchronize(0);
+  }
+  report(state, c);
 }
 
 void tiny_forward(benchmark::State& state, const TrainingCase& c) {
@@ -207,7 +227,7 @@ bool register_all(const char* name, Fn fn) {
   return true;
 }
 
-const bool registered = register_all("TinyStep", tiny_step) && register_all("GemmFloor", gemm_floor) &&
+const bool registered = register_all("TinyStep", tiny_step) && register_all("TinyStepEmulated", tiny_step_emulated) && register_all("GemmFloor", gemm_floor) &&
                         register_all("TinyForward", tiny_forward) &&
                         register_all("TinyForwardBackward", tiny_forward_backward) &&
                         register_all("TinyOptimizerStep", tiny_optimizer_step);
