@@ -505,10 +505,14 @@ TEST(DataLoader, OptionsAreCheckedAndKept) {
   EXPECT_THROW(DataLoader(ds, o), tiny::ValueError);
   EXPECT_THROW(DataLoader(nullptr, opts(1)), tiny::ValueError);
   DataLoaderOptions pinned = opts(2);
-  pinned.pin_memory = true;  // accepted; a no-op until the GPU backend exists
+  pinned.pin_memory = true;  // batches come from pinned memory (an emulated GPU is present)
   DataLoader loader(ds, pinned);
   EXPECT_TRUE(loader.options().pin_memory);
   EXPECT_EQ(epoch(loader).size(), 2u);
+  for (const Batch& b : loader) {
+    EXPECT_TRUE(b.data.is_pinned());
+    EXPECT_TRUE(b.target.is_pinned());
+  }
   EXPECT_EQ(loader.dataset(), ds);
 }
 

@@ -126,6 +126,16 @@ class Tensor {
   [[nodiscard]] Tensor to(const Device& device, bool non_blocking = false) const;
   /// @brief Same as `to(Device::cpu)`.
   [[nodiscard]] Tensor cpu() const;
+  /// @brief A copy in page-locked (pinned) host memory, so copies to and from a GPU can be asynchronous.
+  ///
+  /// PyTorch's `x.pin_memory()`. Returns this tensor when it is already pinned.
+  /// With `to(device, non_blocking=true)` from a pinned tensor, the copy runs
+  /// later on the GPU's stream: changing the source before synchronizing
+  /// changes what arrives (on real hardware that is a race; the emulator makes
+  /// it repeatable).
+  [[nodiscard]] Tensor pin_memory() const;
+  /// @brief True for a CPU tensor in pinned memory (PyTorch's `is_pinned`).
+  bool is_pinned() const;
 
   // ---- views (share storage with this tensor) ---------------------------
   /// @brief A view with a new shape; one size may be -1. Needs compatible strides.
@@ -285,8 +295,11 @@ class Tensor {
   const Tensor& zero_() const;
   /// @brief Sets every element to `value`.
   const Tensor& fill_(const Scalar& value) const;
-  /// @brief Copies `src` (broadcast, converted to this dtype) into this tensor.
-  const Tensor& copy_(const Tensor& src) const;
+  /// @brief Copies `src` (broadcast, converted to this dtype, from any device) into this tensor.
+  ///
+  /// `non_blocking` between the CPU and a GPU returns before the copy has run
+  /// when the CPU side is pinned; synchronize before reading the result.
+  const Tensor& copy_(const Tensor& src, bool non_blocking = false) const;
   /// @brief Limits values to [min, max] in place.
   const Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
 

@@ -54,7 +54,10 @@ Device canonical_device(const Device& device) {
   return Device(DeviceType::CUDA, gpu::resolve_index(device));
 }
 
-Storage::Storage(size_t nbytes_, Device device_) : nbytes(nbytes_), device(device_), allocator(allocator_for(device_)) {
+Storage::Storage(size_t nbytes_, Device device_) : Storage(nbytes_, device_, allocator_for(device_)) {}
+
+Storage::Storage(size_t nbytes_, Device device_, Allocator* allocator_)
+    : nbytes(nbytes_), device(device_), allocator(allocator_) {
   data = allocator->allocate(nbytes);
 }
 

@@ -5,6 +5,7 @@
 #include "backend/dispatch.h"
 #include "core/tensor_impl.h"
 #include "gpu/device_context.h"
+#include "gpu/pinned_allocator.h"
 #include "ops/op_helpers.h"
 #include "tiny/ops.h"
 
@@ -97,14 +98,38 @@ template std::vector<bool> Tensor::to_vector<bool>() const;
 // the copy waits for the stream (as .cpu() does in PyTorch); from pageable
 // host memory it snapshots the source; pinned memory makes both asynchronous.
 namespace {
+
+// An uninitialised contiguous CPU tensor in pinned memory.
+Tensor empty_pinned(const IntArrayRef& sizes, Dtype dtype) {
+  Allocator* pinned = gpu::pinned_allocator();
+  TINY_CHECK(pinned != nullptr, DeviceError, "pin_memory() needs a GPU (real or emulated) and none is available "
+             "(TINY_EMULATED_GPUS=0?)");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(checked_numel(sizes)) * element_size(dtype), Device(),
+                                            pinned);
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+bool storage_is_pinned(const Tensor& t) {
+  gpu::Runtime* rt = gpu::device_runtime();
+  return t.is_cpu() && rt != nullptr && t.unsafe_impl()->storage->data != nullptr &&
+         rt->is_pinned(t.unsafe_impl()->storage->data);
+}
+
+// Copies the bytes of contiguous `src` into contiguous `dst` (same shape and
+// dtype) on another device, through the GPU runtime, with CUDA's rules: to
+// pageable host memory the copy waits for the stream (as .cpu() does in
+// PyTorch); from pageable host memory it snapshots the source; pinned memory
+// makes both directions asynchronous when `non_blocking`.
 void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
   const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
   if (nbytes == 0) return;
   gpu::Runtime* rt = gpu::device_runtime();
   TINY_CHECK(rt != nullptr, DeviceError, "cannot copy between ", src.device(), " and ", dst.device(),
              ": no GPU is available");
-  void* to = dst.unsafe_impl()->data();
-  const void* from = src.unsafe_impl()->data();
   gpu::CopyKind kind;
   int device;
   if (src.is_cpu()) {
@@ -117,14 +142,22 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
     kind = gpu::CopyKind::DeviceToDevice;
     device = src.device().index();
   }
-  rt->memcpy_async(to, from, nbytes, kind, gpu::current_stream(device));
-  // A blocking copy from the host returns when the data is on the device, as
-  // a default (non_blocking=false) PyTorch copy appears to; a copy between
-  // two GPUs runs on the source's stream, so wait for it before the
-  // destination's stream can use the data.
+  const gpu::Stream stream = gpu::current_stream(device);
+  rt->memcpy_async(dst.unsafe_impl()->data(), src.unsafe_impl()->data(), nbytes, kind, stream);
+  // A copy between two GPUs runs on the source's stream: wait before the
+  // destination's stream can use the data. A blocking copy from the host
+  // returns when the data is on the device, as in PyTorch.
   const bool wait = kind == gpu::CopyKind::DeviceToDevice || (!non_blocking && kind == gpu::CopyKind::HostToDevice);
-  if (wait) rt->stream_synchronize(gpu::current_stream(device));
+  if (wait) {
+    rt->stream_synchronize(stream);
+    return;
+  }
+  // The pinned block must outlive the queued copy: its allocator reuses it
+  // only after this point of the stream has run.
+  const Tensor& host = kind == gpu::CopyKind::HostToDevice ? src : dst;
+  if (storage_is_pinned(host)) gpu::record_pinned_use(host.unsafe_impl()->storage->data, stream);
 }
+
 }  // namespace
 
 Tensor Tensor::clone() const {
@@ -170,7 +203,11 @@ Tensor Tensor::to(const Device& target, bool non_blocking) const {
     NoGradGuard no_grad;
     src = contiguous();  // on the source device
   }
-  Tensor out = make_tensor(sizes(), dtype(), dst_device);
+  // As PyTorch: a non-blocking copy to the CPU lands in pinned memory, or it
+  // could not be asynchronous.
+  Tensor out = non_blocking && is_cuda() && dst_device.is_cpu() && gpu::pinned_allocator() != nullptr
+                   ? empty_pinned(sizes(), dtype())
+                   : make_tensor(sizes(), dtype(), dst_device);
   copy_between_devices(out, src, non_blocking);
   if (should_record({*this})) {
     const Device source = device();
@@ -182,6 +219,20 @@ Tensor Tensor::to(const Device& target, bool non_blocking) const {
 }
 
 Tensor Tensor::cpu() const { return to(Device()); }
+
+
+Tensor Tensor::pin_memory() const {
+  TINY_CHECK(is_cpu(), DeviceError, "cannot pin a tensor on ", device(), ": only CPU tensors can be pinned");
+  if (is_pinned()) return *this;
+  Tensor out = empty_pinned(sizes(), dtype());
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  return out;
+}
+
+bool Tensor::is_pinned() const { return storage_is_pinned(*this); }
 
 // ---- autograd -----------------------------------------------------------------
 
@@ -359,13 +410,23 @@ const Tensor& Tensor::fill_(const Scalar& value) const {
   return *this;
 }
 
-const Tensor& Tensor::copy_(const Tensor& src) const {
+const Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) const {
   ops::check_inplace(*this, src, "copy_");
   TINY_CHECK(broadcast_shapes(sizes(), src.sizes()) == sizes(), ShapeError, "copy_: the source of shape ",
              shape_str(src.sizes()), " cannot be broadcast to the destination's shape ", shape_str(sizes()));
-  // Across devices: move the source here first, then copy on this device.
-  const Tensor local = src.device() == device() ? src : src.detach().to(device());
-  TensorIter iter = make_tensor_iter(*this, {local});
+  if (src.device() != device()) {
+    // Across devices the bytes travel as they are: shape and dtype are made to
+    // match on the source's device, then one copy through the runtime.
+    NoGradGuard no_grad;
+    const Tensor s = src.detach().to(dtype()).expand(sizes()).contiguous();
+    if (is_contiguous()) {
+      copy_between_devices(*this, s, non_blocking);
+      bump_version(*this);
+      return *this;
+    }
+    return copy_(s.to(device()));
+  }
+  TensorIter iter = make_tensor_iter(*this, {src});
   copy_stub(device())(iter);
   bump_version(*this);
   return *this;

@@ -29,6 +29,8 @@ Allocator* allocator_for(const Device& device);
 // is seen by every saved tensor that aliases the same memory (as in PyTorch).
 struct Storage {
   Storage(size_t nbytes, Device device);
+  // Memory from a given allocator (pinned host memory).
+  Storage(size_t nbytes, Device device, Allocator* allocator);
   // A view of memory owned by `base` at another address (the emulated GPU's
   // workers reach device memory through their own mapping): frees nothing,
   // keeps `base` alive.

@@ -69,8 +69,9 @@ std::string describe_indices(const std::vector<int64_t>& indices) {
 class LoaderEpoch {
  public:
   LoaderEpoch(std::shared_ptr<Dataset> dataset, std::vector<std::vector<int64_t>> batches, int num_workers,
-              int prefetch_factor)
-      : dataset_(std::move(dataset)),
+              int prefetch_factor, bool pin_memory)
+      : pin_memory_(pin_memory),
+        dataset_(std::move(dataset)),
         batches_(std::move(batches)),
         slots_(batches_.size()),
         capacity_(static_cast<int64_t>(prefetch_factor) * num_workers),
@@ -82,6 +83,17 @@ class LoaderEpoch {
       stop();  // could not start a thread: do not leave the others running
       throw;
     }
+  }
+
+  // Batch k, in pinned memory when asked, so `.to(device, non_blocking=true)`
+  // can copy it asynchronously (the worker pays for the pinning copy).
+  Batch load(int64_t k) const {
+    Batch batch = dataset_->get_batch(batches_[static_cast<size_t>(k)]);
+    if (pin_memory_) {
+      batch.data = batch.data.pin_memory();
+      batch.target = batch.target.pin_memory();
+    }
+    return batch;
   }
 
   ~LoaderEpoch() { stop(); }
@@ -103,7 +115,7 @@ class LoaderEpoch {
     const int64_t k = next_++;
     if (workers_.empty()) {
       try {
-        current_ = dataset_->get_batch(batches_[static_cast<size_t>(k)]);
+        current_ = load(k);
       } catch (...) {
         next_ = num_batches();  // the epoch ends with the error
         rethrow_with_context(std::current_exception(), context(k, -1));
@@ -181,7 +193,7 @@ class LoaderEpoch {
       Slot slot;
       slot.worker = worker;
       try {
-        slot.batch = dataset_->get_batch(batches_[static_cast<size_t>(k)]);
+        slot.batch = load(k);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -194,6 +206,7 @@ class LoaderEpoch {
     }
   }
 
+  const bool pin_memory_;
   std::shared_ptr<Dataset> dataset_;
   std::vector<std::vector<int64_t>> batches_;
   std::vector<Slot> slots_;
@@ -296,7 +309,7 @@ DataLoader::Iterator DataLoader::begin() {
                          order.begin() + static_cast<std::ptrdiff_t>(stop));
   }
   auto epoch = std::make_shared<detail::LoaderEpoch>(dataset_, std::move(batches), options_.num_workers,
-                                                     options_.prefetch_factor);
+                                                     options_.prefetch_factor, options_.pin_memory);
   {
     std::lock_guard<std::mutex> lock(epochs_mutex_);
     // Forget epochs that are over, then remember this one for the destructor.

@@ -39,9 +39,9 @@ struct DataLoaderOptions {
   int num_workers = 0;
   /// @brief Put batches in pinned (page-locked) memory (PyTorch's `pin_memory`).
   ///
-  /// Stored but a no-op until the GPU backend exists: it will then allocate
-  /// batches from the pinned host allocator, so `.to(device, non_blocking=true)`
-  /// copies run asynchronously.
+  /// Batches come from the pinned host allocator, so `.to(device,
+  /// non_blocking=true)` copies run asynchronously. Needs a GPU (real or
+  /// emulated): without one, iterating raises tiny::DeviceError.
   bool pin_memory = false;
   /// @brief Batches each worker may have prepared ahead, >= 1 (PyTorch's `prefetch_factor`).
   ///
