@@ -48,6 +48,7 @@ void expect_same_on_device(const std::string& name, const std::vector<Tensor>& i
 }
 
 TEST(EmulatedBackend, OpsMatchTheCpuExactly) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   tiny::manual_seed(3);
   const Tensor a = tiny::randn({6, 5}), b = tiny::randn({5}), m = tiny::randn({5, 7});
   const Tensor target = tiny::randint(0, 5, {6});
@@ -66,6 +67,7 @@ TEST(EmulatedBackend, OpsMatchTheCpuExactly) {
 }
 
 TEST(EmulatedBackend, RandomOpsDrawTheSameNumbersAsTheCpu) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   tiny::manual_seed(11);
   const Tensor on_cpu = tiny::randn({1000});
   const Tensor mask_cpu = F::dropout(tiny::ones({2000}), 0.3);
@@ -77,6 +79,7 @@ TEST(EmulatedBackend, RandomOpsDrawTheSameNumbersAsTheCpu) {
 }
 
 TEST(EmulatedBackend, TrainingOnTheDeviceFollowsTheCpu) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto make = [] {
     return std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(20, 32),
                                                   std::make_shared<tiny::nn::ReLU>(),
@@ -109,6 +112,7 @@ TEST(EmulatedBackend, TrainingOnTheDeviceFollowsTheCpu) {
 }
 
 TEST(EmulatedBackend, KernelErrorsSurfaceAtTheNextSynchronization) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto* emu = tiny::gpu::emulated_runtime();
   ASSERT_NE(emu, nullptr);
   const Tensor logits = tiny::randn({3, 4}, kGpu);
@@ -128,6 +132,7 @@ TEST(EmulatedBackend, KernelErrorsSurfaceAtTheNextSynchronization) {
 }
 
 TEST(EmulatedBackend, OutOfMemoryAtTheCapacityAndRecovery) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto* rt = tiny::gpu::device_runtime();
   ASSERT_NE(rt, nullptr);
   const size_t capacity = rt->properties(0).total_memory;
@@ -145,6 +150,7 @@ TEST(EmulatedBackend, OutOfMemoryAtTheCapacityAndRecovery) {
 }
 
 TEST(EmulatedBackend, CopiesCountBytesAndSynchronizations) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto* rt = tiny::gpu::device_runtime();
   rt->device_synchronize(0);
   rt->reset_counters(0);

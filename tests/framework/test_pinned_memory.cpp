@@ -28,6 +28,7 @@ class HeldStream {
 };
 
 TEST(PinnedMemory, PinMemoryCopiesIntoPinnedMemory) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const tiny::Tensor pageable = tiny::arange(0.0, 6.0).view({2, 3});
   EXPECT_FALSE(pageable.is_pinned());
   const tiny::Tensor pinned = pageable.pin_memory();
@@ -38,6 +39,7 @@ TEST(PinnedMemory, PinMemoryCopiesIntoPinnedMemory) {
 }
 
 TEST(PinnedMemory, NonBlockingCopyToAPinnedDestinationHasNotRunUntilTheStreamHas) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const tiny::Tensor on_device = tiny::full({4}, 7.0, kGpu);
   tiny::cuda::synchronize(0);
   tiny::Tensor dst = tiny::full({4}, -1.0).pin_memory();  // sentinel
@@ -50,6 +52,7 @@ TEST(PinnedMemory, NonBlockingCopyToAPinnedDestinationHasNotRunUntilTheStreamHas
 }
 
 TEST(PinnedMemory, NonBlockingCopyFromPageableMemorySnapshotsTheSource) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   tiny::Tensor src = tiny::ones({1000});
   tiny::Tensor on_device;
   {
@@ -61,6 +64,7 @@ TEST(PinnedMemory, NonBlockingCopyFromPageableMemorySnapshotsTheSource) {
 }
 
 TEST(PinnedMemory, NonBlockingCopyFromPinnedMemoryReadsTheSourceWhenItRuns) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   // The lesson's race made repeatable: the source changes before the queued
   // copy reads it, so the device gets the new values.
   tiny::Tensor src = tiny::ones({1000}).pin_memory();
@@ -74,6 +78,7 @@ TEST(PinnedMemory, NonBlockingCopyFromPinnedMemoryReadsTheSourceWhenItRuns) {
 }
 
 TEST(PinnedMemory, NonBlockingToCpuLandsInPinnedMemory) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const tiny::Tensor on_device = tiny::full({8}, 3.0, kGpu);
   const tiny::Tensor back = on_device.to(tiny::Device("cpu"), /*non_blocking=*/true);
   EXPECT_TRUE(back.is_pinned());
@@ -82,6 +87,7 @@ TEST(PinnedMemory, NonBlockingToCpuLandsInPinnedMemory) {
 }
 
 TEST(PinnedMemory, APinnedBlockIsNotReusedBeforeItsCopyRan) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const size_t n = 4096;
   const void* first = nullptr;
   tiny::Tensor on_device;
@@ -98,6 +104,7 @@ TEST(PinnedMemory, APinnedBlockIsNotReusedBeforeItsCopyRan) {
 }
 
 TEST(PinnedMemory, CountersTellPinnedFromPageableCopies) {
+  if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto* rt = tiny::gpu::device_runtime();
   rt->device_synchronize(0);
   rt->reset_counters(0);
