@@ -9,9 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tiny/device.h"
+
+namespace tiny {
+class Tensor;
+}  // namespace tiny
 
 namespace tiny::cuda {
 
@@ -75,5 +80,138 @@ void reset_peak_memory_stats(int index = -1);
 void empty_cache();
 /// @brief A readable table of the allocator's statistics (`torch.cuda.memory_summary`).
 std::string memory_summary(int index = -1);
+
+
+// ---------------------------------------------------------------- streams and events
+
+class Event;
+
+/// @brief A queue of GPU work (`torch.cuda.Stream`): work queued on one stream
+/// runs in order; different streams are independent and ordered only by events
+/// (wait_stream, wait_event). A Stream is a small copyable handle.
+///
+/// As in PyTorch, `Stream()` takes the next stream of a per-device pool (32
+/// streams, handed out round robin) rather than creating one every time: a
+/// training loop that makes a stream each step costs nothing, and a stream is
+/// never destroyed while tensors, events or other threads may still refer to
+/// it. Two streams made one after the other are always different; after 32
+/// they repeat.
+class Stream {
+ public:
+  /// @brief The next pooled stream of `device` (-1: the current device) (`torch.cuda.Stream(device)`).
+  explicit Stream(int device = -1);
+  /// @brief The device's default stream, where work goes outside any StreamGuard (`torch.cuda.default_stream`).
+  static Stream default_stream(int device = -1);
+
+  /// @brief The stream's device index (`torch.cuda.Stream.device`).
+  int device() const { return device_; }
+  /// @brief The stream's id on its device; 0 is the default stream (`torch.cuda.Stream.stream_id`).
+  int64_t id() const { return id_; }
+  /// @brief True when all work queued on the stream has run; never waits (`torch.cuda.Stream.query`).
+  bool query() const;
+  /// @brief Waits until all work queued on the stream has run; raises the device's pending error (`torch.cuda.Stream.synchronize`).
+  void synchronize() const;
+  /// @brief Work queued on this stream from now on waits for the work queued on `other` so far: records an event on `other` and waits for it (`torch.cuda.Stream.wait_stream`). Does not block the host.
+  void wait_stream(const Stream& other) const;
+  /// @brief Work queued on this stream from now on waits for `event`'s latest record (`torch.cuda.Stream.wait_event`); a never-recorded event is not waited for.
+  void wait_event(const Event& event) const;
+  /// @brief Records `event` on this stream and returns it (`torch.cuda.Stream.record_event`); without an argument, a new event.
+  Event record_event() const;
+  /// @brief Records `event` on this stream and returns it (`torch.cuda.Stream.record_event(event)`).
+  Event record_event(const Event& event) const;
+
+  /// @brief Same device and same queue (`torch.cuda.Stream.__eq__`).
+  bool operator==(const Stream& other) const { return device_ == other.device_ && id_ == other.id_; }
+  /// @brief Not the same stream (`torch.cuda.Stream.__ne__`).
+  bool operator!=(const Stream& other) const { return !(*this == other); }
+
+  /// @brief The existing stream with this device and id (`torch.cuda.Stream(stream_id=..., device_index=...)`), for tiny's internals; the id is not checked.
+  static Stream unsafe_from_id(int device, int64_t id);
+
+ private:
+  Stream(int device, int64_t id, bool /*tag: no pool*/) : device_(device), id_(id) {}
+  int device_;
+  int64_t id_;
+};
+
+/// @brief The calling thread's current stream on `device` (-1: the current device) (`torch.cuda.current_stream`).
+///
+/// New work on a device (ops, copies) and new device memory go to its current
+/// stream. The current stream is per thread and per device: setting it on one
+/// thread changes nothing for other threads, and each thread starts on the
+/// default streams.
+Stream current_stream(int device = -1);
+/// @brief The default stream of `device` (-1: the current device) (`torch.cuda.default_stream`).
+Stream default_stream(int device = -1);
+/// @brief Makes `stream` the calling thread's current stream on its device, and its device the current device (`torch.cuda.set_stream`).
+void set_stream(const Stream& stream);
+
+/// @brief Makes a stream current for a scope (`with torch.cuda.stream(s):`, c10's CUDAStreamGuard).
+///
+/// Also makes the stream's device current for the scope, as PyTorch does; the
+/// destructor restores the previous current stream of that device and the
+/// previous current device.
+class StreamGuard {
+ public:
+  /// @brief Switches to `stream` (and its device), remembering what was current.
+  explicit StreamGuard(const Stream& stream);
+  /// @brief Switches back.
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int previous_device_;
+  Stream previous_stream_;  // the previous current stream of the new stream's device
+};
+
+/// @brief A marker in a stream (`torch.cuda.Event`): it completes when the work
+/// queued on the stream before it has run. Copies share one event (shared
+/// ownership); the runtime's event is created at the first record (on the
+/// recording stream's device) and destroyed when the last copy goes.
+class Event {
+ public:
+  /// @brief A new event; `enable_timing` allows elapsed_time (`torch.cuda.Event(enable_timing=...)`).
+  explicit Event(bool enable_timing = false);
+
+  /// @brief Records the event on the current stream of the current device (`torch.cuda.Event.record()`).
+  void record();
+  /// @brief Records the event on `stream` (`torch.cuda.Event.record(stream)`); a later record replaces the earlier one. Throws tiny::DeviceError for a stream on another device than earlier records.
+  void record(const Stream& stream);
+  /// @brief True when the work before the latest record has run, or the event was never recorded; never waits (`torch.cuda.Event.query`).
+  bool query() const;
+  /// @brief Waits until the work before the latest record has run; returns at once if never recorded (`torch.cuda.Event.synchronize`).
+  void synchronize() const;
+  /// @brief Milliseconds from this event to `end` (`torch.cuda.Event.elapsed_time`); both need enable_timing and must have completed. Host time on the emulated GPU.
+  float elapsed_time(const Event& end) const;
+  /// @brief Work queued on the current stream from now on waits for this event (`torch.cuda.Event.wait()`).
+  void wait() const;
+  /// @brief Work queued on `stream` from now on waits for this event's latest record (`torch.cuda.Event.wait(stream)`); a never-recorded event is not waited for.
+  void wait(const Stream& stream) const;
+
+  /// @brief True once recorded at least once.
+  bool is_recorded() const;
+  /// @brief The device of the recording stream, or -1 before the first record (`torch.cuda.Event.device`).
+  int device() const;
+  /// @brief Same underlying event (copies of one Event).
+  bool operator==(const Event& other) const { return state_ == other.state_; }
+  /// @brief Not the same underlying event.
+  bool operator!=(const Event& other) const { return state_ != other.state_; }
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// @brief Declares that `tensor`'s memory is used by work queued on `stream`
+/// (`torch.Tensor.record_stream`), so that when the tensor is freed its block is
+/// not handed out again (not even to its own stream) until the work queued on
+/// `stream` so far has run.
+///
+/// Needed whenever a tensor allocated on one stream is used on another: the
+/// caching allocator otherwise lets the allocating stream reuse the block at
+/// once, while the other stream may still read or write it. Throws
+/// tiny::DeviceError for a CPU or undefined tensor.
+void record_stream(const Tensor& tensor, const Stream& stream);
 
 }  // namespace tiny::cuda

@@ -27,6 +27,9 @@ struct TensorImpl;
 namespace autograd {
 class Node;
 }
+namespace cuda {
+class Stream;
+}
 
 /// @brief A shape or a list of strides: `{64, 784}`.
 using IntArrayRef = std::vector<int64_t>;
@@ -136,6 +139,11 @@ class Tensor {
   [[nodiscard]] Tensor pin_memory() const;
   /// @brief True for a CPU tensor in pinned memory (PyTorch's `is_pinned`).
   bool is_pinned() const;
+  /// @brief Tells the allocator this GPU tensor is used on `stream` too (PyTorch's `record_stream`).
+  ///
+  /// Its memory is then reused only after the work queued on `stream` by the
+  /// time the tensor is freed has run.
+  void record_stream(const cuda::Stream& stream) const;
 
   // ---- views (share storage with this tensor) ---------------------------
   /// @brief A view with a new shape; one size may be -1. Needs compatible strides.

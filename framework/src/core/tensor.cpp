@@ -7,6 +7,7 @@
 #include "gpu/device_context.h"
 #include "gpu/pinned_allocator.h"
 #include "ops/op_helpers.h"
+#include "tiny/cuda.h"
 #include "tiny/ops.h"
 
 namespace tiny {
@@ -233,6 +234,8 @@ Tensor Tensor::pin_memory() const {
 }
 
 bool Tensor::is_pinned() const { return storage_is_pinned(*this); }
+
+void Tensor::record_stream(const cuda::Stream& stream) const { cuda::record_stream(*this, stream); }
 
 // ---- autograd -----------------------------------------------------------------
 

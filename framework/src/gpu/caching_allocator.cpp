@@ -91,7 +91,7 @@ void* CachingAllocator::allocate(size_t nbytes, Stream stream) {
   if (nbytes == 0) return nullptr;
   TINY_CHECK(stream.device == device_, DeviceError, "caching allocator of cuda:", device_,
              ": cannot allocate for a stream of cuda:", stream.device);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   process_events();
 
   // A size no segment can hold (it would overflow the rounding) is an OOM.
@@ -110,8 +110,7 @@ void* CachingAllocator::allocate(size_t nbytes, Stream stream) {
       // (cudaFree waits for the device; a runtime's raw_free need not), so the
       // device is synchronized first; blocks waiting for record_stream events
       // are waited for, so that their segments can go too.
-      runtime_.device_synchronize(device_);
-      synchronize_and_process_events();
+      synchronize_unlocked(lock);
       release_cached_segments();
       ++stats_.num_alloc_retries;
       block = alloc_segment(alloc_size, small, stream);
@@ -198,15 +197,23 @@ void CachingAllocator::record_stream(void* ptr, Stream stream) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   // Cached blocks may still be read or written by queued work (a block is
   // reusable by its stream before that stream has run): giving their memory
   // back before the device is idle could hand it to someone else mid-kernel.
-  // Synchronizing under the lock also keeps other threads from freeing
-  // blocks with fresh queued work into the pools before they are released.
-  runtime_.device_synchronize(device_);
-  synchronize_and_process_events();
+  synchronize_unlocked(lock);
   release_cached_segments();
+}
+
+void CachingAllocator::synchronize_unlocked(std::unique_lock<std::mutex>& lock) {
+  // The wait happens without the lock: queued work frees the tensors it held
+  // when it finishes, and that free() needs the lock (waiting while holding
+  // it deadlocks). Afterwards every event recorded before has completed, so
+  // a non-blocking poll settles the blocks that waited for record_stream.
+  lock.unlock();
+  runtime_.device_synchronize(device_);
+  lock.lock();
+  synchronize_and_process_events();
 }
 
 CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, size_t size, Stream stream) {

@@ -188,6 +188,8 @@ class CachingAllocator {
   void release_segment(Block* block);
   void process_events();
   void synchronize_and_process_events();
+  // Waits for the device with the lock released, then settles events (lock held on return).
+  void synchronize_unlocked(std::unique_lock<std::mutex>& lock);
   void event_done(const PendingEvent& pending);
   Event get_event(int device);
   [[noreturn]] void throw_oom(size_t alloc_size);

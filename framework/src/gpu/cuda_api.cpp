@@ -52,7 +52,14 @@ void reset_peak_memory_stats(int index) { gpu::device_allocator(resolve(index)).
 std::string memory_summary(int index) { return gpu::device_allocator(resolve(index)).memory_summary(); }
 
 void empty_cache() {
-  for (int i = 0; i < gpu::device_count(); ++i) gpu::device_allocator(i).empty_cache();
+  for (int i = 0; i < gpu::device_count(); ++i) {
+    // Synchronize before the allocator takes its lock: a queued emulated
+    // kernel frees the tensors it captured (through this allocator) when it
+    // has run, so waiting for it while holding the lock can deadlock.
+    // CachingAllocator::empty_cache synchronizes again under its lock.
+    gpu::device_runtime()->device_synchronize(i);
+    gpu::device_allocator(i).empty_cache();
+  }
 }
 
 }  // namespace tiny::cuda

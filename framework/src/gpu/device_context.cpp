@@ -11,6 +11,9 @@ namespace tiny::gpu {
 
 namespace {
 thread_local int t_current_device = 0;
+// The calling thread's current stream id per device; 0 (or no entry) means
+// the default stream. Indexed by device.
+thread_local std::vector<int64_t> t_current_streams;
 
 std::string device_list(int count) {
   if (count == 0) return "none";
@@ -49,7 +52,20 @@ void set_current_device(int index) {
   t_current_device = resolve_index(Device(DeviceType::CUDA, index));
 }
 
-Stream current_stream(int device) { return device_runtime()->default_stream(device); }
+Stream current_stream(int device) {
+  if (device >= 0 && static_cast<size_t>(device) < t_current_streams.size()) {
+    const int64_t id = t_current_streams[static_cast<size_t>(device)];
+    if (id != 0) return Stream{device, id};
+  }
+  return device_runtime()->default_stream(device);
+}
+
+void set_current_stream(Stream stream) {
+  TINY_CHECK(stream.device >= 0, DeviceError, "set_current_stream: invalid device index ", stream.device);
+  const int index = resolve_index(Device(DeviceType::CUDA, stream.device));
+  if (t_current_streams.size() <= static_cast<size_t>(index)) t_current_streams.resize(static_cast<size_t>(index) + 1, 0);
+  t_current_streams[static_cast<size_t>(index)] = stream.id;
+}
 
 CachingAllocator& device_allocator(int device) {
   static std::mutex mutex;

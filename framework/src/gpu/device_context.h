@@ -26,8 +26,15 @@ int resolve_index(const Device& device);
 int current_device();
 void set_current_device(int index);
 
-// The stream new work on `device` goes to (its default stream for now).
+// The calling thread's current stream on `device`: where new work (kernels,
+// copies) and new device memory on that device go. Per thread and per device
+// (thread_local); the device's default stream until set_current_stream
+// (tiny::cuda::set_stream / StreamGuard) changes it.
 Stream current_stream(int device);
+// Makes `stream` the calling thread's current stream on `stream.device` (the
+// current device is not changed). Throws tiny::DeviceError for a device that
+// does not exist; the stream's id is not checked (use one the runtime made).
+void set_current_stream(Stream stream);
 
 // The caching allocator of `device` (created on first use, never destroyed).
 CachingAllocator& device_allocator(int device);
