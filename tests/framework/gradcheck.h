@@ -7,6 +7,14 @@
 //   (sum(f(x + eps e_j) * v) - sum(f(x - eps e_j) * v)) / (2 eps).
 // The random v makes non-scalar outputs count every output element with a
 // different weight, so a gradient that is right only "on average" fails.
+//
+// Inputs may live on a device (cuda:N, real or emulated). Host code cannot
+// write a device tensor's elements, so for such an input the finite
+// differences go through a host copy: the element is perturbed in a CPU copy
+// of the input, which is copied back into the device tensor in place (so the
+// input keeps its storage, strides and non-contiguity), f runs on the device,
+// and only <f, v> comes back to the host. The analytic side runs on the device
+// with v copied there; its gradients must be on the input's device.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -77,18 +85,52 @@ inline double write_at(const tiny::Tensor& t, int64_t off, double value) {
   return static_cast<double>(t.data_ptr<float>()[off]);
 }
 
-// <f(inputs), v> in float64, without recording a graph.
+// <f(inputs), v> in float64, without recording a graph; `v` is on the CPU and
+// f's output is copied there (a no-op for CPU outputs).
 inline double weighted_output(const GradcheckFn& fn, const std::vector<tiny::Tensor>& inputs, const tiny::Tensor& v) {
   tiny::NoGradGuard no_grad;
-  tiny::Tensor out = fn(inputs).to(tiny::kFloat64);
+  tiny::Tensor out = fn(inputs).cpu().to(tiny::kFloat64);
   return (out * v).sum().item<double>();
 }
 
-// Gradient values in row-major order (an undefined gradient counts as zeros).
+// Gradient values in row-major order (an undefined gradient counts as zeros), copied to the host.
 inline std::vector<double> grad_values(const tiny::Tensor& g, int64_t numel) {
   if (!g.defined()) return std::vector<double>(static_cast<size_t>(numel), 0.0);
-  return g.to(tiny::kFloat64).to_vector<double>();
+  return g.cpu().to(tiny::kFloat64).to_vector<double>();
 }
+
+// Element access for the finite differences. A CPU input is perturbed in place
+// through its own memory; a device input through a contiguous host copy
+// (`host`, element j at offset j) that commit() copies back into the device
+// tensor in place.
+class Perturber {
+ public:
+  explicit Perturber(const tiny::Tensor& x) : x_(x) {
+    if (x.is_cpu()) {
+      target_ = x;
+      offsets_ = element_offsets(x);
+    } else {
+      target_ = x.detach().cpu();  // contiguous
+      offsets_.resize(static_cast<size_t>(x.numel()));
+      for (size_t j = 0; j < offsets_.size(); ++j) offsets_[j] = static_cast<int64_t>(j);
+    }
+  }
+  double read(int64_t j) const { return read_at(target_, offsets_[static_cast<size_t>(j)]); }
+  // Stores `value` (rounded to the dtype) as element j of the input; returns what was stored.
+  double write(int64_t j, double value) const {
+    const double stored = write_at(target_, offsets_[static_cast<size_t>(j)], value);
+    if (!x_.is_cpu()) {
+      tiny::NoGradGuard no_grad;  // an in-place write into a leaf, outside any graph
+      x_.copy_(target_);
+    }
+    return stored;
+  }
+
+ private:
+  tiny::Tensor x_;
+  tiny::Tensor target_;
+  std::vector<int64_t> offsets_;
+};
 
 }  // namespace detail
 
@@ -155,11 +197,12 @@ inline ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::ve
   tiny::Tensor out = fn(inputs);
   if (!out.requires_grad()) return ::testing::AssertionFailure() << "gradcheck: the output does not require grad";
   const tiny::Tensor v = uniform(out.sizes(), -1.0, 1.0, seed);
+  const tiny::Tensor v_out = v.to(out.dtype()).to(out.device());  // the upstream gradient, where out lives
 
   // Analytic, twice: autograd::grad (leaves' .grad() untouched) and backward().
   std::vector<tiny::Tensor> saved_grads;
   for (const auto& x : diff) saved_grads.push_back(x.grad());
-  std::vector<tiny::Tensor> analytic = tiny::autograd::grad({out}, diff, {v.to(out.dtype())}, /*retain_graph=*/true);
+  std::vector<tiny::Tensor> analytic = tiny::autograd::grad({out}, diff, {v_out}, /*retain_graph=*/true);
   if (analytic.size() != diff.size()) {
     return ::testing::AssertionFailure() << "autograd::grad returned " << analytic.size() << " gradients for "
                                          << diff.size() << " inputs";
@@ -177,6 +220,10 @@ inline ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::ve
                                            << tiny::shape_str(g.sizes()) << ", the input has "
                                            << tiny::shape_str(diff[k].sizes());
     }
+    if (g.device() != diff[k].device()) {
+      return ::testing::AssertionFailure() << "gradient of input " << diff_pos[k] << " is on " << g.device()
+                                           << ", the input is on " << diff[k].device();
+    }
     if (g.dtype() != diff[k].dtype()) {
       return ::testing::AssertionFailure() << "gradient of input " << diff_pos[k] << " has dtype "
                                            << tiny::dtype_name(g.dtype()) << ", the input has "
@@ -189,7 +236,7 @@ inline ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::ve
     for (const auto& x : diff) all_leaves = all_leaves && x.is_leaf();
     if (all_leaves) {
       for (const auto& x : diff) x.set_grad(tiny::Tensor());
-      out.backward(v.to(out.dtype()));
+      out.backward(v_out);
       for (size_t k = 0; k < diff.size(); ++k) {
         via_backward.push_back(diff[k].grad());
         diff[k].set_grad(saved_grads[k]);
@@ -214,15 +261,14 @@ inline ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::ve
         }
       }
     }
-    const std::vector<int64_t> offsets = detail::element_offsets(x);
+    const detail::Perturber element(x);
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t off = offsets[j];
-      const double orig = detail::read_at(x, off);
-      const double hi = detail::write_at(x, off, orig + eps);
+      const double orig = element.read(j);
+      const double hi = element.write(j, orig + eps);
       const double f_hi = detail::weighted_output(fn, inputs, v);
-      const double lo = detail::write_at(x, off, orig - eps);
+      const double lo = element.write(j, orig - eps);
       const double f_lo = detail::weighted_output(fn, inputs, v);
-      detail::write_at(x, off, orig);
+      element.write(j, orig);
       const double numeric = (f_hi - f_lo) / (hi - lo);
       const double err = std::abs(a[j] - numeric);
       const double ratio = err / (atol + rtol * std::abs(numeric));

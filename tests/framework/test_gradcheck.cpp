@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
+#include "tiny/cuda.h"
 #include "tiny/nn/functional.h"
 #include "tiny/ops.h"
 
@@ -629,5 +632,377 @@ TEST(Gradcheck, TwoLayerMlpWithCrossEntropy) {
       },
       {x, w1, b1, w2, b2, t}));
 }
+
+
+// ---- the same checks on a device (cuda:0, by default the host-emulated GPU) ------------
+//
+// A representative subset of the checks above, run with float64 inputs that
+// live on the device. Each check does three things (device_check below):
+//  1. builds the inputs twice from the same recipe, on the CPU and on the
+//     device (same values, same layout: a transposed or strided leaf is made by
+//     moving the buffer first and taking the view on the device);
+//  2. runs f on both and requires the device's output and its analytic
+//     vector-Jacobian products (autograd::grad with the same v) to be on the
+//     device and to equal the CPU's bit for bit: the emulator queues the CPU
+//     kernels (DESIGN.md section 4). A real GPU would need a tolerance here
+//     (cuBLAS and CUDA reductions order sums differently);
+//  3. runs gradcheck on both the CPU inputs and the device inputs. On the
+//     device, gradcheck.h computes the finite differences by perturbing a host
+//     copy of the input and copying it back into the device tensor in place,
+//     so the numeric side exercises host<->device copies (into contiguous and
+//     non-contiguous destinations) and every forward op on the device.
+// Step 2 alone would pass if the device and the CPU shared a wrong formula;
+// step 3 ties both to the finite differences.
+
+using tiny::Device;
+using tiny_test::GradcheckFn;
+using MakeInputs = std::function<In(const Device&)>;
+
+// A float64 leaf on `dev` with the values of the CPU tensor `t` (a fresh leaf on the CPU too).
+Tensor leaf_on(const Tensor& t, const Device& dev) { return t.to(dev).detach().requires_grad_(true); }
+
+// transposed_leaf's values and layout, on `dev`.
+Tensor transposed_leaf_on(int64_t rows, int64_t cols, double lo, double hi, uint32_t seed, const Device& dev) {
+  Tensor t = uniform({cols, rows}, lo, hi, seed).to(dev).t().detach();
+  EXPECT_FALSE(t.is_contiguous());
+  return t.requires_grad_(true);
+}
+
+Tensor targets_on(const std::vector<int64_t>& v, const Device& dev) {
+  return tiny::from_vector<int64_t>(v, {static_cast<int64_t>(v.size())}).to(dev);
+}
+
+::testing::AssertionResult device_check(const MakeInputs& make, const GradcheckFn& fn, const Device& dev,
+                                        double eps = 1e-6, double atol = 1e-5, double rtol = 1e-4) {
+  const In cpu_in = make(Device());
+  const In dev_in = make(dev);
+  if (cpu_in.size() != dev_in.size()) return ::testing::AssertionFailure() << "the recipe gave different inputs";
+  std::vector<Tensor> cpu_diff, dev_diff;
+  for (size_t i = 0; i < cpu_in.size(); ++i) {
+    const Tensor& c = cpu_in[i];
+    const Tensor& d = dev_in[i];
+    if (!c.is_cpu() || d.device() != dev) {
+      return ::testing::AssertionFailure() << "input " << i << " is on " << c.device() << " / " << d.device()
+                                           << ", expected cpu / " << dev;
+    }
+    if (c.sizes() != d.sizes() || c.strides() != d.strides() || c.requires_grad() != d.requires_grad() ||
+        !tiny::equal(c, d.cpu())) {
+      return ::testing::AssertionFailure() << "input " << i << " differs between the CPU and " << dev
+                                           << " (values, shape, strides or requires_grad)";
+    }
+    if (c.requires_grad()) {
+      cpu_diff.push_back(c);
+      dev_diff.push_back(d);
+    }
+  }
+  // 2. Same output and same analytic gradients as the CPU, exactly.
+  {
+    const Tensor cpu_out = fn(cpu_in);
+    const Tensor dev_out = fn(dev_in);
+    if (dev_out.device() != dev) {
+      return ::testing::AssertionFailure() << "the output is on " << dev_out.device() << ", not on " << dev;
+    }
+    if (!tiny::equal(cpu_out, dev_out.cpu())) {
+      return ::testing::AssertionFailure() << "the output on " << dev << " differs from the CPU's:\n"
+                                           << dev_out.cpu() << "\ncpu:\n" << cpu_out;
+    }
+    const Tensor v = uniform(cpu_out.sizes(), -1.0, 1.0, 4321).to(cpu_out.dtype());
+    const std::vector<Tensor> cpu_g = tiny::autograd::grad({cpu_out}, cpu_diff, {v});
+    const std::vector<Tensor> dev_g = tiny::autograd::grad({dev_out}, dev_diff, {v.to(dev)});
+    if (cpu_g.size() != dev_g.size()) return ::testing::AssertionFailure() << "gradient counts differ";
+    for (size_t k = 0; k < cpu_g.size(); ++k) {
+      if (cpu_g[k].defined() != dev_g[k].defined()) {
+        return ::testing::AssertionFailure() << "gradient " << k << " is defined on one device only";
+      }
+      if (!cpu_g[k].defined()) continue;
+      if (dev_g[k].device() != dev) {
+        return ::testing::AssertionFailure() << "gradient " << k << " is on " << dev_g[k].device();
+      }
+      if (!tiny::equal(cpu_g[k], dev_g[k].cpu())) {
+        return ::testing::AssertionFailure() << "gradient " << k << " on " << dev << " differs from the CPU's:\n"
+                                             << dev_g[k].cpu() << "\ncpu:\n" << cpu_g[k];
+      }
+    }
+  }
+  // 3. Finite differences, on the CPU and on the device.
+  ::testing::AssertionResult on_cpu = gradcheck(fn, cpu_in, eps, atol, rtol);
+  if (!on_cpu) return ::testing::AssertionFailure() << "on the CPU: " << on_cpu.message();
+  ::testing::AssertionResult on_dev = gradcheck(fn, dev_in, eps, atol, rtol);
+  if (!on_dev) return ::testing::AssertionFailure() << "on " << dev << ": " << on_dev.message();
+  // The finite differences restored every perturbed element.
+  for (size_t i = 0; i < dev_in.size(); ++i) {
+    if (!tiny::equal(cpu_in[i], dev_in[i].cpu())) {
+      return ::testing::AssertionFailure() << "gradcheck left input " << i << " on " << dev << " modified";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class OnDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const Device d(GetParam());
+    if (!tiny::cuda::is_available() || d.index() >= tiny::cuda::device_count()) {
+      GTEST_SKIP() << d << " is not available (TINY_EMULATED_GPUS=0 and no GPU?)";
+    }
+  }
+  Device dev() const { return Device(GetParam()); }
+};
+
+TEST_P(OnDevice, PointwiseBroadcast) {
+  const Device d = dev();
+  auto two = [](const Device& at) { return In{leaf_on(uniform({3, 4}, -1, 1, 10), at),
+                                              leaf_on(away_from_zero({4}, 0.5, 2.0, 11), at)}; };
+  EXPECT_TRUE(device_check(two, [](const In& in) { return in[0] + in[1]; }, d));
+  EXPECT_TRUE(device_check(two, [](const In& in) { return tiny::sub(in[0], in[1], -0.75); }, d));
+  EXPECT_TRUE(device_check(two, [](const In& in) { return in[0] * in[1]; }, d));
+  EXPECT_TRUE(device_check(two, [](const In& in) { return in[0] / in[1]; }, d));
+  EXPECT_TRUE(device_check(two, [](const In& in) { return 2.0 / in[1] - 3.0 * in[0] + 1.5; }, d));
+  auto batched = [](const Device& at) { return In{leaf_on(uniform({2, 1, 4}, -1, 1, 12), at),
+                                                  leaf_on(uniform({3, 1}, -1, 1, 13), at)}; };
+  EXPECT_TRUE(device_check(batched, [](const In& in) { return tiny::add(in[0], in[1], 2.5) * in[0]; }, d));
+  // One input is a constant that needs no gradient.
+  auto mixed = [](const Device& at) { return In{leaf_on(uniform({2, 3}, -1, 1, 23), at),
+                                                uniform({3}, 0.5, 1.5, 24).to(at)}; };
+  EXPECT_TRUE(device_check(mixed, [](const In& in) { return in[0] * in[1] / in[1].exp(); }, d));
+}
+
+TEST_P(OnDevice, PowAndUnaryMath) {
+  const Device d = dev();
+  auto pos = [](const Device& at) { return In{leaf_on(uniform({3, 4}, 0.3, 2.0, 28), at),
+                                              leaf_on(uniform({4}, -2.0, 2.5, 29), at)}; };
+  EXPECT_TRUE(device_check(pos, [](const In& in) { return in[0].pow(in[1]); }, d));
+  EXPECT_TRUE(device_check(pos, [](const In& in) { return in[0].pow(2.5) + tiny::pow(in[0], -1.5); }, d));
+  EXPECT_TRUE(device_check(pos, [](const In& in) { return in[0].log() + tiny::sqrt(in[0]); }, d));
+  auto x = [](const Device& at) { return In{leaf_on(uniform({3, 4}, -3, 3, 37), at)}; };
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].exp(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].pow(3) - in[0].neg(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].sigmoid() * in[0].tanh(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return tiny::gelu(in[0]); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return tiny::gelu(in[0], "tanh"); }, d));
+  auto kinks = [](const Device& at) { return In{leaf_on(away_from_zero({3, 4}, 0.1, 2.0, 35), at)}; };
+  EXPECT_TRUE(device_check(kinks, [](const In& in) { return in[0].abs() + F::relu(in[0] * 3.0); }, d));
+}
+
+TEST_P(OnDevice, ClampMaximumWhere) {
+  const Device d = dev();
+  auto grid = [](const Device& at) {
+    std::vector<double> v = {-1.9, -0.9, -0.56, -0.44, -0.1, 0.0, 0.3, 0.64, 0.76, 1.2, 1.9, -1.2};
+    return In{leaf_on(tiny::tensor(v, {3, 4}, tiny::kFloat64), at)};
+  };
+  EXPECT_TRUE(device_check(grid, [](const In& in) { return in[0].clamp(-0.5, 0.7); }, d));
+  auto pair = [](const Device& at) {
+    Tensor a = uniform({3, 4}, -1, 1, 39);
+    Tensor b = a + away_from_zero({3, 4}, 0.1, 1.0, 40);  // never a tie
+    return In{leaf_on(a, at), leaf_on(b, at)};
+  };
+  EXPECT_TRUE(device_check(pair, [](const In& in) { return tiny::maximum(in[0], in[1]); }, d));
+  EXPECT_TRUE(device_check(pair, [](const In& in) { return tiny::minimum(in[0], in[1]); }, d));
+  auto cond = [](const Device& at) {
+    Tensor c = tiny::tensor({1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1}, tiny::kFloat64).reshape({3, 4}) > 0.5;
+    return In{leaf_on(uniform({3, 4}, -1, 1, 42), at), leaf_on(uniform({4}, -1, 1, 43), at), c.to(at)};
+  };
+  EXPECT_TRUE(device_check(cond, [](const In& in) { return tiny::where(in[2], in[1] * in[1], in[0].exp()); }, d));
+}
+
+TEST_P(OnDevice, Reductions) {
+  const Device d = dev();
+  auto x = [](const Device& at) { return In{leaf_on(uniform({2, 3, 4}, -1, 1, 44), at)}; };
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].sum(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return tiny::sum(in[0] * in[0]); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].sum({0, 2}); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].sum({-1, 0}, true); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].mean(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].mean({1}); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return tiny::mean(in[0], {0, 1}, true); }, d));
+  auto distinct3 = [](const Device& at) { return In{leaf_on(distinct({3, 4, 2}, 47), at)}; };
+  EXPECT_TRUE(device_check(distinct3, [](const In& in) { return in[0].max(); }, d));
+  EXPECT_TRUE(device_check(distinct3, [](const In& in) { return in[0].min(); }, d));
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    EXPECT_TRUE(device_check(distinct3, [dim](const In& in) { return std::get<0>(in[0].max(dim, true)); }, d));
+    EXPECT_TRUE(device_check(distinct3, [dim](const In& in) { return std::get<0>(tiny::min(in[0], dim)); }, d));
+  }
+}
+
+TEST_P(OnDevice, MatmulShapesAndAddmm) {
+  const Device d = dev();
+  const std::vector<MatmulCase> cases = {
+      {{4}, {4}}, {{3, 4}, {4}}, {{4}, {4, 5}}, {{3, 4}, {4, 5}}, {{2, 3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {4, 5}}, {{2, 1, 3, 4}, {3, 4, 5}}, {{1, 3, 4}, {2, 1, 4, 2}},
+  };
+  uint32_t seed = 50;
+  for (const MatmulCase& c : cases) {
+    SCOPED_TRACE(tiny::shape_str(c.a) + " @ " + tiny::shape_str(c.b));
+    const uint32_t s = seed;
+    seed += 2;
+    auto ab = [c, s](const Device& at) { return In{leaf_on(uniform(c.a, -1, 1, s), at),
+                                                   leaf_on(uniform(c.b, -1, 1, s + 1), at)}; };
+    EXPECT_TRUE(device_check(ab, [](const In& in) { return tiny::matmul(in[0], in[1]); }, d));
+  }
+  auto nc = [](const Device& at) { return In{transposed_leaf_on(3, 4, -1, 1, 70, at),
+                                             transposed_leaf_on(4, 5, -1, 1, 71, at)}; };
+  EXPECT_TRUE(device_check(nc, [](const In& in) { return in[0].matmul(in[1]); }, d));
+  auto addmm_in = [](const Device& at) {
+    return In{leaf_on(uniform({5}, -1, 1, 81), at), leaf_on(uniform({3, 4}, -1, 1, 84), at),
+              transposed_leaf_on(4, 5, -1, 1, 86, at), leaf_on(uniform({3, 1}, -1, 1, 83), at)};
+  };
+  EXPECT_TRUE(device_check(addmm_in, [](const In& in) { return tiny::addmm(in[0], in[1], in[2]); }, d));
+  EXPECT_TRUE(device_check(addmm_in, [](const In& in) { return tiny::addmm(in[3], in[1], in[2], 0.5, 2.0); }, d));
+  auto lin = [](const Device& at) {
+    return In{leaf_on(uniform({2, 3, 4}, -1, 1, 101), at), leaf_on(uniform({5, 4}, -1, 1, 99), at),
+              leaf_on(uniform({5}, -1, 1, 100), at), transposed_leaf_on(3, 4, -1, 1, 103, at)};
+  };
+  EXPECT_TRUE(device_check(lin, [](const In& in) { return F::linear(in[3], in[1], in[2]); }, d));  // addmm path
+  EXPECT_TRUE(device_check(lin, [](const In& in) { return F::linear(in[0], in[1], in[2]); }, d));  // matmul path
+}
+
+TEST_P(OnDevice, SoftmaxLogSoftmax) {
+  const Device d = dev();
+  auto x = [](const Device& at) { return In{leaf_on(uniform({2, 3, 4}, -2, 2, 87), at)}; };
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    EXPECT_TRUE(device_check(x, [dim](const In& in) { return F::softmax(in[0], dim); }, d));
+    EXPECT_TRUE(device_check(x, [dim](const In& in) { return in[0].log_softmax(dim); }, d));
+  }
+  auto xt = [](const Device& at) { return In{transposed_leaf_on(3, 5, -2, 2, 88, at)}; };
+  EXPECT_TRUE(device_check(xt, [](const In& in) { return F::softmax(in[0], 1); }, d));
+  EXPECT_TRUE(device_check(xt, [](const In& in) { return F::log_softmax(in[0], 0); }, d));
+}
+
+TEST_P(OnDevice, Losses) {
+  const Device d = dev();
+  auto ce = [](const Device& at) {
+    return In{leaf_on(uniform({5, 4}, -2, 2, 94), at), targets_on({1, -100, 3, 0, 2}, at),
+              targets_on({1, 2, 3, 2, 0}, at)};
+  };
+  for (auto red : {F::Reduction::Mean, F::Reduction::Sum, F::Reduction::None}) {
+    for (double smoothing : {0.0, 0.2}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(red)) + " smoothing " + std::to_string(smoothing));
+      EXPECT_TRUE(device_check(ce,
+                               [red, smoothing](const In& in) {
+                                 F::CrossEntropyOptions o;
+                                 o.reduction = red;
+                                 o.label_smoothing = smoothing;
+                                 return F::cross_entropy(in[0], in[1], o);
+                               },
+                               d));
+      EXPECT_TRUE(device_check(ce,
+                               [red, smoothing](const In& in) {
+                                 F::CrossEntropyOptions o;
+                                 o.reduction = red;
+                                 o.label_smoothing = smoothing;
+                                 o.ignore_index = 2;
+                                 return F::cross_entropy(in[0], in[2], o);
+                               },
+                               d));
+    }
+    EXPECT_TRUE(device_check(ce, [red](const In& in) { return F::nll_loss(F::log_softmax(in[0], 1), in[1], red); },
+                             d));
+  }
+  auto single = [](const Device& at) {
+    return In{leaf_on(uniform({5}, -2, 2, 92), at), tiny::scalar_tensor(3, tiny::kInt64).to(at)};
+  };
+  EXPECT_TRUE(device_check(single, [](const In& in) { return F::cross_entropy(in[0], in[1]); }, d));
+  auto mse = [](const Device& at) { return In{leaf_on(uniform({3, 4}, -1, 1, 96), at),
+                                              leaf_on(uniform({3, 4}, -1, 1, 97), at)}; };
+  EXPECT_TRUE(device_check(mse, [](const In& in) { return F::mse_loss(in[0], in[1]); }, d));
+  EXPECT_TRUE(device_check(mse, [](const In& in) { return F::mse_loss(in[0], in[1], F::Reduction::None); }, d));
+}
+
+TEST_P(OnDevice, ViewsIncludingNonContiguous) {
+  const Device d = dev();
+  auto x = [](const Device& at) { return In{leaf_on(uniform({2, 3, 4}, -1, 1, 110), at)}; };
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].view({-1}).exp(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].transpose(0, 2).reshape({4, 6}).pow(2); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].permute({1, 2, 0}).pow(2); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].permute({2, 0, 1}).flatten(1).exp(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].unsqueeze(-1).squeeze(1).exp(); }, d));
+  EXPECT_TRUE(device_check(x, [](const In& in) { return in[0].transpose(0, 2).contiguous().exp(); }, d));
+  auto m = [](const Device& at) { return In{leaf_on(uniform({4, 6}, -1, 1, 115), at)}; };
+  EXPECT_TRUE(device_check(m, [](const In& in) { return in[0].narrow(0, -3, 2).exp(); }, d));
+  EXPECT_TRUE(device_check(m, [](const In& in) { return in[0].slice(1, 1, 6, 2).pow(3); }, d));
+  EXPECT_TRUE(device_check(m, [](const In& in) { return in[0].select(1, -1).exp(); }, d));
+  EXPECT_TRUE(device_check(m, [](const In& in) { return in[0].narrow(1, 0, 4) * in[0].narrow(1, 2, 4); }, d));
+  auto col = [](const Device& at) { return In{leaf_on(uniform({3, 1}, -1, 1, 119), at)}; };
+  EXPECT_TRUE(device_check(col, [](const In& in) { return in[0].expand({2, 3, 4}).exp(); }, d));
+  auto mt = [](const Device& at) { return In{transposed_leaf_on(4, 6, -1, 1, 116, at)}; };
+  EXPECT_TRUE(device_check(mt, [](const In& in) { return in[0].slice(0, 1, 4, 2).select(1, 3).exp(); }, d));
+  EXPECT_TRUE(device_check(mt, [](const In& in) { return in[0].reshape({24}).tanh(); }, d));
+  EXPECT_TRUE(device_check(mt, [](const In& in) { return in[0].contiguous().pow(2); }, d));
+  // A strided slice of a bigger buffer, detached to make it a leaf: the
+  // finite differences write into a non-contiguous device tensor.
+  auto strided = [](const Device& at) {
+    Tensor s = uniform({6, 5}, -1, 1, 132).to(at).slice(0, 0, 6, 2).slice(1, 1, 5, 2).detach();
+    EXPECT_FALSE(s.is_contiguous());
+    return In{s.requires_grad_(true), transposed_leaf_on(3, 2, 0.5, 1.5, 131, at)};
+  };
+  EXPECT_TRUE(device_check(strided, [](const In& in) { return (in[0] * in[0]).sum({0}); }, d));
+  EXPECT_TRUE(device_check(strided, [](const In& in) { return in[0] * in[1] + in[0].exp() / in[1]; }, d));
+}
+
+TEST_P(OnDevice, CatStackAndDtypeRoundTrip) {
+  const Device d = dev();
+  auto ab = [](const Device& at) {
+    return In{leaf_on(uniform({2, 3}, -1, 1, 124), at), leaf_on(uniform({1, 3}, -1, 1, 125), at),
+              leaf_on(uniform({2, 3}, -1, 1, 128), at), transposed_leaf_on(2, 3, -1, 1, 129, at)};
+  };
+  EXPECT_TRUE(device_check(ab, [](const In& in) { return tiny::cat({in[0].exp(), in[1], in[0]}, 0).pow(2); }, d));
+  EXPECT_TRUE(device_check(ab, [](const In& in) { return tiny::stack({in[0], in[2], in[0] * in[2]}, 1); }, d));
+  EXPECT_TRUE(device_check(ab, [](const In& in) { return tiny::stack({in[3], in[2]}, -1).exp(); }, d));
+  // float64 -> float32 -> float64 on the device: float32 rounding, loose tolerances.
+  auto y = [](const Device& at) { return In{leaf_on(uniform({5}, -1, 1, 123), at)}; };
+  EXPECT_TRUE(device_check(y, [](const In& in) { return in[0].to(tiny::kFloat32).to(tiny::kFloat64).pow(2); }, d,
+                           1e-3, 1e-3, 1e-2));
+}
+
+TEST_P(OnDevice, TwoLayerMlpWithCrossEntropy) {
+  auto net = [](const Device& at) {
+    return In{uniform({4, 3}, -1, 1, 140).to(at),          leaf_on(uniform({5, 3}, -1, 1, 141), at),
+              leaf_on(uniform({5}, -0.1, 0.1, 142), at),   leaf_on(uniform({3, 5}, -1, 1, 143), at),
+              leaf_on(uniform({3}, -0.1, 0.1, 144), at),   targets_on({0, 2, 1, 2}, at)};
+  };
+  EXPECT_TRUE(device_check(
+      net,
+      [](const In& in) {
+        Tensor h = F::gelu(F::linear(in[0], in[1], in[2]));
+        return F::cross_entropy(F::linear(h, in[3], in[4]), in[5]);
+      },
+      dev()));
+}
+
+// The checker itself must be able to fail on a device: a hook that doubles one
+// element of the gradient, on the device, is caught by the finite differences
+// (the CPU and the device agree with each other here, so only step 3 can see it).
+TEST_P(OnDevice, CatchesAWrongGradientOnTheDevice) {
+  const Device d = dev();
+  Tensor x = leaf_on(uniform({2, 3}, 0.5, 1.5, 2), d);
+  auto wrong = [d](const In& in) {
+    Tensor y = in[0] * in[0];
+    if (y.requires_grad()) {
+      y.register_hook([d](const Tensor& g) {
+        Tensor mask = tiny::zeros({2, 3}, tiny::kFloat64);
+        mask.data_ptr<double>()[4] = 1.0;  // element [1, 1], written on the host, then moved
+        return g + g * mask.to(d);
+      });
+    }
+    return y;
+  };
+  ::testing::AssertionResult r = gradcheck(wrong, {x});
+  ASSERT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("index [1, 1]"), std::string::npos) << r.message();
+  // The finite differences left x as it was.
+  EXPECT_TRUE(tiny::equal(x.cpu(), uniform({2, 3}, 0.5, 1.5, 2)));
+}
+
+std::string device_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s;
+  for (char c : info.param) {
+    if (std::isalnum(static_cast<unsigned char>(c))) s += c;
+  }
+  return s;  // cuda:0 -> cuda0
+}
+
+INSTANTIATE_TEST_SUITE_P(Gradcheck, OnDevice, ::testing::Values("cuda:0"), device_param_name);
 
 }  // namespace

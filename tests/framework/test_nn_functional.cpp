@@ -345,3 +345,92 @@ TEST(NnFunctional, DropoutMaskIsThePhiloxStream) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- dropout on cuda:0 (by default the host-emulated GPU) --------------------------------
+// DESIGN.md section 5: the CPU and the device draw the same Philox numbers for
+// the same seed, so the masks (and their gradients) must be equal exactly.
+
+const tiny::Device kCuda0("cuda:0");
+
+#define SKIP_WITHOUT_CUDA0()                                                      \
+  if (!tiny::cuda::is_available()) {                                              \
+    GTEST_SKIP() << "cuda:0 is not available (TINY_EMULATED_GPUS=0 and no GPU?)"; \
+  }
+
+TEST(NnFunctional, DropoutMaskOnCuda0EqualsTheCpuMask) {
+  SKIP_WITHOUT_CUDA0();
+  const Tensor x = uniform({100000}, 0.5, 1.5, 9);
+  const Tensor xg = x.to(kCuda0);
+  for (double p : {0.1, 0.5, 0.8}) {
+    SCOPED_TRACE("p=" + std::to_string(p));
+    tiny::manual_seed(10);
+    const Tensor on_cpu = F::dropout(x, p);
+    tiny::manual_seed(10);
+    const Tensor on_gpu = F::dropout(xg, p);
+    ASSERT_EQ(on_gpu.device(), kCuda0);
+    EXPECT_TRUE(tiny::equal(on_gpu.cpu(), on_cpu));
+  }
+  // An explicit generator, and the stream moving on identically.
+  tiny::Generator g_cpu(12), g_gpu(12);
+  for (int draw = 0; draw < 3; ++draw) {
+    const Tensor a = F::dropout(x, 0.3, true, g_cpu);
+    const Tensor b = F::dropout(xg, 0.3, true, g_gpu);
+    EXPECT_TRUE(tiny::equal(b.cpu(), a)) << "draw " << draw;
+  }
+  EXPECT_EQ(g_cpu.get_state().offset, g_gpu.get_state().offset);
+}
+
+TEST(NnFunctional, DropoutMaskOnCuda0IsThePhiloxStreamWithAnyThreadCount) {
+  SKIP_WITHOUT_CUDA0();
+  const int saved = tiny::get_num_threads();
+  const double p = 0.25;
+  const Tensor ones = tiny::ones({3, 5001}, tiny::kFloat64).to(kCuda0);
+  for (int threads : {1, 2}) {
+    tiny::set_num_threads(threads);
+    tiny::Generator gen(1234);
+    const tiny::PhiloxState before = gen.get_state();
+    const std::vector<double> out = F::dropout(ones, p, true, gen).cpu().to_vector<double>();
+    for (size_t i = 0; i < out.size(); ++i) {
+      const bool keep = tiny::kernels::bernoulli(tiny::kernels::philox_draw(before.seed, before.offset, i), 1.0 - p);
+      ASSERT_EQ(out[i], keep ? 1.0 / (1.0 - p) : 0.0) << "threads " << threads << " element " << i;
+    }
+    EXPECT_EQ(gen.get_state().offset - before.offset, tiny::kernels::philox_counters_needed(out.size(), 1));
+  }
+  tiny::set_num_threads(saved);
+}
+
+TEST(NnFunctional, DropoutGradientOnCuda0EqualsTheCpu) {
+  SKIP_WITHOUT_CUDA0();
+  const double p = 0.3;
+  tiny::manual_seed(7);
+  Tensor x = tiny::ones({1000}, tiny::kFloat64).requires_grad_();
+  Tensor y = F::dropout(x, p, true);
+  y.sum().backward();
+  tiny::manual_seed(7);
+  Tensor xg = tiny::ones({1000}, tiny::kFloat64).to(kCuda0).detach().requires_grad_();
+  Tensor yg = F::dropout(xg, p, true);
+  yg.sum().backward();
+  ASSERT_EQ(yg.device(), kCuda0);
+  ASSERT_TRUE(xg.grad().defined());
+  EXPECT_EQ(xg.grad().device(), kCuda0);
+  EXPECT_TRUE(tiny::equal(yg.cpu(), y));
+  EXPECT_TRUE(tiny::equal(xg.grad().cpu(), x.grad()));
+  EXPECT_EQ(yg.grad_fn()->name(), "NativeDropoutBackward0");
+}
+
+// DESIGN.md section 5: "one generator per device". After manual_seed(s), the
+// first random op on cuda:0 draws the start of s's stream whatever the CPU drew
+// before, as in PyTorch (torch.manual_seed seeds the CPU generator and every
+// CUDA generator, which then advance independently).
+TEST(NnFunctional, DropoutOnCuda0UsesTheDevicesOwnGenerator) {
+  SKIP_WITHOUT_CUDA0();
+  const Tensor x = tiny::ones({2000});
+  tiny::manual_seed(21);
+  const Tensor first_cpu = F::dropout(x, 0.3);
+  const Tensor first_gpu = F::dropout(x.to(kCuda0), 0.3);  // cuda:0's generator has not moved yet
+  EXPECT_TRUE(tiny::equal(first_gpu.cpu(), first_cpu));
+}
+
+}  // namespace

@@ -9,6 +9,15 @@
 // entry without a fixture) shows up as a failing test named after it, and
 // ParityTable.CoversEveryFixture fails as well: no fixture is skipped silently.
 //
+// Every case runs twice (DESIGN.md sections 4 and 5): on "cpu" (Matches/mm_cpu)
+// and on "cuda:0" (Matches/mm_cuda0), by default the host-emulated GPU. On the
+// device the inputs loaded from .npy are copied there and made leaves there,
+// outputs and gradients must stay on the device, and they are compared with
+// PyTorch after .cpu() with the same tolerances; they must also equal the CPU
+// run's bit for bit, since the emulator runs the CPU kernels. (On a real GPU
+// that last check would not hold: cuBLAS and CUDA reductions order sums
+// differently; the tolerances against PyTorch would.)
+//
 // Tolerances (|tiny - torch| <= atol + rtol * |torch| per element), DESIGN.md
 // section 5 (about 1e-5 relative for fp32):
 //   pointwise fp32        rtol 1e-5, atol 1e-6  (a few ulp of libm differences; gradients chain 2-3 ops)
@@ -31,8 +40,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "tiny/cuda.h"
 #include "tiny/io.h"
 #include "tiny/nn/functional.h"
 #include "tiny/ops.h"
@@ -291,10 +302,83 @@ bool is_output_file(const std::string& stem) {
   return stem == "out" || stem == "values" || stem == "indices" || stem.rfind("grad_", 0) == 0;
 }
 
-class PyTorch : public ::testing::TestWithParam<std::string> {};
+// What one run of a case produced, copied to the CPU: the forward outputs and
+// the gradient of every floating-point input, by input name.
+struct CaseResult {
+  std::vector<Tensor> outputs;
+  std::map<std::string, Tensor> grads;
+};
+
+// The parameter: a fixture name and the device the case runs on ("cpu" or "cuda:0").
+using ParityParam = std::tuple<std::string, std::string>;
+
+class PyTorch : public ::testing::TestWithParam<ParityParam> {};
+
+// Runs case `name` on `device`: the inputs loaded from .npy (CPU) are moved to
+// the device and made leaves there, the forward and backward passes run there,
+// and outputs and gradients are checked to live on the device before they are
+// copied back. Fatal failures (ASSERT_*) end the caller through HasFatalFailure().
+void run_case(const std::string& name, const tiny::Device& device, const std::map<std::string, Tensor>& files,
+              CaseResult& result) {
+  const fs::path dir = fs::path(TINY_PARITY_DIR) / name;
+  const auto& table = parity_table();
+  const auto entry = table.find(name);
+  ASSERT_NE(entry, table.end());
+  std::map<std::string, Tensor> inputs;
+  for (const auto& [stem, t] : files) {
+    if (is_output_file(stem)) continue;
+    Tensor on_device = t.to(device).detach();  // a leaf on the device (a fresh one on the CPU too)
+    ASSERT_EQ(on_device.device(), device) << stem;
+    if (on_device.is_floating_point()) on_device.requires_grad_(true);  // as make_fixtures.py does
+    inputs[stem] = on_device;
+  }
+  ASSERT_FALSE(inputs.empty()) << dir << " holds no input files";
+
+  std::vector<Tensor> outputs;
+  try {
+    outputs = entry->second.forward(Inputs(inputs));
+  } catch (const std::exception& e) {
+    FAIL() << name << " on " << device << ": the forward pass threw: " << e.what();
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ASSERT_TRUE(outputs[i].defined()) << name << ": output " << i << " is undefined";
+    EXPECT_EQ(outputs[i].device(), device) << name << ": output " << i << " left the device it was computed on";
+    result.outputs.push_back(outputs[i].detach().cpu());
+  }
+  ASSERT_FALSE(outputs.empty());
+  const Tensor& out = outputs[0];  // values for (values, indices) pairs
+  if (!out.is_floating_point()) return;
+
+  // Backward, as make_fixtures.py runs it.
+  try {
+    if (files.count("grad_out")) {
+      out.backward(files.at("grad_out").to(device));
+    } else {
+      ASSERT_EQ(out.dim(), 0) << "no grad_out.npy, so the output must be 0-d (README: scalar outputs)";
+      out.backward();
+    }
+  } catch (const std::exception& e) {
+    FAIL() << name << " on " << device << ": backward threw: " << e.what();
+  }
+  for (const auto& [input_name, t] : inputs) {
+    if (!t.is_floating_point()) {
+      EXPECT_FALSE(t.grad().defined()) << input_name << " is not floating point but got a gradient";
+      continue;
+    }
+    const Tensor grad = t.grad();
+    if (!grad.defined()) continue;  // reported by the caller, which knows whether a grad_ file exists
+    EXPECT_EQ(grad.device(), device) << name << ": the gradient of '" << input_name
+                                     << "' is not on the device its input lives on";
+    result.grads[input_name] = grad.cpu();
+  }
+}
 
 TEST_P(PyTorch, Matches) {
-  const std::string name = GetParam();
+  const auto& [name, device_name] = GetParam();
+  const tiny::Device device(device_name);
+  if (device.is_cuda() && !(tiny::cuda::is_available() && device.index() < tiny::cuda::device_count())) {
+    GTEST_SKIP() << device << " is not available (TINY_EMULATED_GPUS=0 and no GPU?)";
+  }
   const fs::path dir = fs::path(TINY_PARITY_DIR) / name;
   const auto& table = parity_table();
   const auto entry = table.find(name);
@@ -309,89 +393,96 @@ TEST_P(PyTorch, Matches) {
     if (f.path().extension() != ".npy") continue;
     files[f.path().stem().string()] = tiny::io::load_npy(f.path().string());
   }
-  std::map<std::string, Tensor> inputs;
-  for (auto& [stem, t] : files) {
-    if (is_output_file(stem)) continue;
-    if (t.is_floating_point()) t.requires_grad_(true);  // as make_fixtures.py does
-    inputs[stem] = t;
+  std::set<std::string> input_names;
+  for (const auto& [stem, t] : files) {
+    if (!is_output_file(stem)) input_names.insert(stem);
   }
-  ASSERT_FALSE(inputs.empty()) << dir << " holds no input files";
 
-  std::vector<Tensor> outputs;
-  try {
-    outputs = entry->second.forward(Inputs(inputs));
-  } catch (const std::exception& e) {
-    FAIL() << name << ": the forward pass threw: " << e.what();
-  }
+  CaseResult got;
+  run_case(name, device, files, got);
+  if (HasFatalFailure()) return;
+  const std::vector<Tensor>& outputs = got.outputs;
   const Tolerance tol = entry->second.tol;
 
   // Forward outputs.
-  Tensor out;
   if (files.count("values")) {
     ASSERT_EQ(outputs.size(), 2u) << "the fixture has values.npy and indices.npy: the lambda must return both";
     ASSERT_TRUE(files.count("indices")) << dir << " has values.npy but no indices.npy";
     EXPECT_TRUE(matches(name + " values", outputs[0], files.at("values"), tol));
     EXPECT_TRUE(matches(name + " indices", outputs[1], files.at("indices"), tol));
-    out = outputs[0];
   } else {
     ASSERT_TRUE(files.count("out")) << dir << " has neither out.npy nor values.npy";
     ASSERT_EQ(outputs.size(), 1u);
     EXPECT_TRUE(matches(name + " out", outputs[0], files.at("out"), tol));
-    out = outputs[0];
   }
 
-  // Backward, as make_fixtures.py runs it.
   if (!files.at(files.count("values") ? "values" : "out").is_floating_point()) {
     for (const auto& [stem, t] : files) {
       EXPECT_TRUE(stem.rfind("grad_", 0) != 0) << dir << " has an integer output but a gradient file " << stem;
     }
-    return;
-  }
-  try {
-    if (files.count("grad_out")) {
-      out.backward(files.at("grad_out"));
-    } else {
-      ASSERT_EQ(out.dim(), 0) << "no grad_out.npy, so the output must be 0-d (README: scalar outputs)";
-      out.backward();
+  } else {
+    // Gradients, against PyTorch's.
+    int compared = 0;
+    for (const std::string& input_name : input_names) {
+      const std::string grad_file = "grad_" + input_name;
+      if (!files.at(input_name).is_floating_point()) {
+        EXPECT_FALSE(files.count(grad_file)) << dir << " has " << grad_file << ".npy for a non-float input";
+        continue;
+      }
+      ASSERT_TRUE(files.count(grad_file)) << dir << " lacks " << grad_file << ".npy for float input " << input_name;
+      const auto g = got.grads.find(input_name);
+      if (g == got.grads.end()) {
+        ADD_FAILURE() << name << " " << grad_file << ": backward left no gradient in input '" << input_name << "'";
+        continue;
+      }
+      EXPECT_TRUE(matches(name + " " + grad_file, g->second, files.at(grad_file), tol));
+      ++compared;
     }
-  } catch (const std::exception& e) {
-    FAIL() << name << ": backward threw: " << e.what();
+    // Every grad_<x>.npy except grad_out belongs to an input that was compared.
+    for (const auto& [stem, t] : files) {
+      if (stem.rfind("grad_", 0) != 0 || stem == "grad_out") continue;
+      EXPECT_TRUE(input_names.count(stem.substr(5))) << dir << " has " << stem << ".npy but no input "
+                                                     << stem.substr(5);
+    }
+    EXPECT_GT(compared, 0) << name << ": a floating-point output but no gradient was compared";
   }
 
-  int compared = 0;
-  for (const auto& [input_name, t] : inputs) {
-    const std::string grad_file = "grad_" + input_name;
-    if (!t.is_floating_point()) {
-      EXPECT_FALSE(files.count(grad_file)) << dir << " has " << grad_file << ".npy for a non-float input";
-      EXPECT_FALSE(t.grad().defined()) << input_name << " is not floating point but got a gradient";
-      continue;
+  // On a device, the same kernels run as on the CPU (DESIGN.md section 4), so
+  // beyond the tolerance against PyTorch, every output and gradient must equal
+  // the CPU's bit for bit.
+  if (device.is_cuda()) {
+    CaseResult on_cpu;
+    run_case(name, tiny::Device(), files, on_cpu);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(on_cpu.outputs.size(), outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      EXPECT_TRUE(tiny::equal(outputs[i], on_cpu.outputs[i]))
+          << name << ": output " << i << " on " << device << " differs from the CPU's\n"
+          << device << ": " << outputs[i] << "\ncpu: " << on_cpu.outputs[i];
     }
-    ASSERT_TRUE(files.count(grad_file)) << dir << " lacks " << grad_file << ".npy for float input " << input_name;
-    const Tensor grad = t.grad();
-    if (!grad.defined()) {
-      ADD_FAILURE() << name << " " << grad_file << ": backward left no gradient in input '" << input_name << "'";
-      continue;
+    ASSERT_EQ(on_cpu.grads.size(), got.grads.size());
+    for (const auto& [input_name, g] : on_cpu.grads) {
+      ASSERT_TRUE(got.grads.count(input_name)) << input_name;
+      EXPECT_TRUE(tiny::equal(got.grads.at(input_name), g))
+          << name << ": the gradient of '" << input_name << "' on " << device << " differs from the CPU's";
     }
-    EXPECT_TRUE(matches(name + " " + grad_file, grad, files.at(grad_file), tol));
-    ++compared;
   }
-  // Every grad_<x>.npy except grad_out belongs to an input that was compared.
-  for (const auto& [stem, t] : files) {
-    if (stem.rfind("grad_", 0) != 0 || stem == "grad_out") continue;
-    EXPECT_TRUE(inputs.count(stem.substr(5))) << dir << " has " << stem << ".npy but no input " << stem.substr(5);
-  }
-  EXPECT_GT(compared, 0) << name << ": a floating-point output but no gradient was compared";
 }
 
-std::string case_param_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+std::string case_param_name(const ::testing::TestParamInfo<ParityParam>& info) {
+  std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  std::string out;
+  for (char c : s) {
+    if (c == ':') continue;  // cuda:0 -> cuda0
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   }
-  return s;
+  return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Parity, PyTorch, ::testing::ValuesIn(all_case_names()), case_param_name);
+// Every case on the CPU and on the first (emulated, by default) GPU.
+INSTANTIATE_TEST_SUITE_P(Parity, PyTorch,
+                         ::testing::Combine(::testing::ValuesIn(all_case_names()), ::testing::Values("cpu", "cuda:0")),
+                         case_param_name);
 
 TEST(ParityTable, CoversEveryFixture) {
   const auto dirs = fixture_dirs();

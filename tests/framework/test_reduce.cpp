@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -289,6 +291,110 @@ TEST(Reduce, SumIsBitwiseIdenticalWithOneOrTwoThreads) {
   EXPECT_TRUE(bitwise_equal(rows1, rows2));
   // And the same again on a repeat run.
   EXPECT_TRUE(bitwise_equal(total2, std::vector<float>{x.sum().item<float>()}));
+}
+
+// ---- the same reductions on cuda:0 (by default the host-emulated GPU) -----------------
+// The emulator queues the CPU kernels on the device's stream (DESIGN.md section
+// 4), so a reduction on the device must give the CPU's result bit for bit,
+// including the ones whose rounding depends on the summation order (large
+// float32 sums), on block boundaries (argmax ties, NaN past the first block)
+// and on the thread count. (A real GPU would need a tolerance instead: CUDA
+// reductions use another order.)
+
+const tiny::Device kCuda0("cuda:0");
+
+#define SKIP_WITHOUT_CUDA0()                                                              \
+  if (!tiny::cuda::is_available()) {                                                      \
+    GTEST_SKIP() << "cuda:0 is not available (TINY_EMULATED_GPUS=0 and no GPU?)";         \
+  }
+
+// Exactly equal values (NaN equal to NaN), shapes and dtypes; `on_device` must be on cuda:0.
+::testing::AssertionResult same_as_cpu(const Tensor& on_device, const Tensor& on_cpu) {
+  if (on_device.device() != kCuda0) {
+    return ::testing::AssertionFailure() << "the result is on " << on_device.device() << ", not on cuda:0";
+  }
+  const Tensor d = on_device.cpu();
+  if (d.dtype() != on_cpu.dtype() || d.sizes() != on_cpu.sizes()) {
+    return ::testing::AssertionFailure() << "dtype/shape " << d.dtype() << " " << tiny::shape_str(d.sizes())
+                                         << " on cuda:0, " << on_cpu.dtype() << " " << tiny::shape_str(on_cpu.sizes())
+                                         << " on the CPU";
+  }
+  if (!d.is_floating_point()) {
+    if (d.to_vector<int64_t>() == on_cpu.to_vector<int64_t>()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "cuda:0 " << d << " vs cpu " << on_cpu;
+  }
+  const std::vector<double> a = d.to_vector<double>(), b = on_cpu.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || std::memcmp(&a[i], &b[i], sizeof(double)) == 0;
+    if (!same) {
+      return ::testing::AssertionFailure() << "element " << i << ": cuda:0 " << std::setprecision(17) << a[i]
+                                           << ", cpu " << b[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(Reduce, LargeSumOnCuda0EqualsTheCpuBitwise) {
+  SKIP_WITHOUT_CUDA0();
+  const Tensor x = uniform({1000000}, 0, 1, 8);
+  const Tensor xg = x.to(kCuda0);
+  EXPECT_TRUE(same_as_cpu(xg.sum(), x.sum()));
+  EXPECT_TRUE(same_as_cpu(xg.mean(), x.mean()));
+  EXPECT_TRUE(same_as_cpu(xg.to(tiny::kFloat64).sum(), x.to(tiny::kFloat64).sum()));
+  EXPECT_TRUE(same_as_cpu(xg.view({1000, 1000}).sum({0}), x.view({1000, 1000}).sum({0})));
+  EXPECT_TRUE(same_as_cpu(xg.view({1000, 1000}).sum({1}), x.view({1000, 1000}).sum({1})));
+  // Non-contiguous: a transposed view and a strided slice.
+  EXPECT_TRUE(same_as_cpu(xg.view({1000, 1000}).t().sum({1}), x.view({1000, 1000}).t().sum({1})));
+  EXPECT_TRUE(same_as_cpu(xg.slice(0, 1, 1000000, 3).sum(), x.slice(0, 1, 1000000, 3).sum()));
+}
+
+TEST(Reduce, SumOnCuda0EqualsTheCpuWithOneOrTwoThreads) {
+  SKIP_WITHOUT_CUDA0();
+  ThreadCountGuard guard;
+  const Tensor x = tiny::randn({3000000}, {}, tiny::Generator(9));
+  const Tensor m = tiny::randn({5000, 300}, {}, tiny::Generator(10));
+  const Tensor xg = x.to(kCuda0), mg = m.to(kCuda0);
+  tiny::set_num_threads(1);
+  const Tensor total = x.sum(), cols = m.sum({0}), rows = m.sum({1});
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    tiny::set_num_threads(threads);
+    EXPECT_TRUE(same_as_cpu(xg.sum(), total));
+    EXPECT_TRUE(same_as_cpu(mg.sum({0}), cols));
+    EXPECT_TRUE(same_as_cpu(mg.sum({1}), rows));
+  }
+}
+
+TEST(Reduce, ArgmaxTiesAndNaNOnCuda0EqualTheCpu) {
+  SKIP_WITHOUT_CUDA0();
+  const Tensor flat = tiny::ones({20000});
+  const Tensor tail = tiny::zeros({20000});
+  tail.narrow(0, 9000, 11000).fill_(1);  // the max first appears in the third block
+  const Tensor nan_last = tiny::zeros({10000});
+  nan_last[9999].fill_(kNaN);
+  const Tensor small = tiny::tensor({1.0, kNaN, 3.0, -2.0, 5.0, 0.0}, {2, 3});
+  for (const Tensor& t : {flat, tail, nan_last}) {
+    const Tensor g = t.to(kCuda0);
+    EXPECT_TRUE(same_as_cpu(g.argmax(), t.argmax()));
+    EXPECT_TRUE(same_as_cpu(tiny::argmin(g), tiny::argmin(t)));
+    EXPECT_TRUE(same_as_cpu(g.max(), t.max()));
+    EXPECT_TRUE(same_as_cpu(g.min(), t.min()));
+    EXPECT_TRUE(same_as_cpu(g.sum(), t.sum()));
+  }
+  const Tensor sg = small.to(kCuda0);
+  auto [v, i] = sg.max(1);
+  auto [cv, ci] = small.max(1);
+  EXPECT_TRUE(same_as_cpu(v, cv));
+  EXPECT_TRUE(same_as_cpu(i, ci));
+  auto [mv, mi] = sg.min(0, true);
+  auto [cmv, cmi] = small.min(0, true);
+  EXPECT_TRUE(same_as_cpu(mv, cmv));
+  EXPECT_TRUE(same_as_cpu(mi, cmi));
+  // Integer and bool sums are int64 and exact on the device too.
+  const Tensor big = tiny::from_vector<int64_t>({int64_t{1} << 40, 3, -5, int64_t{1} << 41}, {2, 2});
+  EXPECT_TRUE(same_as_cpu(big.to(kCuda0).sum(), big.sum()));
+  const Tensor u = uniform({10000}, 0, 1, 6);
+  EXPECT_TRUE(same_as_cpu((u.to(kCuda0) > 0.3).sum(), (u > 0.3).sum()));
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "tiny/device.h"
+
 namespace tiny {
 
 /// @brief The seed a generator starts from when none is given (PyTorch's default_rng_seed_val).
@@ -57,6 +59,13 @@ class Generator {
 
 /// @brief The process's default CPU generator; created on first use and never destroyed.
 Generator& default_cpu_generator();
+
+/// @brief The default generator of `device`: the CPU's, or one per GPU (PyTorch's `torch.cuda.default_generators`).
+///
+/// `manual_seed` seeds all of them. Each device draws its own stream, so CPU
+/// draws never shift a GPU's dropout masks; the same seed and offset give the
+/// same numbers on every device (Philox is counter-based).
+Generator& default_generator(const Device& device);
 
 /// @brief Seeds every default generator (the CPU one and each registered device one), resetting their offsets.
 void manual_seed(uint64_t seed);

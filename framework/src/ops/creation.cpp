@@ -17,7 +17,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 Tensor random_tensor(const IntArrayRef& shape, const TensorOptions& options, std::optional<Generator> generator,
                      RandomKind kind, uint64_t draws_per_element, double a = 0.0, double b = 0.0) {
   Tensor out = make_tensor(shape, options.dtype(), options.device());
-  Generator gen = generator ? *generator : default_cpu_generator();
+  Generator gen = generator ? *generator : default_generator(out.device());
   const PhiloxState state = gen.reserve(kernels::philox_counters_needed(static_cast<uint64_t>(out.numel()),
                                                                         draws_per_element));
   random_stub(out.device())(out, kind, state, a, b);

@@ -66,7 +66,7 @@ Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator
   // CPU and the GPU backends produce the same mask for the same seed. Backward
   // needs only the mask, not x.
   Tensor mask = make_tensor(x.sizes(), x.dtype(), x.device());
-  Generator gen = generator ? *generator : default_cpu_generator();
+  Generator gen = generator ? *generator : default_generator(x.device());
   const PhiloxState state = gen.reserve(kernels::philox_counters_needed(static_cast<uint64_t>(mask.numel()),
                                                                         kernels::kDrawsBernoulli));
   random_stub(mask.device())(mask, RandomKind::Bernoulli, state, 1.0 - p, 1.0 / (1.0 - p));
