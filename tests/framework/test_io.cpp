@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "tiny/error.h"
 #include "tiny/io.h"
 #include "tiny/ops.h"
@@ -33,11 +34,7 @@ namespace {
 
 std::string numpy_file(const std::string& name) { return std::string(TINY_TEST_DATA_DIR) + "/npy/" + name; }
 
-std::vector<char> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using tiny_test::slurp;
 
 // A fresh directory per test, removed afterwards.
 class Io : public ::testing::Test {

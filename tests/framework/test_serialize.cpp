@@ -46,17 +46,8 @@ namespace {
 
 std::string parity_file(const std::string& name) { return std::string(TINY_PARITY_DIR) + "/../safetensors/" + name; }
 
-std::vector<char> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
+using tiny_test::slurp;
+using tiny_test::spit;
 
 // The 8 little-endian bytes of n. (Files are built as strings: GCC 12 warns
 // falsely (-Warray-bounds) about inserting into a vector of known size.)
