@@ -402,46 +402,10 @@ TEST(SerializeAtomic, OverwritesAnExistingCheckpointCompletely) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.safetensors"});  // no temporary file left
 }
 
-// Runs tiny::save(state, path) and returns the IOError's message ("" if it did not throw).
-// As root, which ignores directory permissions, the save runs in a child process
-// that has dropped to the unprivileged uid/gid 65534 ("nobody").
+// Runs tiny::save(state, path) and returns the IOError's message ("" if it did
+// not throw); as root, in an unprivileged child (see test_util.h).
 std::string save_error_message(const StateDict& state, const std::string& path, bool* skipped) {
-  *skipped = false;
-  if (::geteuid() != 0) {
-    try {
-      tiny::save(state, path);
-    } catch (const tiny::IOError& e) {
-      return e.what();
-    }
-    return "";
-  }
-  int fds[2];
-  if (::pipe(fds) != 0) return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
-    std::string message = "\x01";  // marks "did not throw"
-    try {
-      tiny::save(state, path);
-    } catch (const tiny::IOError& e) {
-      message = e.what();
-    } catch (...) {
-      message = "another exception";
-    }
-    const ssize_t ignored = ::write(fds[1], message.data(), message.size());
-    (void)ignored;
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string message;
-  char buf[4096];
-  for (ssize_t got; (got = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(got));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) *skipped = true;
-  return message == "\x01" ? "" : message;
+  return tiny_test::io_error_as_unprivileged([&] { tiny::save(state, path); }, skipped);
 }
 
 TEST(SerializeAtomic, ReadOnlyDirectoryFailsAndKeepsTheOldCheckpoint) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -81,6 +83,49 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type, message: " << e.what();
   }
+}
+
+// Runs `fn` and returns the tiny::IOError message it throws ("" if none).
+// As root, which ignores file permissions, `fn` runs in a child process that
+// has dropped to the unprivileged uid/gid 65534 ("nobody"), so permission
+// tests really run in CI; `*skipped` is set when that drop is impossible.
+inline std::string io_error_as_unprivileged(const std::function<void()>& fn, bool* skipped) {
+  *skipped = false;
+  if (::geteuid() != 0) {
+    try {
+      fn();
+    } catch (const tiny::IOError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    std::string message = "\x01";  // marks "did not throw"
+    try {
+      fn();
+    } catch (const tiny::IOError& e) {
+      message = e.what();
+    } catch (...) {
+      message = "another exception";
+    }
+    const ssize_t ignored = ::write(fds[1], message.data(), message.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[4096];
+  for (ssize_t got; (got = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(got));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) *skipped = true;
+  return message == "\x01" ? "" : message;
 }
 
 }  // namespace tiny_test
