@@ -495,24 +495,11 @@ TEST(NpyFormatAtomicWrite, FailureMidWriteLeavesOldFileIntact) {
   // RLIMIT_FSIZE makes write() fail with EFBIG part way through (works as root too).
   TempDir dir;
   const auto old = small_valid_file(dir, "a.npy");
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto* previous = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 64 * 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   const std::vector<double> v(1 << 17, 2.0);  // 1 MiB
-  bool threw = false;
-  try {
-    write_npy_file(dir.file("a.npy"), "<f8", {1 << 17}, v.data(), v.size() * 8);
-  } catch (const tiny::IOError& e) {
-    threw = true;
-    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("left unchanged"), std::string::npos) << e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::signal(SIGXFSZ, previous);
-  EXPECT_TRUE(threw);
+  const std::string message = tiny_test::io_error_under_file_size_limit(
+      64 * 1024, [&] { write_npy_file(dir.file("a.npy"), "<f8", {1 << 17}, v.data(), v.size() * 8); });
+  EXPECT_NE(message.find("cannot write"), std::string::npos) << message;
+  EXPECT_NE(message.find("left unchanged"), std::string::npos) << message;
   EXPECT_EQ(slurp(dir.file("a.npy")), old);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"a.npy"});  // the temporary file was removed
 }

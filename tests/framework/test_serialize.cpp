@@ -461,23 +461,10 @@ TEST(SerializeAtomic, FailureMidWriteKeepsTheOldCheckpoint) {
   StateDict big;
   big.insert("a", tiny::ones({1000}));
   big.insert("b", tiny::ones({1 << 17}, tiny::kFloat64));  // 1 MiB
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto* previous = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 64 * 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  bool threw = false;
-  try {
-    tiny::save(big, dir.file("c.safetensors"));
-  } catch (const tiny::IOError& e) {
-    threw = true;
-    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("left unchanged"), std::string::npos) << e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::signal(SIGXFSZ, previous);
-  EXPECT_TRUE(threw);
+  const std::string message = tiny_test::io_error_under_file_size_limit(64 * 1024,
+                                                                     [&] { tiny::save(big, dir.file("c.safetensors")); });
+  EXPECT_NE(message.find("cannot write"), std::string::npos) << message;
+  EXPECT_NE(message.find("left unchanged"), std::string::npos) << message;
   EXPECT_EQ(slurp(dir.file("c.safetensors")), old_bytes);
   EXPECT_EQ(names_of(tiny::load(dir.file("c.safetensors"))), names_of(old));
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"c.safetensors"});  // the temporary file was removed

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +128,28 @@ inline std::string io_error_as_unprivileged(const std::function<void()>& fn, boo
   ::waitpid(pid, &status, 0);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3) *skipped = true;
   return message == "\x01" ? "" : message;
+}
+
+// Runs `fn` with writes limited to `max_file_bytes` per file (RLIMIT_FSIZE:
+// write() fails with EFBIG part way through, as a full disk or a crash would
+// cut it; works as root too) and returns the tiny::IOError message it throws
+// ("" if none). The limit and SIGXFSZ's handler are restored afterwards.
+inline std::string io_error_under_file_size_limit(size_t max_file_bytes, const std::function<void()>& fn) {
+  struct rlimit saved;
+  EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* previous = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = max_file_bytes;
+  EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    fn();
+  } catch (const tiny::IOError& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, previous);
+  return message;
 }
 
 }  // namespace tiny_test
