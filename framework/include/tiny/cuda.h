@@ -81,6 +81,26 @@ void empty_cache();
 /// @brief A readable table of the allocator's statistics (`torch.cuda.memory_summary`).
 std::string memory_summary(int index = -1);
 
+/// @brief What a device has done since start or reset_device_counters: the
+/// numbers that make performance habits visible without a clock.
+///
+/// PyTorch has no such call (a profiler shows the same facts); tiny counts them
+/// on the emulated GPU and on real GPUs alike, per device.
+struct DeviceCounters {
+  uint64_t synchronizations = 0;               ///< times the host waited for the device (synchronize, .cpu(), .item(), events)
+  uint64_t kernel_launches = 0;                ///< ops queued on the device
+  uint64_t bytes_host_to_device_pageable = 0;  ///< copied in from ordinary host memory
+  uint64_t bytes_host_to_device_pinned = 0;    ///< copied in from pinned memory (pin_memory())
+  uint64_t bytes_device_to_host_pageable = 0;  ///< copied out to ordinary host memory
+  uint64_t bytes_device_to_host_pinned = 0;    ///< copied out to pinned memory
+  uint64_t bytes_device_to_device = 0;         ///< copied between devices or within one
+  uint64_t device_mallocs = 0;                 ///< allocations that reached the device (not served from the cache)
+};
+/// @brief The counters of device `index` (-1: the current device).
+DeviceCounters device_counters(int index = -1);
+/// @brief Starts the counters of device `index` again from zero.
+void reset_device_counters(int index = -1);
+
 
 // ---------------------------------------------------------------- streams and events
 

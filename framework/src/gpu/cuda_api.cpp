@@ -51,6 +51,21 @@ size_t max_memory_reserved(int index) { return gpu::device_allocator(resolve(ind
 void reset_peak_memory_stats(int index) { gpu::device_allocator(resolve(index)).reset_peak_stats(); }
 std::string memory_summary(int index) { return gpu::device_allocator(resolve(index)).memory_summary(); }
 
+DeviceCounters device_counters(int index) {
+  const gpu::Counters c = gpu::device_runtime()->counters(resolve(index));
+  DeviceCounters out;
+  out.synchronizations = c.synchronizations;
+  out.kernel_launches = c.kernel_launches;
+  out.bytes_host_to_device_pageable = c.bytes_host_to_device_pageable;
+  out.bytes_host_to_device_pinned = c.bytes_host_to_device_pinned;
+  out.bytes_device_to_host_pageable = c.bytes_device_to_host_pageable;
+  out.bytes_device_to_host_pinned = c.bytes_device_to_host_pinned;
+  out.bytes_device_to_device = c.bytes_device_to_device;
+  out.device_mallocs = c.raw_mallocs;
+  return out;
+}
+void reset_device_counters(int index) { gpu::device_runtime()->reset_counters(resolve(index)); }
+
 void empty_cache() {
   for (int i = 0; i < gpu::device_count(); ++i) {
     // Synchronize before the allocator takes its lock: a queued emulated

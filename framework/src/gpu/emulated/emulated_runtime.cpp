@@ -167,13 +167,35 @@ size_t parse_capacity(int devices) {
   return bytes;
 }
 
+// TINY_LAUNCH_BLOCKING=1 (as CUDA_LAUNCH_BLOCKING) or TINY_EMULATED_GPU_MODE
+// (threaded, blocking or deferred); setting both to different modes is an error.
 EmulatedRuntime::Mode parse_mode() {
+  using Mode = EmulatedRuntime::Mode;
+  Mode mode = Mode::threaded;
   const char* env = env_or_null(kLaunchBlockingVariable);
-  if (env == nullptr || std::strcmp(env, "0") == 0) return EmulatedRuntime::Mode::threaded;
-  TINY_CHECK(std::strcmp(env, "1") == 0, ValueError, kLaunchBlockingVariable, "=\"", env,
-             "\" is not valid: use 1 to run every GPU operation before the call returns (for debugging), "
-             "or 0 / unset for asynchronous execution");
-  return EmulatedRuntime::Mode::blocking;
+  if (env != nullptr && std::strcmp(env, "0") != 0) {
+    TINY_CHECK(std::strcmp(env, "1") == 0, ValueError, kLaunchBlockingVariable, "=\"", env,
+               "\" is not valid: use 1 to run every GPU operation before the call returns (for debugging), "
+               "or 0 / unset for asynchronous execution");
+    mode = Mode::blocking;
+  }
+  const char* name = env_or_null(kEmulatedGpuModeVariable);
+  if (name == nullptr) return mode;
+  Mode named = Mode::threaded;
+  if (std::strcmp(name, "blocking") == 0) {
+    named = Mode::blocking;
+  } else if (std::strcmp(name, "deferred") == 0) {
+    named = Mode::deferred;
+  } else {
+    TINY_CHECK(std::strcmp(name, "threaded") == 0, ValueError, kEmulatedGpuModeVariable, "=\"", name,
+               "\" is not a mode of the emulated GPU: use threaded (the default, asynchronous like hardware), "
+               "blocking (every operation finishes before the call returns) or deferred (queued work runs "
+               "only when the host synchronizes)");
+  }
+  TINY_CHECK(mode == Mode::threaded || named == mode, ValueError, kLaunchBlockingVariable,
+             "=1 asks for blocking mode but ", kEmulatedGpuModeVariable, "=\"", name,
+             "\" asks for another one: unset one of them");
+  return named;
 }
 
 const char* copy_kind_name(CopyKind kind) {

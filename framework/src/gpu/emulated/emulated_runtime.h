@@ -217,5 +217,6 @@ class Gate {
 inline constexpr const char* kEmulatedGpusVariable = "TINY_EMULATED_GPUS";
 inline constexpr const char* kEmulatedGpuMemoryVariable = "TINY_EMULATED_GPU_MEMORY";
 inline constexpr const char* kLaunchBlockingVariable = "TINY_LAUNCH_BLOCKING";
+inline constexpr const char* kEmulatedGpuModeVariable = "TINY_EMULATED_GPU_MODE";
 
 }  // namespace tiny::gpu
