@@ -1,0 +1,476 @@
+#include "checker.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+namespace workbook {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Registry {
+  std::vector<Check> checks;
+  int lesson = 0;
+  std::string folder;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string fixed(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "fail";
+    case Verdict::todo: return "todo";
+    case Verdict::skip: return "skip";
+    case Verdict::error: return "error";
+  }
+  return "error";
+}
+
+// Holds an exclusive lock on a file for as long as it lives: timing checks of
+// every checker on this machine take turns (ctest -j, the grader's batches).
+class TimingLock {
+ public:
+  TimingLock() {
+    const char* env = std::getenv("WORKBOOK_TIMING_LOCK");
+    const std::string path = env != nullptr && *env != '\0' ? env : (fs::temp_directory_path() / "workbook-timing.lock").string();
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT, 0666);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~TimingLock() {
+    if (fd_ >= 0) close(fd_);  // closing releases the lock
+  }
+  TimingLock(const TimingLock&) = delete;
+  TimingLock& operator=(const TimingLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out += pad + line + "\n";
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Run, Context
+
+nlohmann::json Run::counters(int device) const {
+  const std::string key = "cuda:" + std::to_string(device);
+  if (out.values.contains("_counters") && out.values["_counters"].contains(key)) return out.values["_counters"][key];
+  return nlohmann::json::object();
+}
+
+tiny::Generator Context::generator(uint64_t stream) const {
+  // splitmix64 of (seed, stream): unrelated streams for unrelated inputs.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return tiny::Generator(z ^ (z >> 31));
+}
+
+Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
+                 const RunOptions& options, int repeat) {
+  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
+  Bundle input = in;
+  if (!input.values.contains("_seed")) input.values["_seed"] = seed;
+  input.save(dir / "in");
+
+  ProcessOptions p;
+  p.argv = {runner.string(), exercise, (dir / "in").string(), (dir / "out").string()};
+  if (repeat > 0) {
+    p.argv.push_back("--repeat");
+    p.argv.push_back(std::to_string(repeat));
+  }
+  p.env = options.env;
+  p.env["TINY_EMULATED_GPUS"] = std::to_string(options.gpus);
+  p.env["TINY_EMULATED_GPU_MODE"] = options.mode;
+  p.env["TINY_LAUNCH_BLOCKING"] = "";
+  p.timeout_s = options.timeout_s;
+  p.memory_limit = options.memory_limit;
+  p.log = dir / "log.txt";
+
+  Run result;
+  const ProcessResult process = run_process(p);
+  if (!process.ok()) {
+    result.status = "crash";
+    result.message = process.describe();
+    if (!process.log_tail.empty()) result.message += "\nits last output:\n" + indent(process.log_tail, "  ");
+    return result;
+  }
+  try {
+    result.out = Bundle::load(dir / "out");
+  } catch (const std::exception& e) {
+    result.status = "crash";
+    result.message = std::string("finished without its results: ") + e.what();
+    return result;
+  }
+  result.status = result.out.values.value("_status", "crash");
+  result.message = result.out.values.value("_message", "");
+  result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
+  return result;
+}
+
+Run Context::student(const std::string& exercise, const Bundle& in, const RunOptions& options) {
+  return run(student_runner, "student", exercise, in, options);
+}
+
+Run Context::reference(const std::string& exercise, const Bundle& in, const RunOptions& options) {
+  return run(reference_runner, "reference", exercise, in, options);
+}
+
+std::optional<Outcome> Context::unless_ok(const Run& r) const {
+  if (r.status == "ok") return std::nullopt;
+  if (r.status == "todo") return Outcome::todo(r.message);
+  if (r.status == "error") return Outcome::fail("your code threw an error:\n" + indent(r.message, "  "));
+  return Outcome::fail("your code " + r.message);
+}
+
+std::optional<Outcome> Context::both(const std::string& exercise, const Bundle& in, Run& s, Run& r,
+                                     const RunOptions& options) {
+  s = student(exercise, in, options);
+  if (auto early = unless_ok(s)) return early;
+  r = reference(exercise, in, options);
+  if (!r.ok()) {
+    return Outcome::error("the reference solution failed on these inputs (a bug in the workbook, not in your code: "
+                          "please report it with the seed)\n" + indent(r.message, "  "));
+  }
+  if (s.out.values.contains("_counters")) {
+    details["counters"] = {{"yours", s.out.values["_counters"]}, {"reference", r.out.values["_counters"]}};
+  }
+  return std::nullopt;
+}
+
+Timing Context::time(const std::string& exercise, const Bundle& in, const RunOptions& options, int rounds,
+                     int repeat) {
+  TimingLock lock;
+  Timing t;
+  std::vector<double> ratios;
+  for (int round = 0; round < rounds; ++round) {
+    double ms[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+      // Alternate who goes first, so neither always runs on a warmer machine.
+      const bool student_turn = (side == 0) == (round % 2 == 0);
+      const Run r = run(student_turn ? student_runner : reference_runner, student_turn ? "student" : "reference",
+                        exercise, in, options, repeat);
+      if (!r.ok()) {
+        t.failure = student_turn ? (unless_ok(r) ? unless_ok(r)->message : r.message)
+                                 : "the reference solution failed while being timed: " + r.message;
+        t.failure_is_students = student_turn;
+        return t;
+      }
+      std::vector<double> times;
+      for (const auto& v : r.out.values.value("_times_ms", nlohmann::json::array())) times.push_back(v.get<double>());
+      ms[student_turn ? 0 : 1] = median(times);
+    }
+    t.student_ms.push_back(ms[0]);
+    t.reference_ms.push_back(ms[1]);
+    ratios.push_back(ms[0] / std::max(ms[1], 1e-6));
+  }
+  t.ratio = median(ratios);
+  t.ratio_low = *std::min_element(ratios.begin(), ratios.end());
+  t.ratio_high = *std::max_element(ratios.begin(), ratios.end());
+  details["timing"] = {{"yours_ms", t.student_ms}, {"reference_ms", t.reference_ms}, {"ratio", t.ratio},
+                       {"ratio_low", t.ratio_low}, {"ratio_high", t.ratio_high}};
+  return t;
+}
+
+Outcome Context::judge(const Timing& t, double limit) {
+  if (!t.failure.empty()) {
+    return t.failure_is_students ? Outcome::fail(t.failure) : Outcome::error(t.failure);
+  }
+  const std::string figures = "yours " + fixed(median(t.student_ms), 2) + " ms, reference " +
+                              fixed(median(t.reference_ms), 2) + " ms: " + fixed(t.ratio, 2) + "x (rounds from " +
+                              fixed(t.ratio_low, 2) + "x to " + fixed(t.ratio_high, 2) + "x)";
+  if (t.ratio <= limit) return Outcome::pass("time: " + figures);
+  if (t.ratio_low > limit) {
+    return Outcome::fail("your code is clearly slower than the reference: " + figures + ", every round over the " +
+                         fixed(limit, 0) + "x limit");
+  }
+  return Outcome::pass("timing inconclusive (" + figures + "): slower in some rounds only, so not held against you");
+}
+
+// ---------------------------------------------------------------- registration
+
+CheckRegistrar::CheckRegistrar(const char* name, const char* summary, Outcome (*fn)(Context&), bool timed) {
+  registry().checks.push_back(Check{name, summary, fn, timed});
+}
+
+LessonInfo::LessonInfo(int number, const char* folder) {
+  registry().lesson = number;
+  registry().folder = folder;
+}
+
+// ---------------------------------------------------------------- the program
+
+namespace {
+
+const char* kUsage = R"(usage: %s --student RUNNER --reference RUNNER [options]
+
+Runs this lesson's checks: each exercise runs with the student's code and with
+the reference solution in separate processes, on the same inputs.
+
+  --student PATH       the runner built from the student's exercise.cpp
+  --reference PATH     the runner built from the reference solution
+  --check NAME         run only this check (may be given several times)
+  --seed N             the seed of every random input (default: a fresh one, printed)
+  --no-timing          skip the timing checks
+  --json FILE          also write the results as JSON (for the grader)
+  --keep               keep the folder of inputs, outputs and logs
+  --expect-fail CHECK=TEXT
+                       (maintainers) succeed only when CHECK fails with a message containing TEXT
+  --list               print the checks as JSON and exit
+  --write-ctest FILE --student-runner PATH --reference-runner PATH
+                       write the CTest entries lesson_N.<check> and solution_N.<check>
+
+Exit status: 0 all passed, 1 a check did not pass, 2 bad usage, 77 every check run was skipped.
+)";
+
+struct Result {
+  const Check* check;
+  Outcome outcome;
+  double seconds;
+  nlohmann::json details;
+};
+
+std::string ctest_quote(const std::string& s) { return "[==[" + s + "]==]"; }
+
+int write_ctest(const std::string& file, const std::string& self, const std::string& student,
+                const std::string& reference) {
+  const Registry& reg = registry();
+  std::ofstream out(file);
+  for (int variant = 0; variant < 2; ++variant) {
+    const std::string prefix = (variant == 0 ? "lesson_" : "solution_") + std::to_string(reg.lesson);
+    const std::string runner = variant == 0 ? student : reference;
+    for (const Check& c : reg.checks) {
+      const std::string name = prefix + "." + c.name;
+      out << "add_test(" << ctest_quote(name) << " " << ctest_quote(self) << " --student " << ctest_quote(runner)
+          << " --reference " << ctest_quote(reference) << " --check " << ctest_quote(c.name) << ")\n";
+      out << "set_tests_properties(" << ctest_quote(name) << " PROPERTIES LABELS "
+          << (variant == 0 ? "lessons" : "solutions") << " SKIP_RETURN_CODE 77 TIMEOUT 600";
+      if (variant == 0) out << " FIXTURES_REQUIRED lesson_" << reg.lesson << "_build";
+      if (c.timed) out << " RESOURCE_LOCK workbook_timing";
+      out << ")\n";
+    }
+  }
+  return out.good() ? 0 : 1;
+}
+
+bool color_output() {
+  return isatty(1) && std::getenv("NO_COLOR") == nullptr;
+}
+
+void print_result(const Result& r, size_t width) {
+  const bool color = color_output();
+  const char* tag = "PASS";
+  const char* col = "\033[32m";
+  switch (r.outcome.verdict) {
+    case Verdict::pass: break;
+    case Verdict::fail: tag = "FAIL"; col = "\033[31m"; break;
+    case Verdict::todo: tag = "TODO"; col = "\033[33m"; break;
+    case Verdict::skip: tag = "SKIP"; col = "\033[36m"; break;
+    case Verdict::error: tag = "ERROR"; col = "\033[35m"; break;
+  }
+  std::printf("  %s%-5s%s %-*s %s\n", color ? col : "", tag, color ? "\033[0m" : "", static_cast<int>(width),
+              r.check->name.c_str(), r.check->summary.c_str());
+  if (!r.outcome.message.empty()) std::printf("%s", indent(r.outcome.message, "        ").c_str());
+  if (!r.outcome.note.empty()) std::printf("%s", indent(r.outcome.note, "        ").c_str());
+}
+
+}  // namespace
+
+int checker_main(int argc, char** argv) {
+  const Registry& reg = registry();
+  std::string student, reference, json_file, write_file, student_runner, reference_runner;
+  std::vector<std::string> only;
+  std::optional<uint64_t> seed;
+  bool timing = true, keep = false, list = false;
+  std::string expect_check, expect_text;
+  auto usage_error = [&](const std::string& why) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
+    std::fprintf(stderr, kUsage, argv[0]);
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::string& into) {
+      if (i + 1 >= argc) return false;
+      into = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, argv[0]);
+      return 0;
+    } else if (a == "--student") {
+      if (!value(student)) return usage_error("--student needs a path");
+    } else if (a == "--reference") {
+      if (!value(reference)) return usage_error("--reference needs a path");
+    } else if (a == "--check") {
+      if (!value(v)) return usage_error("--check needs a name");
+      only.push_back(v);
+    } else if (a == "--seed") {
+      if (!value(v)) return usage_error("--seed needs a number");
+      try {
+        size_t used = 0;
+        seed = std::stoull(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        return usage_error("--seed '" + v + "' is not a whole number");
+      }
+    } else if (a == "--no-timing") {
+      timing = false;
+    } else if (a == "--json") {
+      if (!value(json_file)) return usage_error("--json needs a file");
+    } else if (a == "--keep") {
+      keep = true;
+    } else if (a == "--list") {
+      list = true;
+    } else if (a == "--expect-fail") {
+      if (!value(v) || v.find('=') == std::string::npos) return usage_error("--expect-fail needs CHECK=TEXT");
+      expect_check = v.substr(0, v.find('='));
+      expect_text = v.substr(v.find('=') + 1);
+      only.push_back(expect_check);
+    } else if (a == "--write-ctest") {
+      if (!value(write_file)) return usage_error("--write-ctest needs a file");
+    } else if (a == "--student-runner") {
+      if (!value(student_runner)) return usage_error("--student-runner needs a path");
+    } else if (a == "--reference-runner") {
+      if (!value(reference_runner)) return usage_error("--reference-runner needs a path");
+    } else {
+      return usage_error("unknown option '" + a + "'");
+    }
+  }
+  if (list) {
+    nlohmann::json out = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"checks", nlohmann::json::array()}};
+    for (const Check& c : reg.checks) out["checks"].push_back({{"name", c.name}, {"summary", c.summary}, {"timed", c.timed}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  if (!write_file.empty()) {
+    if (student_runner.empty() || reference_runner.empty()) return usage_error("--write-ctest needs --student-runner and --reference-runner");
+    return write_ctest(write_file, fs::absolute(argv[0]).string(), student_runner, reference_runner);
+  }
+  if (student.empty() || reference.empty()) return usage_error("--student and --reference are both needed");
+  for (const std::string& path : {student, reference}) {
+    if (!fs::exists(path)) return usage_error("no runner at '" + path + "' (build it first)");
+  }
+  for (const std::string& name : only) {
+    const bool known = std::any_of(reg.checks.begin(), reg.checks.end(), [&](const Check& c) { return c.name == name; });
+    if (!known) {
+      std::string names;
+      for (const Check& c : reg.checks) names += " " + c.name;
+      return usage_error("lesson " + std::to_string(reg.lesson) + " has no check '" + name + "'; its checks:" + names);
+    }
+  }
+
+  Context ctx;
+  ctx.seed = seed ? *seed : std::random_device{}() * 0x100000000ull + std::random_device{}();
+  ctx.student_runner = fs::absolute(student);
+  ctx.reference_runner = fs::absolute(reference);
+  ctx.student_is_reference = fs::equivalent(student, reference);
+  std::string tmpl = (fs::temp_directory_path() / "workbook-lesson-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::fprintf(stderr, "%s: cannot make a work folder in %s: %s\n", argv[0], fs::temp_directory_path().c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  ctx.work_dir = tmpl;
+
+  std::vector<Result> results;
+  size_t width = 0;
+  for (const Check& c : reg.checks) width = std::max(width, c.name.size());
+  std::printf("lesson %d (%s), seed %llu\n", reg.lesson, reg.folder.c_str(), static_cast<unsigned long long>(ctx.seed));
+  std::fflush(stdout);
+  for (const Check& c : reg.checks) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
+    ctx.details = nlohmann::json::object();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (c.timed && !timing) {
+      r.outcome = Outcome::skip("timing checks are off (--no-timing)");
+    } else {
+      try {
+        r.outcome = c.run(ctx);
+      } catch (const std::exception& e) {
+        r.outcome = Outcome::error(std::string("the check itself failed (a bug in the workbook): ") + e.what());
+      }
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.details = ctx.details;
+    print_result(r, width);
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  if (!keep) {
+    std::error_code ec;
+    fs::remove_all(ctx.work_dir, ec);
+  } else {
+    std::printf("inputs, outputs and logs kept in %s\n", ctx.work_dir.c_str());
+  }
+
+  if (!json_file.empty()) {
+    nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
+                          {"checks", nlohmann::json::array()}};
+    for (const Result& r : results) {
+      doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
+                               {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},
+                               {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
+    }
+    std::ofstream out(json_file);
+    out << doc.dump(1) << "\n";
+    if (!out.good()) {
+      std::fprintf(stderr, "%s: could not write %s\n", argv[0], json_file.c_str());
+      return 1;
+    }
+  }
+
+  if (!expect_check.empty()) {
+    const Outcome& o = results.front().outcome;
+    const bool as_expected = o.verdict == Verdict::fail && o.message.find(expect_text) != std::string::npos;
+    std::printf("%s: %s was expected to fail with \"%s\"\n", as_expected ? "as expected" : "NOT as expected",
+                expect_check.c_str(), expect_text.c_str());
+    return as_expected ? 0 : 1;
+  }
+  size_t passed = 0, skipped = 0;
+  for (const Result& r : results) {
+    passed += r.outcome.verdict == Verdict::pass;
+    skipped += r.outcome.verdict == Verdict::skip;
+  }
+  if (results.size() > 1) std::printf("%zu of %zu checks passed\n", passed, results.size() - skipped);
+  if (!results.empty() && skipped == results.size()) return 77;
+  return passed + skipped == results.size() ? 0 : 1;
+}
+
+}  // namespace workbook

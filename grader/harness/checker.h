@@ -1,0 +1,163 @@
+/// @file checker.h
+/// @brief The trusted side of a lesson's checks: builds the inputs, runs the
+/// student's runner and the reference runner in child processes on the same
+/// inputs, and turns the difference into a verdict a student can act on.
+///
+/// A lesson's checks (tests/lessons/N_name/checks.cpp) are a list of
+/// WORKBOOK_CHECK functions in the order a student meets them:
+/// @code
+/// WORKBOOK_CHECK(count_devices, "count_devices() returns tiny::cuda::device_count()") {
+///   Bundle in;
+///   Run mine, ref;
+///   if (auto early = ctx.both("count_devices", in, mine, ref)) return *early;
+///   if (mine.out.values["count"] != ref.out.values["count"]) return Outcome::fail("...");
+///   return Outcome::pass();
+/// }
+/// @endcode
+/// The checker program (checker_main) runs them, prints one line per check,
+/// writes JSON for the grader, and generates the CTest entries
+/// `lesson_N.<check>` and `solution_N.<check>`.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bundle.h"
+#include "process.h"
+
+namespace workbook {
+
+/// @brief What a check concluded.
+enum class Verdict {
+  pass,   ///< right
+  fail,   ///< wrong, with the reason
+  todo,   ///< the stub is still there ("not done yet: ...")
+  skip,   ///< a requirement is not met here (the reason says which)
+  error,  ///< the workbook itself failed (the reference, the harness): not the student's fault
+};
+
+/// @brief A verdict and the words that go with it.
+struct Outcome {
+  Verdict verdict = Verdict::pass;  ///< what the check concluded
+  std::string message;              ///< why (empty for a plain pass)
+  std::string note;                 ///< an extra line shown with any verdict (e.g. timing inconclusive)
+  static Outcome pass(std::string note = "") { return {Verdict::pass, "", std::move(note)}; }
+  static Outcome fail(std::string why) { return {Verdict::fail, std::move(why), ""}; }
+  static Outcome todo(std::string what) { return {Verdict::todo, std::move(what), ""}; }
+  static Outcome skip(std::string reason) { return {Verdict::skip, std::move(reason), ""}; }
+  static Outcome error(std::string what) { return {Verdict::error, std::move(what), ""}; }
+};
+
+/// @brief How to run one exercise: the GPUs the emulator shows, its mode, limits.
+struct RunOptions {
+  int gpus = 2;                             ///< TINY_EMULATED_GPUS for the child
+  std::string mode;                         ///< TINY_EMULATED_GPU_MODE ("" = threaded)
+  double timeout_s = 60;                    ///< wall time for one run
+  size_t memory_limit = size_t{3} << 30;    ///< bytes of host memory for the child (cgroup), 0 = none
+  std::map<std::string, std::string> env;   ///< more environment for the child
+};
+
+/// @brief One run of an exercise in a child process.
+struct Run {
+  std::string status;      ///< ok, todo, error (an exception), crash (the process died or hung)
+  std::string message;     ///< the exception's text, or how the process ended and its last output
+  Bundle out;              ///< what the runner wrote (empty unless status is ok/todo/error)
+  double elapsed_ms = 0;   ///< the call itself, without the device work still queued
+
+  /// @brief The exercise returned normally.
+  bool ok() const { return status == "ok"; }
+  /// @brief A device's counters read right after the call (an empty object if absent).
+  nlohmann::json counters(int device = 0) const;
+};
+
+/// @brief Student-versus-reference timing: alternating runs, median ratio and spread.
+struct Timing {
+  std::vector<double> student_ms;    ///< per round: median of the repeats
+  std::vector<double> reference_ms;  ///< per round
+  double ratio = 0;                  ///< median of student/reference per round
+  double ratio_low = 0;              ///< smallest round ratio
+  double ratio_high = 0;             ///< largest round ratio
+  std::string failure;               ///< set when a run failed instead of being timed
+  bool failure_is_students = false;  ///< the failing run was the student's
+};
+
+/// @brief What a check function is given.
+class Context {
+ public:
+  /// @brief The seed of this checker run (fresh unless --seed); make every random input from it.
+  uint64_t seed = 0;
+
+  /// @brief A generator seeded from `seed` and `stream` (different inputs get different streams).
+  tiny::Generator generator(uint64_t stream = 0) const;
+
+  /// @brief Runs the exercise with the student's code.
+  Run student(const std::string& exercise, const Bundle& in, const RunOptions& options = {});
+  /// @brief Runs the exercise with the reference solution.
+  Run reference(const std::string& exercise, const Bundle& in, const RunOptions& options = {});
+  /// @brief Runs the student's code, then the reference; returns the outcome
+  /// when the comparison cannot go on (a stub, a crash, an exception, a broken reference).
+  std::optional<Outcome> both(const std::string& exercise, const Bundle& in, Run& student_run, Run& reference_run,
+                              const RunOptions& options = {});
+  /// @brief The outcome for a student's run that did not return normally (nullopt when it did).
+  std::optional<Outcome> unless_ok(const Run& student_run) const;
+
+  /// @brief Times student and reference alternately (`rounds` each, `repeat` calls per process).
+  Timing time(const std::string& exercise, const Bundle& in, const RunOptions& options = {}, int rounds = 5,
+              int repeat = 3);
+  /// @brief The verdict on a Timing: fail only when the student is clearly slower than `limit`x.
+  static Outcome judge(const Timing& timing, double limit = 3.0);
+
+  /// @brief Facts to show with the result (counters, timings) in the JSON and the report.
+  nlohmann::json details = nlohmann::json::object();
+
+  // Set by checker_main.
+  std::filesystem::path student_runner, reference_runner, work_dir;
+  bool student_is_reference = false;
+
+ private:
+  Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
+          const RunOptions& options, int repeat = 0);
+  int runs_ = 0;
+};
+
+/// @brief One check of a lesson.
+struct Check {
+  std::string name;                       ///< CTest's lesson_N.<name>
+  std::string summary;                    ///< what a pass means, one line
+  std::function<Outcome(Context&)> run;   ///< the check
+  bool timed = false;                     ///< a timing check: never run beside another one
+};
+
+/// @brief Registers a check (WORKBOOK_CHECK and WORKBOOK_TIMED_CHECK make one).
+struct CheckRegistrar {
+  CheckRegistrar(const char* name, const char* summary, Outcome (*fn)(Context&), bool timed);
+};
+
+/// @brief The checker program: run `lesson_N_checks --help` for its options.
+int checker_main(int argc, char** argv);
+
+/// @brief The lesson number, title and folder the checker belongs to (set by WORKBOOK_LESSON).
+struct LessonInfo {
+  LessonInfo(int number, const char* folder);
+};
+
+}  // namespace workbook
+
+/// @brief Names the lesson these checks belong to (once per checks.cpp).
+#define WORKBOOK_LESSON(number, folder) static const ::workbook::LessonInfo workbook_lesson_info(number, folder)
+
+#define WORKBOOK_CHECK_IMPL(name, summary, timed)                                                    \
+  static ::workbook::Outcome workbook_check_##name(::workbook::Context& ctx);                        \
+  static const ::workbook::CheckRegistrar workbook_check_registrar_##name(#name, summary,            \
+                                                                          &workbook_check_##name, timed); \
+  static ::workbook::Outcome workbook_check_##name([[maybe_unused]] ::workbook::Context& ctx)
+
+/// @brief Defines a check; the body sees `ctx` and returns an Outcome.
+#define WORKBOOK_CHECK(name, summary) WORKBOOK_CHECK_IMPL(name, summary, false)
+/// @brief Defines a timing check (run alone, and skipped by --no-timing).
+#define WORKBOOK_TIMED_CHECK(name, summary) WORKBOOK_CHECK_IMPL(name, summary, true)

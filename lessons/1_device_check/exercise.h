@@ -1,0 +1,49 @@
+/// @file lessons/1_device_check/exercise.h
+/// @brief Lesson 1: find the GPUs and pick a device, with a CPU fallback.
+///
+/// Implement these in exercise.cpp; `./workbook check 1` (or `ctest -R lesson_1`) checks them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tiny/tiny.h"
+
+namespace lesson1 {
+
+/// @brief How many GPUs this program can use; 0 when there is none.
+///
+/// PyTorch: `torch.cuda.device_count()` (0 when `torch.cuda.is_available()` is false).
+int count_devices();
+
+/// @brief Every device a tensor can live on here: `cuda:0`, `cuda:1`, ... then `cpu` last.
+///
+/// PyTorch: `[torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count())] + [torch.device("cpu")]`.
+std::vector<tiny::Device> available_devices();
+
+/// @brief The device to train on, from what the user asked for.
+///
+/// - `"cpu"`: the CPU.
+/// - `"cuda"` or `"auto"`: `cuda:0` when a GPU is available, otherwise the CPU (the fallback).
+/// - `"cuda:N"`: that GPU when a GPU is available, otherwise the CPU (the fallback);
+///   when GPUs exist but N is not one of them, throw a tiny::DeviceError whose
+///   message names the request and the devices that exist (a typo must not
+///   silently train on the CPU).
+/// - anything else: throw a tiny::ValueError that names the text and the accepted forms.
+///
+/// PyTorch: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+tiny::Device choose_device(const std::string& requested);
+
+/// @brief What a person wants to know about a device before training on it.
+struct DeviceDescription {
+  std::string name;         ///< the device's name (`torch.cuda.get_device_name`); "cpu" for the CPU
+  double memory_gib = 0;    ///< total memory in GiB (2^30 bytes); 0 for the CPU
+  bool emulated = false;    ///< true for the emulated GPU, false for real hardware and the CPU
+};
+
+/// @brief Describes `device` (any device from available_devices()).
+///
+/// PyTorch: `p = torch.cuda.get_device_properties(i)`; `p.name`, `p.total_memory / 2**30`.
+DeviceDescription describe_device(const tiny::Device& device);
+
+}  // namespace lesson1

@@ -1,0 +1,134 @@
+// Lesson 1's checks: every exercise runs with 0, 1 and 2 emulated GPUs, with
+// the student's code and the reference, and the answers must agree.
+#include "harness/checker.h"
+
+using workbook::Bundle;
+using workbook::Context;
+using workbook::Outcome;
+using workbook::Run;
+using workbook::RunOptions;
+
+WORKBOOK_LESSON(1, "1_device_check");
+
+namespace {
+
+RunOptions gpus(int n) {
+  RunOptions o;
+  o.gpus = n;
+  return o;
+}
+
+std::string machine(int n) {
+  return n == 0 ? "on a machine without a GPU" : "with " + std::to_string(n) + " GPU" + (n == 1 ? "" : "s");
+}
+
+// Runs `exercise` on the same inputs with n = 0, 1, 2 GPUs and compares `key`.
+Outcome same_answer(Context& ctx, const std::string& exercise, const Bundle& in, const std::string& key,
+                    const std::string& call) {
+  for (int n : {0, 1, 2}) {
+    Run mine, ref;
+    if (auto early = ctx.both(exercise, in, mine, ref, gpus(n))) return *early;
+    if (mine.out.values[key] != ref.out.values[key]) {
+      return Outcome::fail(call + " " + machine(n) + " returned " + mine.out.values[key].dump() + ", expected " +
+                           ref.out.values[key].dump());
+    }
+  }
+  return Outcome::pass();
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(count_devices, "count_devices() is right with 0, 1 and 2 GPUs") {
+  return same_answer(ctx, "count_devices", Bundle{}, "count", "count_devices()");
+}
+
+WORKBOOK_CHECK(available_devices, "available_devices() lists every GPU, then the CPU") {
+  return same_answer(ctx, "available_devices", Bundle{}, "devices", "available_devices()");
+}
+
+WORKBOOK_CHECK(choose_device, "choose_device() picks the GPU asked for, or falls back to the CPU without one") {
+  for (int n : {0, 1, 2}) {
+    for (const char* requested : {"cpu", "auto", "cuda", "cuda:0", "cuda:1"}) {
+      if (std::string(requested) == "cuda:1" && n == 1) continue;  // an error there: see choose_device_errors
+      Bundle in;
+      in.values["requested"] = requested;
+      Run mine, ref;
+      if (auto early = ctx.both("choose_device", in, mine, ref, gpus(n))) return *early;
+      const std::string got = mine.out.values["device"], want = ref.out.values["device"];
+      if (got == want) continue;
+      const std::string call = std::string("choose_device(\"") + requested + "\") " + machine(n);
+      if (n == 0 && got != "cpu") {
+        return Outcome::fail(call + " returned " + got +
+                             ": with no GPU, fall back to the CPU (check tiny::cuda::is_available() first)");
+      }
+      return Outcome::fail(call + " returned " + got + ", expected " + want);
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(choose_device_errors, "choose_device() refuses a GPU that does not exist and a misspelt device") {
+  struct Case {
+    const char* requested;
+    int gpus;
+    const char* error;  // the tiny::Error subclass the reference throws
+  };
+  for (const Case c : {Case{"cuda:3", 2, "DeviceError"}, Case{"cuda:1", 1, "DeviceError"}, Case{"gpu", 2, "ValueError"},
+                       Case{"cuda:x", 0, "ValueError"}}) {
+    Bundle in;
+    in.values["requested"] = c.requested;
+    const Run mine = ctx.student("choose_device", in, gpus(c.gpus));
+    const std::string call = std::string("choose_device(\"") + c.requested + "\") " + machine(c.gpus);
+    if (mine.status == "todo") return Outcome::todo(mine.message);
+    if (mine.status == "crash") return Outcome::fail(call + ": your code " + mine.message);
+    if (mine.status == "ok") {
+      const std::string got = mine.out.values["device"];
+      if (got == "cpu" && c.gpus > 0 && std::string(c.error) == "DeviceError") {
+        return Outcome::fail(call + " returned cpu: a GPU index that does not exist is a mistake in the request, "
+                             "not a reason to fall back; throw a tiny::DeviceError that names the GPUs there are");
+      }
+      return Outcome::fail(call + " returned " + got + " instead of throwing a tiny::" + c.error);
+    }
+    // It threw: the message must help the person who typed the request.
+    if (mine.message.find(c.requested) == std::string::npos) {
+      return Outcome::fail(call + " threw, but its message does not say what was asked for ('" + c.requested +
+                           "'):\n  " + mine.message);
+    }
+    if (std::string(c.error) == "DeviceError" && mine.message.find(std::to_string(c.gpus)) == std::string::npos &&
+        mine.message.find("cuda:" + std::to_string(c.gpus - 1)) == std::string::npos) {
+      return Outcome::fail(call + " threw, but its message does not say which GPUs exist (" +
+                           std::to_string(c.gpus) + ", cuda:0 to cuda:" + std::to_string(c.gpus - 1) + "):\n  " +
+                           mine.message);
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(describe_device, "describe_device() gives the name, memory in GiB and whether it is emulated") {
+  for (const char* device : {"cuda:0", "cuda:1", "cpu"}) {
+    Bundle in;
+    in.values["device"] = device;
+    Run mine, ref;
+    if (auto early = ctx.both("describe_device", in, mine, ref, gpus(2))) return *early;
+    const std::string call = std::string("describe_device(") + device + ")";
+    if (mine.out.values["name"] != ref.out.values["name"]) {
+      return Outcome::fail(call + ".name is " + mine.out.values["name"].dump() + ", expected " +
+                           ref.out.values["name"].dump());
+    }
+    const double got = mine.out.values["memory_gib"], want = ref.out.values["memory_gib"];
+    if (std::abs(got - want) > 1e-9 * std::max(1.0, want)) {
+      const double bytes = ref.out.values["total_memory_bytes"];
+      if (bytes > 0 && std::abs(got - bytes / 1e9) < 1e-9 * bytes) {
+        return Outcome::fail(call + ".memory_gib is " + std::to_string(got) +
+                             ": that is GB (10^9 bytes); a GiB is 2^30 = 1073741824 bytes, expected " +
+                             std::to_string(want));
+      }
+      return Outcome::fail(call + ".memory_gib is " + std::to_string(got) + ", expected " + std::to_string(want));
+    }
+    if (mine.out.values["emulated"] != ref.out.values["emulated"]) {
+      return Outcome::fail(call + ".emulated is " + mine.out.values["emulated"].dump() + ", expected " +
+                           ref.out.values["emulated"].dump());
+    }
+  }
+  return Outcome::pass();
+}
