@@ -156,6 +156,7 @@ ProcessResult run_process(const ProcessOptions& options) {
   std::vector<std::string> args = options.argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const bool redirect = !(options.log.empty() && options.passthrough);
   const std::string log = options.log.empty() ? std::string("/dev/null") : options.log.string();
   const std::string procs = cgroup.empty() ? std::string() : (cgroup / "cgroup.procs").string();
 
@@ -163,7 +164,9 @@ ProcessResult run_process(const ProcessOptions& options) {
   const pid_t pid = fork();
   TINY_CHECK(pid >= 0, Error, "could not start ", options.argv[0], ": fork failed (", std::strerror(errno), ")");
   if (pid == 0) {
-    setpgid(0, 0);
+    // Its own process group, so that a timeout kills everything it started;
+    // a passthrough child stays in ours, so that Ctrl-C reaches it.
+    if (redirect) setpgid(0, 0);
     if (!procs.empty()) {
       const int fd = open(procs.c_str(), O_WRONLY);
       if (fd >= 0) {
@@ -171,7 +174,7 @@ ProcessResult run_process(const ProcessOptions& options) {
         close(fd);
       }
     }
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out = redirect ? open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
     if (out >= 0) {
       dup2(out, 1);
       dup2(out, 2);
@@ -184,7 +187,8 @@ ProcessResult run_process(const ProcessOptions& options) {
     (void)!write(2, msg, sizeof msg - 1);
     _exit(127);
   }
-  setpgid(pid, pid);
+  if (redirect) setpgid(pid, pid);
+  const pid_t target = redirect ? -pid : pid;
 
   int status = 0;
   auto pause = std::chrono::microseconds(200);
@@ -194,14 +198,14 @@ ProcessResult run_process(const ProcessOptions& options) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (elapsed > options.timeout_s) {
       result.timed_out = true;
-      kill(-pid, SIGKILL);
+      kill(target, SIGKILL);
       waitpid(pid, &status, 0);
       break;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
-  kill(-pid, SIGKILL);  // whatever the program started and left behind
+  if (redirect) kill(-pid, SIGKILL);  // whatever the program started and left behind
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status) && !result.timed_out) result.signal = WTERMSIG(status);

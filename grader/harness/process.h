@@ -23,7 +23,8 @@ struct ProcessOptions {
   std::map<std::string, std::string> env;      ///< set (or, with an empty value, unset) on top of ours
   double timeout_s = 60;                       ///< wall time before the process group is killed
   size_t memory_limit = 0;                     ///< bytes; 0 = none
-  std::filesystem::path log;                   ///< stdout and stderr go here (empty: /dev/null)
+  std::filesystem::path log;                   ///< stdout and stderr go here (empty: /dev/null, or ours with passthrough)
+  bool passthrough = false;                    ///< with no log: the child writes to our stdout and stderr
 };
 
 /// @brief How the child ended.

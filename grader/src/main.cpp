@@ -1,1 +1,468 @@
-int main() { return 0; }
+// workbook-grader: the program behind ./workbook grade, check, hint, reset,
+// next, solution and watch (and the maintainers' stubs). Run it with --help.
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "build.h"
+#include "grade.h"
+#include "harness/process.h"
+#include "recipe.h"
+#include "stubs.h"
+#include "tiny/error.h"
+
+namespace fs = std::filesystem;
+using namespace workbook;
+
+namespace {
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  TINY_CHECK(in.good(), IOError, "cannot read ", file.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes through a temporary file and a rename, so a crash never leaves half a file.
+void spit(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    TINY_CHECK(out.good(), IOError, "cannot write ", tmp.string());
+  }
+  fs::rename(tmp, file);
+}
+
+std::string stub_of(const Recipe& recipe, const Lesson& lesson) {
+  const fs::path solution = recipe.source_dir / "solutions" / lesson.folder / "exercise.cpp";
+  return make_stub(slurp(solution), lesson.number, solution.string());
+}
+
+// ---------------------------------------------------------------- state (hints shown)
+
+fs::path state_file(const Recipe& recipe) { return recipe.build_dir / "grader" / "state.json"; }
+
+nlohmann::json load_state(const Recipe& recipe) {
+  try {
+    std::ifstream in(state_file(recipe));
+    if (in.good()) return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    // A damaged state file only forgets which hints were shown.
+  }
+  return nlohmann::json::object();
+}
+
+void save_state(const Recipe& recipe, const nlohmann::json& state) { spit(state_file(recipe), state.dump(1) + "\n"); }
+
+// ---------------------------------------------------------------- grading
+
+fs::path lessons_of(const fs::path& dir) { return fs::exists(dir / "lessons") ? dir / "lessons" : dir; }
+
+std::vector<const Lesson*> pick(const Recipe& recipe, const std::vector<int>& numbers) {
+  std::vector<const Lesson*> out;
+  if (numbers.empty()) {
+    for (const Lesson& l : recipe.lessons) out.push_back(&l);
+  } else {
+    for (int n : numbers) out.push_back(&recipe.lesson(n));
+  }
+  return out;
+}
+
+std::string work_root() {
+  std::string tmpl = (fs::temp_directory_path() / "workbook-grade-XXXXXX").string();
+  TINY_CHECK(mkdtemp(tmpl.data()) != nullptr, IOError, "cannot make a work folder in ", fs::temp_directory_path().string());
+  return tmpl;
+}
+
+std::vector<LessonResult> grade_all(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
+                                    const fs::path& lessons_dir, const fs::path& build_dir, const fs::path& work,
+                                    const GradeOptions& options, bool progress) {
+  std::vector<LessonResult> results;
+  for (const Lesson* l : lessons) {
+    if (progress) std::fprintf(stderr, "checking lesson %d (%s)...\n", l->number, l->title.c_str());
+    results.push_back(grade_lesson(recipe, *l, lessons_dir, build_dir, work / l->folder, options));
+  }
+  return results;
+}
+
+std::string csv_field(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const fs::path& batch,
+                const fs::path& out_dir, GradeOptions options, int jobs) {
+  std::vector<fs::path> submissions;
+  for (const auto& entry : fs::directory_iterator(batch)) {
+    if (entry.is_directory()) submissions.push_back(entry.path());
+  }
+  std::sort(submissions.begin(), submissions.end());
+  TINY_CHECK(!submissions.empty(), ValueError, "--batch ", batch.string(),
+             " holds no submission folders (one folder per student, each a copy of the lessons folder)");
+  fs::create_directories(out_dir);
+  const fs::path work = work_root();
+  std::vector<std::vector<LessonResult>> all(submissions.size());
+  std::vector<double> seconds(submissions.size());
+  std::mutex mutex;
+  size_t next = 0;
+  auto worker = [&]() {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (next >= submissions.size()) return;
+        i = next++;
+        std::fprintf(stderr, "[%zu/%zu] grading %s\n", i + 1, submissions.size(), submissions[i].filename().c_str());
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      const fs::path w = work / std::to_string(i);
+      try {
+        all[i] = grade_all(recipe, lessons, lessons_of(submissions[i]), w / "build", w / "checks", options, false);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::fprintf(stderr, "grading %s failed: %s\n", submissions[i].c_str(), e.what());
+      }
+      seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const fs::path mine = out_dir / submissions[i].filename();
+      fs::create_directories(mine);
+      const fs::path quiz = lessons_of(submissions[i]) / "quiz.txt";
+      std::string quiz_text;
+      if (fs::exists(quiz)) quiz_text = slurp(quiz);
+      spit(mine / "results.json", gradescope_results(all[i], seconds[i], options.seed, quiz_text).dump(2) + "\n");
+      std::ostringstream board;
+      print_scoreboard(board, all[i], options.seed, false);
+      spit(mine / "scoreboard.txt", board.str());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < std::max(1, jobs); ++j) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  std::error_code ec;
+  fs::remove_all(work, ec);
+
+  std::ostringstream csv;
+  csv << "submission";
+  for (const Lesson* l : lessons) csv << ",lesson_" << l->number << "_score,lesson_" << l->number << "_status";
+  csv << ",checks_passed,checks_total,seconds\n";
+  for (size_t i = 0; i < submissions.size(); ++i) {
+    csv << csv_field(submissions[i].filename().string());
+    int passed = 0, total = 0;
+    for (size_t k = 0; k < lessons.size(); ++k) {
+      if (k < all[i].size()) {
+        csv << "," << static_cast<int>(all[i][k].score() * 100 + 0.5) << "," << csv_field(all[i][k].status);
+        passed += all[i][k].passed;
+        total += all[i][k].total;
+      } else {
+        csv << ",0," << csv_field("grading failed");
+      }
+    }
+    csv << "," << passed << "," << total << "," << static_cast<int>(seconds[i] + 0.5) << "\n";
+  }
+  spit(out_dir / "gradebook.csv", csv.str());
+  std::printf("graded %zu submissions with seed %llu: %s (one results.json and scoreboard.txt per submission beside it)\n",
+              submissions.size(), static_cast<unsigned long long>(options.seed), (out_dir / "gradebook.csv").c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- watch
+
+volatile std::sig_atomic_t g_stop = 0;
+
+int watch(const Recipe& recipe, GradeOptions options) {
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::map<std::string, fs::file_time_type> seen;
+  const fs::path lessons_dir = recipe.source_dir / "lessons";
+  for (const Lesson& l : recipe.lessons) {
+    std::error_code ec;
+    seen[l.folder] = fs::last_write_time(lessons_dir / l.folder / "exercise.cpp", ec);
+  }
+  std::printf("watching lessons/*/exercise.cpp: save a file to check its lesson (Ctrl-C stops)\n");
+  std::fflush(stdout);
+  options.timing = false;
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (const Lesson& l : recipe.lessons) {
+      std::error_code ec;
+      const auto t = fs::last_write_time(lessons_dir / l.folder / "exercise.cpp", ec);
+      if (ec || t == seen[l.folder]) continue;
+      seen[l.folder] = t;
+      options.seed = fresh_seed();
+      const fs::path work = work_root();
+      const LessonResult r = grade_lesson(recipe, l, lessons_dir, recipe.student_dir, work, options);
+      fs::remove_all(work, ec);
+      std::time_t now = std::time(nullptr);
+      char when[16];
+      std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&now));
+      std::printf("\n[%s] lesson %d: %s, %d of %d checks pass\n", when, l.number, r.status.c_str(), r.passed, r.total);
+      if (r.status == "does not compile") {
+        std::printf("%s", r.problem.c_str());
+      } else if (const CheckResult* c = r.first_problem()) {
+        std::printf("  %s: %s\n%s", c->name.c_str(), c->summary.c_str(), c->message.c_str());
+        if (!c->message.empty() && c->message.back() != '\n') std::printf("\n");
+        if (!l.hints.empty()) std::printf("  hint: %s\n", l.hints.front().c_str());
+      } else {
+        std::printf("  all green: on to the next lesson (./workbook next)\n");
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)"};
+  app.require_subcommand(1);
+  std::string recipe_file = WORKBOOK_RECIPE;
+  app.add_option("--recipe", recipe_file, "the recipe CMake wrote")->capture_default_str();
+
+  std::vector<int> numbers;
+  std::optional<uint64_t> seed;
+  bool no_timing = false;
+
+  auto* build = app.add_subcommand("build", "compile the student's exercise of lessons N... (all when none)");
+  build->add_option("lessons", numbers, "lesson numbers");
+
+  int number = 0;
+  auto* check = app.add_subcommand("check", "build lesson N and run its checks, one line per check");
+  check->add_option("lesson", number, "lesson number")->required();
+  check->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
+  check->add_flag("--no-timing", no_timing, "skip the timing checks");
+
+  std::string submission, batch, json_file, out_dir = "gradebook";
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string expect;
+  auto* grade = app.add_subcommand("grade", "grade lessons N... (all when none) and print the scoreboard");
+  grade->add_option("lessons", numbers, "lesson numbers");
+  grade->add_option("--submission", submission, "grade another copy of the lessons folder (only exercise.cpp and quiz.txt are taken)");
+  grade->add_option("--batch", batch, "grade every submission folder inside this folder into a gradebook");
+  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv and the results")->capture_default_str();
+  grade->add_option("--jobs", jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
+  grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
+  grade->add_option("--json", json_file, "also write Gradescope's results.json here");
+  grade->add_flag("--no-timing", no_timing, "skip the timing checks");
+  grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
+      ->check(CLI::IsMember({"full", "zero"}))->group("");
+  grade->get_option("--batch")->excludes(grade->get_option("--submission"));
+
+  auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
+  hint->add_option("lesson", number, "lesson number")->required();
+  bool all_hints = false;
+  hint->add_flag("--all", all_hints, "show every hint");
+  auto* reset = app.add_subcommand("reset", "put lesson N's exercise.cpp back to its stubs (your version is kept as a .bak file)");
+  reset->add_option("lesson", number, "lesson number")->required();
+  auto* next = app.add_subcommand("next", "say which lesson to do next, and its first open check");
+  auto* solution = app.add_subcommand("solution", "show lesson N's reference solution, once your lesson N passes");
+  solution->add_option("lesson", number, "lesson number")->required();
+  auto* watch_cmd = app.add_subcommand("watch", "check a lesson each time its exercise.cpp is saved");
+  bool stubs_check = false;
+  std::string stubs_out;
+  auto* stubs = app.add_subcommand("stubs", "(maintainers) write lessons/*/exercise.cpp from the solutions");
+  stubs->add_flag("--check", stubs_check, "only compare: exit 1 when a committed stub differs");
+  stubs->add_option("--out", stubs_out, "write the stubs into this folder instead of lessons/");
+  auto* list = app.add_subcommand("list", "list the lessons");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const Recipe recipe = Recipe::load(recipe_file);
+    GradeOptions options;
+    options.seed = seed ? *seed : fresh_seed();
+    options.timing = !no_timing;
+    const fs::path own_lessons = recipe.source_dir / "lessons";
+
+    if (*build) {
+      int failed = 0;
+      for (const Lesson* l : pick(recipe, numbers)) {
+        const BuildResult b = build_student(recipe, *l, own_lessons, recipe.student_dir);
+        if (!b.ok) {
+          ++failed;
+          std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l->number, l->folder.c_str(), b.log.c_str());
+        } else {
+          std::printf("lesson %d: %s\n%s", l->number, b.rebuilt ? "built" : "up to date", b.log.c_str());
+        }
+      }
+      return failed == 0 ? 0 : 1;
+    }
+    if (*check) {
+      const Lesson& l = recipe.lesson(number);
+      options.verbose = true;
+      const fs::path work = work_root();
+      const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work, options);
+      std::error_code ec;
+      fs::remove_all(work, ec);
+      if (r.status == "does not compile") {
+        std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l.number, l.folder.c_str(), r.problem.c_str());
+        return 1;
+      }
+      if (r.status == "error") std::printf("%s\n", r.problem.c_str());
+      if (r.status == "passed") {
+        std::printf("lesson %d passes. Compare with the reference: ./workbook solution %d; then ./workbook next\n", l.number, l.number);
+        return 0;
+      }
+      std::printf("stuck? ./workbook hint %d\n", l.number);
+      return 1;
+    }
+    if (*grade) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<const Lesson*> lessons = pick(recipe, numbers);
+      if (!batch.empty()) {
+        TINY_CHECK(fs::is_directory(batch), ValueError, "--batch ", batch, " is not a folder");
+        return grade_batch(recipe, lessons, batch, out_dir, options, jobs);
+      }
+      fs::path lessons_dir = own_lessons, build_dir = recipe.student_dir;
+      const fs::path work = work_root();
+      if (!submission.empty()) {
+        TINY_CHECK(fs::is_directory(submission), ValueError, "--submission ", submission, " is not a folder");
+        lessons_dir = lessons_of(submission);
+        build_dir = work / "build";
+      }
+      const std::vector<LessonResult> results =
+          grade_all(recipe, lessons, lessons_dir, build_dir, work / "checks", options, use_color());
+      std::error_code ec;
+      fs::remove_all(work, ec);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (lessons.size() == 1) {
+        std::cout << "\nlesson " << results[0].lesson->number << ": " << results[0].status << "\n";
+        if (results[0].checks.empty() || results[0].status == "does not compile" || results[0].status == "not submitted") {
+          std::cout << results[0].problem;
+        } else {
+          print_checks(std::cout, results[0], use_color());
+        }
+      }
+      print_scoreboard(std::cout, results, options.seed, use_color());
+      if (!json_file.empty()) {
+        std::string quiz;
+        if (fs::exists(lessons_dir / "quiz.txt")) quiz = slurp(lessons_dir / "quiz.txt");
+        spit(json_file, gradescope_results(results, seconds, options.seed, quiz).dump(2) + "\n");
+        std::cout << "results.json written to " << json_file << "\n";
+      }
+      if (!expect.empty()) {
+        const std::string want = expect == "full" ? "passed" : "not started";
+        const bool all = std::all_of(results.begin(), results.end(), [&](const LessonResult& r) { return r.status == want; });
+        std::cout << (all ? "as expected, every lesson is " : "NOT as expected: not every lesson is ") << want << "\n";
+        return all ? 0 : 1;
+      }
+      return 0;
+    }
+    if (*hint) {
+      const Lesson& l = recipe.lesson(number);
+      TINY_CHECK(!l.hints.empty(), ValueError, "lesson ", number, " has no hints: its README.md explains each step");
+      nlohmann::json state = load_state(recipe);
+      const std::string key = std::to_string(number);
+      const int shown = state["hints_shown"].value(key, 0);
+      if (all_hints) {
+        for (size_t i = 0; i < l.hints.size(); ++i) std::printf("hint %zu of %zu: %s\n", i + 1, l.hints.size(), l.hints[i].c_str());
+        return 0;
+      }
+      const int index = std::min<int>(shown, static_cast<int>(l.hints.size()) - 1);
+      std::printf("lesson %d, hint %d of %zu: %s\n", number, index + 1, l.hints.size(), l.hints[index].c_str());
+      if (index + 1 < static_cast<int>(l.hints.size())) {
+        std::printf("(run ./workbook hint %d again for the next one)\n", number);
+      }
+      state["hints_shown"][key] = index + 1;
+      save_state(recipe, state);
+      return 0;
+    }
+    if (*reset) {
+      const Lesson& l = recipe.lesson(number);
+      const fs::path file = own_lessons / l.folder / "exercise.cpp";
+      const std::string stub = stub_of(recipe, l);
+      if (fs::exists(file)) {
+        if (slurp(file) == stub) {
+          std::printf("lessons/%s/exercise.cpp is already the untouched stubs\n", l.folder.c_str());
+          return 0;
+        }
+        std::time_t now = std::time(nullptr);
+        char stamp[32];
+        std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+        const fs::path backup = file.string() + "." + stamp + ".bak";
+        fs::copy_file(file, backup);
+        std::printf("your version is kept as %s\n", fs::relative(backup, recipe.source_dir).c_str());
+      }
+      spit(file, stub);
+      std::printf("lessons/%s/exercise.cpp is back to its stubs\n", l.folder.c_str());
+      return 0;
+    }
+    if (*next) {
+      options.timing = false;
+      const fs::path work = work_root();
+      for (const Lesson& l : recipe.lessons) {
+        const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work / l.folder, options);
+        if (r.status == "passed" || r.status == "skipped") continue;
+        std::error_code ec;
+        fs::remove_all(work, ec);
+        print_scoreboard(std::cout, {r}, options.seed, use_color());
+        return 0;
+      }
+      std::error_code ec;
+      fs::remove_all(work, ec);
+      std::printf("Every lesson passes: nothing left to do here. Well done.\n");
+      return 0;
+    }
+    if (*solution) {
+      const Lesson& l = recipe.lesson(number);
+      options.timing = false;
+      const fs::path work = work_root();
+      const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work, options);
+      std::error_code ec;
+      fs::remove_all(work, ec);
+      if (r.status != "passed") {
+        std::printf("The solution of lesson %d opens once your lesson passes: now %s, %d of %d checks pass.\n"
+                    "Keep going: ./workbook check %d shows what is left, ./workbook hint %d helps.\n",
+                    number, r.status.c_str(), r.passed, r.total, number, number);
+        return 1;
+      }
+      const fs::path file = recipe.source_dir / "solutions" / l.folder / "exercise.cpp";
+      std::printf("// %s: the reference solution of lesson %d\n%s", fs::relative(file, recipe.source_dir).c_str(), number,
+                  slurp(file).c_str());
+      return 0;
+    }
+    if (*watch_cmd) return watch(recipe, options);
+    if (*stubs) {
+      int differ = 0;
+      for (const Lesson& l : recipe.lessons) {
+        const std::string stub = stub_of(recipe, l);
+        const fs::path base = stubs_out.empty() ? own_lessons : fs::path(stubs_out);
+        const fs::path file = base / l.folder / "exercise.cpp";
+        if (stubs_check) {
+          if (!fs::exists(file) || slurp(file) != stub) {
+            ++differ;
+            std::printf("%s differs from the stubs generated from solutions/%s/exercise.cpp "
+                        "(run: workbook-grader stubs, and commit the result)\n", file.c_str(), l.folder.c_str());
+          }
+          continue;
+        }
+        fs::create_directories(file.parent_path());
+        spit(file, stub);
+        std::printf("wrote %s\n", file.c_str());
+      }
+      if (stubs_check && differ == 0) std::printf("all %zu lessons' stubs match their solutions\n", recipe.lessons.size());
+      return differ == 0 ? 0 : 1;
+    }
+    if (*list) {
+      for (const Lesson& l : recipe.lessons) {
+        std::printf("%d  %-26s about %d min%s  lessons/%s\n", l.number, l.title.c_str(), l.minutes,
+                    l.gpus_required > 0 ? (", needs " + std::to_string(l.gpus_required) + " GPUs").c_str() : "",
+                    l.folder.c_str());
+      }
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "workbook-grader: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

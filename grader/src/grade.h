@@ -1,0 +1,71 @@
+// Grading: build a lesson's student runner, run its checker, and turn the
+// checker's JSON into a lesson result, a scoreboard, Gradescope's results.json
+// and a gradebook row.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "recipe.h"
+
+namespace workbook {
+
+struct CheckResult {
+  std::string name, summary, verdict, message, note;  // verdict: pass, fail, todo, skip, error
+  bool timed = false;
+  double seconds = 0;
+  nlohmann::json details;
+};
+
+struct LessonResult {
+  const Lesson* lesson = nullptr;
+  // not started, in progress, passed, does not compile, not submitted, error
+  std::string status;
+  std::string problem;  // compiler errors, or why the checker could not run
+  std::vector<CheckResult> checks;
+  int passed = 0, total = 0, todo = 0;  // total excludes skipped checks
+  double seconds = 0;
+
+  double score() const { return total == 0 ? 0.0 : static_cast<double>(passed) / total; }
+  // The first check that did not pass (nullptr when none).
+  const CheckResult* first_problem() const;
+};
+
+// A check as the checker lists it (`lesson_N_checks --list`).
+struct CheckInfo {
+  std::string name, summary;
+  bool timed = false;
+};
+std::vector<CheckInfo> list_checks(const Lesson& lesson);
+
+struct GradeOptions {
+  uint64_t seed = 0;
+  bool timing = true;
+  double lesson_timeout_s = 1800;
+  bool verbose = false;  // print each check's line as the checker runs (one student's self-check)
+};
+
+// Builds and checks one lesson of `lessons_dir` (only its exercise.cpp is used).
+LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const std::filesystem::path& lessons_dir,
+                          const std::filesystem::path& build_dir, const std::filesystem::path& work_dir,
+                          const GradeOptions& options);
+
+// The terminal table: one line per lesson, then what to do next.
+void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color);
+// Every check's line of one lesson (as the checker prints them).
+void print_checks(std::ostream& out, const LessonResult& result, bool color);
+// Gradescope's results.json.
+nlohmann::json gradescope_results(const std::vector<LessonResult>& results, double seconds, uint64_t seed,
+                                  const std::string& quiz);
+// A fresh seed (std::random_device).
+uint64_t fresh_seed();
+// True when stdout is a terminal and NO_COLOR is unset.
+bool use_color();
+
+}  // namespace workbook

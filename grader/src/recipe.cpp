@@ -1,0 +1,68 @@
+#include "recipe.h"
+
+#include <fstream>
+
+#include "tiny/error.h"
+
+namespace workbook {
+
+namespace fs = std::filesystem;
+
+namespace {
+nlohmann::json read_json(const fs::path& file, const std::string& what) {
+  std::ifstream in(file);
+  TINY_CHECK(in.good(), IOError, "cannot read ", what, " ", file.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TINY_THROW(IOError, what, " ", file.string(), " is not valid JSON: ", e.what());
+  }
+}
+}  // namespace
+
+Recipe Recipe::load(const fs::path& file) {
+  const nlohmann::json doc = read_json(file, "the grader's recipe (written by CMake; build the project first)");
+  Recipe r;
+  try {
+    r.source_dir = doc.at("source_dir").get<std::string>();
+    r.build_dir = doc.at("build_dir").get<std::string>();
+    r.student_dir = doc.at("student_dir").get<std::string>();
+    r.launcher = doc.at("launcher");
+    r.cxx = doc.at("cxx");
+    r.flags = doc.at("flags").get<std::vector<std::string>>();
+    r.defines = doc.at("defines").get<std::vector<std::string>>();
+    r.include_dirs = doc.at("include_dirs").get<std::vector<std::string>>();
+    r.link = doc.at("link").get<std::vector<std::string>>();
+    for (const auto& entry : doc.at("lessons")) {
+      Lesson l;
+      l.number = entry.at("number");
+      l.folder = entry.at("folder");
+      l.glue = entry.at("glue").get<std::vector<std::string>>();
+      l.reference = entry.at("reference").get<std::string>();
+      l.checks = entry.at("checks").get<std::string>();
+      l.demo_target = entry.at("demo_target");
+      const fs::path meta_file = r.source_dir / "lessons" / l.folder / "lesson.json";
+      const nlohmann::json meta = read_json(meta_file, "the lesson's metadata");
+      l.title = meta.at("title");
+      l.minutes = meta.value("minutes", 0);
+      l.gpus_required = meta.value("requires", nlohmann::json::object()).value("gpus", 0);
+      l.hints = meta.value("hints", std::vector<std::string>{});
+      r.lessons.push_back(l);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    TINY_THROW(IOError, file.string(), " or a lesson.json lacks a field: ", e.what());
+  }
+  std::sort(r.lessons.begin(), r.lessons.end(), [](const Lesson& a, const Lesson& b) { return a.number < b.number; });
+  return r;
+}
+
+const Lesson& Recipe::lesson(int number) const {
+  std::string list;
+  for (const Lesson& l : lessons) {
+    if (l.number == number) return l;
+    list += (list.empty() ? "" : ", ") + std::to_string(l.number);
+  }
+  TINY_THROW(ValueError, "there is no lesson ", number, ": the lessons are ", list);
+}
+
+}  // namespace workbook

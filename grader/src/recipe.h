@@ -1,0 +1,41 @@
+// What the grader knows about the lessons: the build recipe CMake wrote
+// (build/<preset>/grader/recipe.json) and each lesson's lesson.json.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace workbook {
+
+// One lesson: where its pieces are and what its lesson.json says.
+struct Lesson {
+  int number = 0;
+  std::string folder;                       // "1_device_check"
+  std::vector<std::string> glue;            // object files of tests/lessons/N_name/runner.cpp
+  std::filesystem::path reference;          // the reference runner
+  std::filesystem::path checks;             // the checker program
+  std::string demo_target;                  // CMake target of the student's demo
+  // lesson.json
+  std::string title;
+  int minutes = 0;
+  int gpus_required = 0;
+  std::vector<std::string> hints;
+};
+
+// How to compile a student's exercise.cpp the way the reference was compiled.
+struct Recipe {
+  std::filesystem::path source_dir, build_dir, student_dir;
+  std::string launcher, cxx;
+  std::vector<std::string> flags, defines, include_dirs, link;
+  std::vector<Lesson> lessons;
+
+  // Reads the recipe and every lesson.json; throws tiny::IOError naming what is missing.
+  static Recipe load(const std::filesystem::path& file);
+  // The lesson numbered `number`; throws tiny::ValueError listing the lessons there are.
+  const Lesson& lesson(int number) const;
+};
+
+}  // namespace workbook

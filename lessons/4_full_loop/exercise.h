@@ -1,0 +1,81 @@
+/// @file lessons/4_full_loop/exercise.h
+/// @brief Lesson 4: the full training loop on a GPU: a DataLoader with pinned
+/// memory, batches copied with non_blocking, one epoch of training, and evaluation.
+///
+/// Implement these in exercise.cpp; `./workbook check 4` (or `ctest -R lesson_4`) checks them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "tiny/tiny.h"
+
+namespace lesson4 {
+
+/// @brief A DataLoader over `dataset` with the settings asked for.
+///
+/// - `batch_size` examples per batch, the last batch may be shorter (no drop_last);
+/// - `shuffle`: a new order every epoch, drawn from `generator` (so a run can be repeated);
+/// - `pin_memory`: batches arrive in pinned (page-locked) host memory, so that
+///   `.to(device, non_blocking=true)` can copy them without the host waiting.
+///
+/// PyTorch: `DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
+/// pin_memory=pin_memory, generator=generator)`. tiny's DataLoader cannot be copied,
+/// so return it in a `std::unique_ptr` (`std::make_unique<tiny::data::DataLoader>(dataset, options)`).
+std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
+                                                    int64_t batch_size, bool shuffle, bool pin_memory,
+                                                    tiny::Generator generator);
+
+/// @brief The batch with both its features (`batch.data`) and its labels (`batch.target`) on `device`.
+///
+/// Pass `non_blocking` on to each copy: from pinned memory the copy is then queued
+/// on the GPU and the host goes on at once (the GPU runs the work in order, so the
+/// model sees the data in time).
+///
+/// PyTorch: `x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)`.
+tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& device, bool non_blocking);
+
+/// @brief One optimisation step on one batch; returns the batch's loss as a plain number.
+///
+/// The model and the optimizer's parameters are already on `device`; the batch is
+/// still where the loader made it (the CPU). In order: move the batch (to_device,
+/// non_blocking), clear the gradients left by the previous step, forward, the
+/// cross-entropy loss (mean over the batch), backward, optimizer step.
+///
+/// PyTorch:
+/// ```python
+/// x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+/// optimizer.zero_grad()
+/// loss = F.cross_entropy(model(x), y)
+/// loss.backward()
+/// optimizer.step()
+/// return loss.item()
+/// ```
+double train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
+                  const tiny::Device& device);
+
+/// @brief One pass over `loader` with train_step on every batch; returns the mean loss per example.
+///
+/// The mean must weight each batch's loss by its number of examples: the last
+/// batch of an epoch is usually shorter, and must count for what it holds.
+/// (sum over batches of loss * batch size) / (number of examples).
+double train_one_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
+                       const tiny::Device& device);
+
+/// @brief What evaluate() measures over a whole data set.
+struct EvalResult {
+  double loss = 0;      ///< mean cross-entropy per example
+  double accuracy = 0;  ///< fraction of examples classified right, in [0, 1]
+};
+
+/// @brief The mean loss and the accuracy of `model` over `loader`, without training.
+///
+/// - evaluation mode (`model.eval()`: dropout keeps every unit) while measuring,
+///   and training mode again (`model.train()`) before returning;
+/// - no autograd graph: nothing here calls backward(), so record nothing
+///   (`tiny::NoGradGuard`, PyTorch's `with torch.no_grad():`);
+/// - the loss is weighted by batch size, as in train_one_epoch; the prediction is
+///   the class with the largest logit (`logits.argmax(1)`).
+EvalResult evaluate(tiny::nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device);
+
+}  // namespace lesson4

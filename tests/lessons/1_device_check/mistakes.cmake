@@ -1,0 +1,26 @@
+# Lesson 1's classic mistakes: each must fail its check with its message.
+
+# Asking for "cuda" on a machine without a GPU must not give cuda:0.
+workbook_mistake(no_cpu_fallback CHECK choose_device MESSAGE "with no GPU, fall back to the CPU"
+  FIND [=[  if (count == 0) return tiny::Device(tiny::DeviceType::CPU);  // no GPU here: fall back to the CPU]=]
+  REPLACE [=[]=])
+
+# A typo such as cuda:3 on a 2-GPU machine silently trains on the CPU.
+workbook_mistake(bad_index_falls_back CHECK choose_device_errors MESSAGE "not a reason to fall back"
+  FIND [=[  if (index >= count) {
+    throw]=]
+  REPLACE [=[  if (index >= count) {
+    return tiny::Device(tiny::DeviceType::CPU);
+    throw]=])
+
+# GB (10^9 bytes) instead of GiB (2^30 bytes).
+workbook_mistake(memory_in_gb CHECK describe_device MESSAGE "that is GB (10^9 bytes)"
+  FIND [=[/ (1024.0 * 1024.0 * 1024.0)]=]
+  REPLACE [=[/ 1e9]=])
+
+# The error for a missing GPU does not say which GPUs exist.
+workbook_mistake(vague_error CHECK choose_device_errors MESSAGE "does not say which GPUs exist"
+  FIND [=[" does not exist: this machine has " +
+                            std::to_string(count) + " GPU(s), cuda:0 to cuda:" + std::to_string(count - 1) +
+                            "; pick one of them or use cpu"]=]
+  REPLACE [=[" does not exist"]=])

@@ -1,0 +1,71 @@
+// Lesson 4's graded model and data set, shared by the checker (which makes the
+// initial weights) and the glue (which loads them and watches what the
+// student's loop does with them).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tiny/tiny.h"
+
+namespace lesson4_checks {
+
+constexpr int64_t kFeatures = 64;  // 8x8 digits
+constexpr int64_t kHidden = 32;
+constexpr int64_t kClasses = 10;
+
+/// @brief 64-32-10 MLP with dropout that remembers every forward pass: the grad
+/// mode, the training flag, and the logits (so a loss can be recomputed).
+struct ProbedMLP : tiny::nn::Module {
+  /// @brief What one forward pass saw.
+  struct Call {
+    bool grad_enabled = false;   ///< tiny::is_grad_enabled() during the pass
+    bool training = false;       ///< the module's training flag
+    bool requires_grad = false;  ///< the output's requires_grad (a graph was recorded)
+    std::string device;          ///< where the input was
+    tiny::Tensor logits;         ///< the output, detached
+  };
+
+  ProbedMLP() {
+    fc1 = register_module("fc1", std::make_shared<tiny::nn::Linear>(kFeatures, kHidden));
+    dropout = register_module("dropout", std::make_shared<tiny::nn::Dropout>(0.2));
+    fc2 = register_module("fc2", std::make_shared<tiny::nn::Linear>(kHidden, kClasses));
+  }
+
+  tiny::Tensor forward(const tiny::Tensor& x) override {
+    tiny::Tensor y = (*fc2)((*dropout)(tiny::relu((*fc1)(x))));
+    calls.push_back({tiny::is_grad_enabled(), is_training(), y.requires_grad(), x.device().str(), y.detach()});
+    return y;
+  }
+  std::string name() const override { return "MLP"; }
+
+  std::shared_ptr<tiny::nn::Linear> fc1, fc2;
+  std::shared_ptr<tiny::nn::Dropout> dropout;
+  std::vector<Call> calls;
+};
+
+/// @brief A TensorDataset that remembers which indices each batch asked for, in order.
+class RecordingDataset : public tiny::data::TensorDataset {
+ public:
+  using TensorDataset::TensorDataset;
+  tiny::data::Batch get_batch(const std::vector<int64_t>& indices) const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      served_.push_back(indices);
+    }
+    return TensorDataset::get_batch(indices);
+  }
+  /// @brief The index lists of every batch served so far.
+  std::vector<std::vector<int64_t>> served() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return served_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::vector<int64_t>> served_;
+};
+
+}  // namespace lesson4_checks

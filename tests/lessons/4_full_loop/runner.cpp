@@ -1,0 +1,201 @@
+// Lesson 4's glue: rebuilds the model, data and optimizer from the bundle, calls
+// each exercise, and writes down what came out and what the loop did on the way
+// (forward passes, grad mode, training flag, copies and synchronizations).
+#include "exercise.h"
+#include "harness/runner.h"
+#include "model.h"
+
+namespace F = tiny::nn::functional;
+using lesson4_checks::ProbedMLP;
+using lesson4_checks::RecordingDataset;
+
+namespace {
+
+tiny::Device device_of(const workbook::Bundle& in) { return tiny::Device(in.values.at("device").get<std::string>()); }
+
+bool has_gpu(const tiny::Device& device) { return device.is_cuda(); }
+
+// Waits for every GPU, then starts its counters from zero: what follows is the exercise's alone.
+void start_counting() {
+  const int n = tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;
+  for (int d = 0; d < n; ++d) {
+    tiny::cuda::synchronize(d);
+    tiny::cuda::reset_device_counters(d);
+  }
+}
+
+// The counters of `device` right now (before anything of the glue synchronizes).
+nlohmann::json counters_of(const tiny::Device& device) {
+  if (!device.is_cuda()) return nlohmann::json::object();
+  const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(device.index());
+  return {{"synchronizations", c.synchronizations},
+          {"bytes_host_to_device_pinned", c.bytes_host_to_device_pinned},
+          {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable}};
+}
+
+std::shared_ptr<ProbedMLP> load_model(const workbook::Bundle& in, const tiny::Device& device) {
+  auto model = std::make_shared<ProbedMLP>();
+  model->load_state_dict(in.state("init"));
+  model->to(device);
+  model->train();
+  return model;
+}
+
+std::unique_ptr<tiny::optim::SGD> make_sgd(const ProbedMLP& model, const workbook::Bundle& in) {
+  tiny::optim::SGDOptions options;
+  options.lr = in.values.at("lr").get<double>();
+  options.momentum = in.values.at("momentum").get<double>();
+  return std::make_unique<tiny::optim::SGD>(model.parameters(), options);
+}
+
+std::shared_ptr<RecordingDataset> dataset_of(const workbook::Bundle& in) {
+  return std::make_shared<RecordingDataset>(in.tensor("features"), in.tensor("labels"));
+}
+
+// The loss of every forward pass, recomputed from its logits and the labels of the batch it got.
+void record_passes(const ProbedMLP& model, const RecordingDataset& dataset, workbook::Bundle& out) {
+  tiny::NoGradGuard no_grad;
+  const std::vector<std::vector<int64_t>> served = dataset.served();
+  nlohmann::json losses = nlohmann::json::array(), sizes = nlohmann::json::array(), grad = nlohmann::json::array(),
+                 training = nlohmann::json::array(), requires_grad = nlohmann::json::array();
+  for (size_t k = 0; k < model.calls.size(); ++k) {
+    const ProbedMLP::Call& call = model.calls[k];
+    grad.push_back(call.grad_enabled);
+    training.push_back(call.training);
+    requires_grad.push_back(call.requires_grad);
+    if (k < served.size() && call.logits.size(0) == static_cast<int64_t>(served[k].size())) {
+      const tiny::Tensor labels = dataset.TensorDataset::get_batch(served[k]).target.to(call.logits.device());
+      losses.push_back(F::cross_entropy(call.logits, labels).item<double>());
+    } else {
+      losses.push_back(nullptr);  // a pass that matches no batch
+    }
+  }
+  for (const auto& indices : served) sizes.push_back(indices.size());
+  out.values["pass_losses"] = losses;
+  out.values["batch_sizes"] = sizes;
+  out.values["pass_grad_enabled"] = grad;
+  out.values["pass_training"] = training;
+  out.values["pass_requires_grad"] = requires_grad;
+  out.values["pass_devices"] = nlohmann::json::array();
+  for (const auto& call : model.calls) out.values["pass_devices"].push_back(call.device);
+}
+
+}  // namespace
+
+// One epoch of the student's loader; the glue copies each batch to cuda:0 with non_blocking.
+WORKBOOK_EXERCISE(make_loader) {
+  auto dataset = std::make_shared<tiny::data::TensorDataset>(in.tensor("features"), in.tensor("labels"));
+  std::unique_ptr<tiny::data::DataLoader> loader =
+      lesson4::make_loader(dataset, in.values.at("batch_size").get<int64_t>(), in.values.at("shuffle").get<bool>(),
+                           in.values.at("pin_memory").get<bool>(), tiny::Generator(in.values.at("generator_seed").get<uint64_t>()));
+  if (!loader) throw tiny::ValueError("make_loader returned an empty std::unique_ptr instead of a loader");
+  const tiny::Device gpu("cuda:0");
+  start_counting();
+  nlohmann::json order = nlohmann::json::array(), sizes = nlohmann::json::array(), pinned = nlohmann::json::array();
+  std::vector<tiny::Tensor> copies;
+  for (const tiny::data::Batch& batch : *loader) {
+    for (float id : batch.data.select(1, 0).contiguous().to_vector<float>()) order.push_back(static_cast<int64_t>(id));
+    sizes.push_back(batch.data.size(0));
+    pinned.push_back(batch.data.is_pinned() && batch.target.is_pinned());
+    copies.push_back(batch.data.to(gpu, /*non_blocking=*/true));
+  }
+  out.values["copy_counters"] = counters_of(gpu);
+  tiny::cuda::synchronize(0);
+  out.values["order"] = order;
+  out.values["batch_sizes"] = sizes;
+  out.values["pinned"] = pinned;
+  out.values["num_batches"] = loader->size();
+}
+
+// to_device on one batch, pinned or not; the counters of the target device are taken around the call.
+WORKBOOK_EXERCISE(to_device) {
+  tiny::data::Batch batch{in.tensor("features"), in.tensor("labels")};
+  if (in.values.at("pinned").get<bool>()) batch = {batch.data.pin_memory(), batch.target.pin_memory()};
+  const tiny::Device device = device_of(in);
+  start_counting();
+  const tiny::data::Batch moved = lesson4::to_device(batch, device, in.values.at("non_blocking").get<bool>());
+  out.values["copy_counters"] = counters_of(device);
+  out.put("data", moved.data);
+  out.put("target", moved.target);
+}
+
+// train_step on K batches in a row, from the snapshot "init", with SGD; optionally
+// with gradients already in .grad (as the previous step leaves them).
+WORKBOOK_EXERCISE(train_step) {
+  const tiny::Device device = device_of(in);
+  auto model = load_model(in, device);
+  auto optimizer = make_sgd(*model, in);
+  if (in.values.value("stale_grads", false)) {
+    for (auto& [name, p] : model->named_parameters()) p.set_grad(in.tensor("stale." + name).to(device));
+  }
+  const bool labels_on_device = in.values.value("labels_on_device", false);
+  nlohmann::json losses = nlohmann::json::array();
+  const int steps = in.values.at("steps").get<int>();
+  for (int k = 0; k < steps; ++k) {
+    tiny::data::Batch batch{in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))};
+    if (labels_on_device) batch.target = batch.target.to(device);
+    losses.push_back(lesson4::train_step(*model, batch, *optimizer, device));
+  }
+  out.values["losses"] = losses;
+  out.values["forward_passes"] = model->calls.size();
+  out.put_state("final", model->state_dict());
+  for (auto& [name, p] : model->named_parameters()) out.put("grad." + name, p.grad());
+}
+
+// train_one_epoch over a shuffled, pinned loader made by the glue.
+WORKBOOK_EXERCISE(train_one_epoch) {
+  const tiny::Device device = device_of(in);
+  auto model = load_model(in, device);
+  auto optimizer = make_sgd(*model, in);
+  auto dataset = dataset_of(in);
+  tiny::data::DataLoaderOptions options;
+  options.batch_size = in.values.at("batch_size").get<int64_t>();
+  options.shuffle = true;
+  options.pin_memory = has_gpu(device);
+  options.generator = tiny::Generator(in.values.at("generator_seed").get<uint64_t>());
+  tiny::data::DataLoader loader(dataset, options);
+  start_counting();
+  const double mean = lesson4::train_one_epoch(*model, loader, *optimizer, device);
+  out.values["copy_counters"] = counters_of(device);
+  out.values["mean_loss"] = mean;
+  out.values["examples"] = dataset->size();
+  out.put_state("final", model->state_dict());
+  record_passes(*model, *dataset, out);
+}
+
+// The whole pipeline with the student's own loader: make_loader(pin_memory) + train_one_epoch.
+WORKBOOK_EXERCISE(epoch_pipeline) {
+  const tiny::Device device = device_of(in);
+  auto model = load_model(in, device);
+  auto optimizer = make_sgd(*model, in);
+  auto dataset = dataset_of(in);
+  std::unique_ptr<tiny::data::DataLoader> loader =
+      lesson4::make_loader(dataset, in.values.at("batch_size").get<int64_t>(), /*shuffle=*/true,
+                           /*pin_memory=*/true, tiny::Generator(in.values.at("generator_seed").get<uint64_t>()));
+  if (!loader) throw tiny::ValueError("make_loader returned an empty std::unique_ptr instead of a loader");
+  start_counting();
+  const double mean = lesson4::train_one_epoch(*model, *loader, *optimizer, device);
+  out.values["copy_counters"] = counters_of(device);
+  out.values["mean_loss"] = mean;
+  out.values["batches"] = dataset->served().size();
+}
+
+// evaluate over an unshuffled loader made by the glue, with the model in training mode.
+WORKBOOK_EXERCISE(evaluate) {
+  const tiny::Device device = device_of(in);
+  auto model = load_model(in, device);
+  auto dataset = dataset_of(in);
+  tiny::data::DataLoaderOptions options;
+  options.batch_size = in.values.at("batch_size").get<int64_t>();
+  options.pin_memory = has_gpu(device);
+  tiny::data::DataLoader loader(dataset, options);
+  const lesson4::EvalResult result = lesson4::evaluate(*model, loader, device);
+  out.values["training_after"] = model->is_training();
+  out.values["grad_mode_after"] = tiny::is_grad_enabled();
+  out.values["loss"] = result.loss;
+  out.values["accuracy"] = result.accuracy;
+  int grads = 0;
+  for (const tiny::Tensor& p : model->parameters()) grads += p.grad().defined() ? 1 : 0;
+  out.values["grads_defined"] = grads;
+  record_passes(*model, *dataset, out);
+}
