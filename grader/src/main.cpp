@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       std::printf("stuck? ./workbook hint %d\n", l.number);
+      std::fflush(stdout);
       return 1;
     }
     if (*grade) {
@@ -362,6 +363,7 @@ int main(int argc, char** argv) {
       TINY_CHECK(!l.hints.empty(), ValueError, "lesson ", number, " has no hints: its README.md explains each step");
       nlohmann::json state = load_state(recipe);
       const std::string key = std::to_string(number);
+      if (!state.contains("hints_shown") || !state["hints_shown"].is_object()) state["hints_shown"] = nlohmann::json::object();
       const int shown = state["hints_shown"].value(key, 0);
       if (all_hints) {
         for (size_t i = 0; i < l.hints.size(); ++i) std::printf("hint %zu of %zu: %s\n", i + 1, l.hints.size(), l.hints[i].c_str());

@@ -1,0 +1,486 @@
+// Lesson 4's checks: the loader, the copies, one step, one epoch and the
+// evaluation, each run with the student's code and the reference from the same
+// snapshot of a small MLP, on digits shipped in data/digits, compared step by step.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "harness/checker.h"
+#include "harness/compare.h"
+#include "model.h"
+
+using workbook::Bundle;
+using workbook::Context;
+using workbook::Outcome;
+using workbook::Run;
+
+WORKBOOK_LESSON(4, "4_full_loop");
+
+namespace {
+
+constexpr double kLr = 0.1;
+constexpr double kMomentum = 0.9;
+// Student and reference run the same ops, so agreement is usually exact; the
+// slack lets a loss written another way (e.g. log_softmax + nll_loss) pass.
+constexpr double kLossRtol = 1e-4, kLossAtol = 1e-6;
+constexpr double kParamRtol = 1e-4, kParamAtol = 1e-5;
+
+bool close(double a, double b, double rtol = kLossRtol, double atol = kLossAtol) {
+  return std::fabs(a - b) <= atol + rtol * std::fabs(b);
+}
+
+std::string num(double v, int digits = 6) {
+  std::ostringstream s;
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+std::string list(const nlohmann::json& values, size_t max = 8) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < values.size() && i < max; ++i) {
+    if (i) s << ", ";
+    if (values[i].is_number_float()) {
+      s << num(values[i].get<double>(), 5);
+    } else {
+      s << values[i].dump();
+    }
+  }
+  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
+  s << "]";
+  return s.str();
+}
+
+// The digits shipped in data/digits (train or test split), loaded once.
+const tiny::data::Digits& digits(bool train) {
+  static const tiny::data::Digits train_split("", true), test_split("", false);
+  return train ? train_split : test_split;
+}
+
+// `n` random digits of a split, as "features" [n, 64] and "labels" [n] (prefix + name).
+void put_digits(Bundle& in, const Context& ctx, uint64_t stream, int64_t n, bool train, const std::string& prefix = "") {
+  const tiny::data::Digits& data = digits(train);
+  const std::vector<int64_t> order = tiny::randperm(data.size(), ctx.generator(stream)).to_vector<int64_t>();
+  const tiny::data::Batch batch = data.get_batch(std::vector<int64_t>(order.begin(), order.begin() + n));
+  in.put(prefix + "features", batch.data);
+  in.put(prefix + "labels", batch.target);
+}
+
+// The snapshot both sides start from: the graded MLP initialised from the run's seed.
+void put_model(Bundle& in, const Context& ctx) {
+  tiny::manual_seed(ctx.seed);
+  lesson4_checks::ProbedMLP model;
+  in.put_state("init", model.state_dict());
+  in.values["lr"] = kLr;
+  in.values["momentum"] = kMomentum;
+  in.values["device"] = "cuda:0";
+}
+
+// Runs the student, then the reference; an early outcome when either did not return.
+std::optional<Outcome> run_both(Context& ctx, const std::string& exercise, const Bundle& in, Run& mine, Run& ref) {
+  return ctx.both(exercise, in, mine, ref);
+}
+
+// A mixed-device error: the message PyTorch (and tiny) give for tensors on two devices.
+bool mixed_devices(const Run& run) {
+  return run.status == "error" && run.message.find("same device") != std::string::npos &&
+         run.message.find("cpu") != std::string::npos;
+}
+
+const char* kLabelsOnCpu = "the labels are still on cpu: move them with .to(device) before the loss";
+
+uint64_t counter(const Run& run, const char* name) {
+  const nlohmann::json& c = run.out.values["copy_counters"];
+  return c.contains(name) ? c[name].get<uint64_t>() : 0;
+}
+
+// The index of the first loss that differs, or -1.
+int first_difference(const nlohmann::json& mine, const nlohmann::json& ref) {
+  for (size_t k = 0; k < std::min(mine.size(), ref.size()); ++k) {
+    if (mine[k].is_null() || ref[k].is_null()) {
+      if (mine[k].is_null() != ref[k].is_null()) return static_cast<int>(k);
+      continue;
+    }
+    if (!close(mine[k].get<double>(), ref[k].get<double>())) return static_cast<int>(k);
+  }
+  return mine.size() == ref.size() ? -1 : static_cast<int>(std::min(mine.size(), ref.size()));
+}
+
+// Why the final weights differ, or nullopt.
+std::optional<std::string> weights_differ(const Run& mine, const Run& ref, const std::string& call) {
+  for (const auto& [name, tensor] : ref.out.state("final")) {
+    (void)tensor;
+    if (auto why = workbook::differ("after " + call + ", " + name, mine.out, ref.out, "final." + name, kParamRtol,
+                                    kParamAtol, false)) {
+      return *why;
+    }
+  }
+  return std::nullopt;
+}
+
+// Sum of loss * batch size over examples, and the plain mean over batches, of the passes a run recorded.
+struct Means {
+  double weighted = 0, unweighted = 0;
+  bool ok = false;  // every pass matched a batch
+};
+Means means_of(const Run& run) {
+  const nlohmann::json& losses = run.out.values["pass_losses"];
+  const nlohmann::json& sizes = run.out.values["batch_sizes"];
+  Means m;
+  if (losses.empty() || losses.size() != sizes.size()) return m;
+  double sum = 0, plain = 0;
+  int64_t examples = 0;
+  for (size_t k = 0; k < losses.size(); ++k) {
+    if (losses[k].is_null()) return m;
+    sum += losses[k].get<double>() * sizes[k].get<double>();
+    plain += losses[k].get<double>();
+    examples += sizes[k].get<int64_t>();
+  }
+  m.weighted = sum / static_cast<double>(examples);
+  m.unweighted = plain / static_cast<double>(losses.size());
+  m.ok = true;
+  return m;
+}
+
+bool any_true(const nlohmann::json& flags) {
+  return std::any_of(flags.begin(), flags.end(), [](const nlohmann::json& f) { return f.get<bool>(); });
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(make_loader, "make_loader() batches, shuffles with the generator and pins memory as asked") {
+  constexpr int64_t n = 70, batch_size = 16;  // 4 full batches and a short one of 6
+  Bundle data;
+  tiny::Tensor ids = tiny::arange(0, n).to(tiny::Dtype::Float32).reshape({n, 1});
+  data.put("features", tiny::cat({ids, tiny::rand({n, 1}, {}, ctx.generator(1))}, 1));
+  data.put("labels", tiny::remainder(tiny::arange(0, n), 10));
+  const uint64_t seed = ctx.seed % 1000003 + 11;
+  struct Case {
+    bool shuffle, pin_memory;
+  };
+  for (const Case c : {Case{true, true}, Case{false, false}}) {
+    Bundle in = data;
+    in.values["batch_size"] = batch_size;
+    in.values["shuffle"] = c.shuffle;
+    in.values["pin_memory"] = c.pin_memory;
+    in.values["generator_seed"] = seed;
+    Run mine, ref;
+    if (auto early = run_both(ctx, "make_loader", in, mine, ref)) return *early;
+    const std::string call = std::string("make_loader(70 examples, batch_size=16, shuffle=") +
+                             (c.shuffle ? "true" : "false") + ", pin_memory=" + (c.pin_memory ? "true" : "false") + ")";
+    const nlohmann::json& sizes = mine.out.values["batch_sizes"];
+    if (sizes != ref.out.values["batch_sizes"]) {
+      std::string why = call + " gave batches of " + list(sizes, 10) + " examples, expected " +
+                        list(ref.out.values["batch_sizes"], 10);
+      if (sizes.size() == 4) why += ": keep the short last batch (drop_last stays false)";
+      return Outcome::fail(why);
+    }
+    const bool pinned = any_true(mine.out.values["pinned"]);
+    const bool all_pinned = std::all_of(mine.out.values["pinned"].begin(), mine.out.values["pinned"].end(),
+                                        [](const nlohmann::json& f) { return f.get<bool>(); });
+    if (c.pin_memory && !all_pinned) {
+      return Outcome::fail(call + ": the batches are in ordinary (pageable) memory, not pinned memory (copying them "
+                           "to cuda:0 with non_blocking moved " + std::to_string(counter(mine, "bytes_host_to_device_pinned")) +
+                           " bytes from pinned memory and " + std::to_string(counter(mine, "bytes_host_to_device_pageable")) +
+                           " from pageable memory): set options.pin_memory = pin_memory; without it "
+                           ".to(device, non_blocking=true) cannot copy asynchronously");
+    }
+    if (!c.pin_memory && pinned) {
+      return Outcome::fail(call + ": the batches are in pinned memory although pin_memory is false: set "
+                           "options.pin_memory = pin_memory (pinned memory is scarce, and needs a GPU)");
+    }
+    const nlohmann::json& order = mine.out.values["order"];
+    if (order == ref.out.values["order"]) continue;
+    std::vector<int64_t> sorted(n);
+    std::iota(sorted.begin(), sorted.end(), 0);
+    if (c.shuffle && order == nlohmann::json(sorted)) {
+      return Outcome::fail(call + " gave the examples in their stored order " + list(order, 10) +
+                           ": it did not shuffle; set options.shuffle = shuffle (a model that sees the data in the "
+                           "same order every epoch learns that order)");
+    }
+    if (!c.shuffle) {
+      return Outcome::fail(call + " gave the examples in the order " + list(order, 10) + ", expected the stored order " +
+                           list(ref.out.values["order"], 10) + ": shuffle only when asked");
+    }
+    // A different shuffle: does the student's loader follow the generator at all?
+    Bundle other = in;
+    other.values["generator_seed"] = seed + 7919;
+    const Run again = ctx.student("make_loader", other);
+    if (auto early = ctx.unless_ok(again)) return *early;
+    if (again.out.values["order"] == order) {
+      return Outcome::fail(call + " ignores the generator: two different generators gave the same order " +
+                           list(order, 10) + "; set options.generator = generator, so that a run can be repeated "
+                           "and checked against another one");
+    }
+    return Outcome::fail(call + " with the same generator gave the order " + list(order, 10) +
+                         ", the reference gives " + list(ref.out.values["order"], 10) +
+                         ": let the DataLoader shuffle (options.shuffle, options.generator) rather than shuffling by hand");
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(to_device, "to_device() puts the features and the labels on the device, without waiting when non_blocking") {
+  Bundle data;
+  put_digits(data, ctx, 2, 8, true);
+  struct Case {
+    bool pinned, non_blocking;
+    const char* device;
+  };
+  for (const Case c : {Case{true, true, "cuda:0"}, Case{false, false, "cuda:1"}, Case{false, true, "cpu"}}) {
+    Bundle in = data;
+    in.values["pinned"] = c.pinned;
+    in.values["non_blocking"] = c.non_blocking;
+    in.values["device"] = c.device;
+    Run mine, ref;
+    if (auto early = run_both(ctx, "to_device", in, mine, ref)) return *early;
+    const std::string call = std::string("to_device(") + (c.pinned ? "pinned" : "pageable") + " batch, " + c.device +
+                             ", non_blocking=" + (c.non_blocking ? "true" : "false") + ")";
+    const std::string want = ref.out.info("data").device;
+    if (mine.out.has("target") && mine.out.info("target").defined && mine.out.info("target").device == "cpu" &&
+        want != "cpu") {
+      return Outcome::fail(call + ": " + kLabelsOnCpu + " (batch.target, as well as batch.data)");
+    }
+    if (mine.out.has("data") && mine.out.info("data").defined && mine.out.info("data").device == "cpu" && want != "cpu") {
+      return Outcome::fail(call + ": the features (batch.data) are still on cpu: move them with .to(device), or the "
+                           "model's weights on " + want + " meet an input on the cpu");
+    }
+    if (auto why = workbook::differ(call + ".data", mine.out, ref.out, "data", 0, 0)) return Outcome::fail(*why);
+    if (auto why = workbook::differ(call + ".target", mine.out, ref.out, "target", 0, 0)) return Outcome::fail(*why);
+    if (c.pinned && c.non_blocking) {
+      const uint64_t waits = counter(mine, "synchronizations"), ref_waits = counter(ref, "synchronizations");
+      if (waits > ref_waits) {
+        return Outcome::fail(call + " made the host wait for the GPU " + std::to_string(waits) +
+                             " time(s) (the reference: " + std::to_string(ref_waits) +
+                             "): pass non_blocking on, .to(device, non_blocking), so a copy from pinned memory is "
+                             "queued on the GPU and the host goes on at once");
+      }
+      if (counter(mine, "bytes_host_to_device_pinned") == 0) {
+        return Outcome::fail(call + " copied " + std::to_string(counter(mine, "bytes_host_to_device_pageable")) +
+                             " bytes from pageable memory and none from the pinned batch: copy the batch's own "
+                             "tensors (batch.data.to(device, non_blocking)), not a fresh copy of them");
+      }
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: loss of each step, final weights") {
+  constexpr int steps = 4;
+  constexpr int64_t batch_size = 24;
+  Bundle in;
+  put_model(in, ctx);
+  put_digits(in, ctx, 3, steps * batch_size, true, "all.");
+  const tiny::Tensor x = in.tensor("all.features"), y = in.tensor("all.labels");
+  Bundle run_in;
+  run_in.values = in.values;
+  for (const auto& [name, t] : in.state("init")) run_in.put("init." + name, t);
+  for (int k = 0; k < steps; ++k) {
+    run_in.put("x." + std::to_string(k), x.narrow(0, k * batch_size, batch_size).contiguous());
+    run_in.put("y." + std::to_string(k), y.narrow(0, k * batch_size, batch_size).contiguous());
+  }
+  // The model arrives with the gradients a previous step left behind.
+  tiny::Generator g = ctx.generator(4);
+  for (const auto& [name, t] : in.state("init")) run_in.put("stale." + name, tiny::randn(t.sizes(), {}, g));
+  run_in.values["stale_grads"] = true;
+  run_in.values["steps"] = steps;
+
+  const Run mine = ctx.student("train_step", run_in);
+  if (mixed_devices(mine)) {
+    Bundle probe = run_in;
+    probe.values["labels_on_device"] = true;
+    if (ctx.student("train_step", probe).ok()) {
+      return Outcome::fail(std::string("train_step threw: ") + kLabelsOnCpu +
+                           " (it works once the glue moves the labels for you):\n  " + mine.message);
+    }
+  }
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("train_step", run_in);
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+
+  const nlohmann::json& losses = mine.out.values["losses"];
+  const nlohmann::json& want = ref.out.values["losses"];
+  if (mine.out.values["forward_passes"] != ref.out.values["forward_passes"]) {
+    return Outcome::fail("train_step ran the model " + mine.out.values["forward_passes"].dump() + " times in " +
+                         std::to_string(steps) + " steps: one forward pass per step (each pass also draws new "
+                         "dropout masks)");
+  }
+  const int k = first_difference(losses, want);
+  std::optional<std::string> weights = k < 0 ? weights_differ(mine, ref, std::to_string(steps) + " steps") : std::nullopt;
+  if (k < 0 && !weights) return Outcome::pass();
+
+  // Probe: one step from gradients left in .grad; without zero_grad they add to the new ones.
+  if (k != 0) {
+    Bundle probe = run_in;
+    probe.values["steps"] = 1;
+    Run one, one_ref;
+    if (auto early = ctx.both("train_step", probe, one, one_ref)) return *early;
+    bool accumulated = true;
+    for (const auto& [name, stale] : run_in.state("stale")) {
+      const std::string key = "grad." + name;
+      if (!one.out.has(key) || !one.out.info(key).defined || !one_ref.out.info(key).defined ||
+          workbook::differ(key, one.out.tensor(key), stale + one_ref.out.tensor(key), 1e-4, 1e-5)) {
+        accumulated = false;
+        break;
+      }
+    }
+    if (accumulated) {
+      std::string why = "the gradients were not cleared: call optimizer.zero_grad() before loss.backward(); "
+                        "backward() adds to what is in .grad, so each step also used the gradients of the step before";
+      if (k > 0) {
+        why += " (your losses " + list(losses) + ", expected " + list(want) + ": they part from step " +
+               std::to_string(k + 1) + " on)";
+      }
+      return Outcome::fail(why);
+    }
+  }
+  if (k >= 0) {
+    std::string why = "the loss of step " + std::to_string(k + 1) + " is " +
+                      (k < static_cast<int>(losses.size()) ? losses[k].dump() : std::string("missing")) +
+                      ", expected " + (k < static_cast<int>(want.size()) ? want[k].dump() : std::string("none")) +
+                      " (your losses " + list(losses) + ", expected " + list(want) + ")";
+    if (k == 0) why += ": the first step starts from the same weights, so the forward pass or the loss differs "
+                       "(cross_entropy of the model's output and the labels, averaged over the batch)";
+    return Outcome::fail(why);
+  }
+  return Outcome::fail(*weights + "\n(the losses match: the update differs; call optimizer.step() once, after backward())");
+}
+
+WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and returns the loss per example, weighted by batch size") {
+  Bundle in;
+  put_model(in, ctx);
+  put_digits(in, ctx, 5, 200, true);  // 200 = 6 batches of 32 and a short one of 8
+  in.values["batch_size"] = 32;
+  in.values["generator_seed"] = ctx.seed % 999983 + 5;
+  Run mine, ref;
+  if (mixed_devices(mine = ctx.student("train_one_epoch", in))) {
+    return Outcome::fail(std::string("train_one_epoch threw a mixed-device error: move every batch with "
+                                     "to_device(batch, device, true) before using it (") + kLabelsOnCpu + "):\n  " +
+                         mine.message);
+  }
+  if (auto early = run_both(ctx, "train_one_epoch", in, mine, ref)) return *early;
+
+  const nlohmann::json& losses = mine.out.values["pass_losses"];
+  const nlohmann::json& want = ref.out.values["pass_losses"];
+  const size_t batches = ref.out.values["batch_sizes"].size();
+  if (losses.size() != want.size()) {
+    return Outcome::fail("over one epoch of " + std::to_string(batches) + " batches (200 examples, batch size 32) your "
+                         "loop ran the model " + std::to_string(losses.size()) + " times: one train_step per batch of "
+                         "the loader, and nothing else");
+  }
+  const int k = first_difference(losses, want);
+  if (k >= 0) {
+    std::string why = "the loss of step " + std::to_string(k + 1) + " is " + losses[k].dump() + ", expected " +
+                      want[k].dump() + " (your steps " + list(losses) + ", expected " + list(want) + ")";
+    if (k > 0) why += ": the steps before it match, so something carries over from one step to the next";
+    return Outcome::fail(why);
+  }
+  const Means m = means_of(mine);
+  const double got = mine.out.values["mean_loss"].get<double>();
+  if (m.ok && !close(got, m.weighted, 1e-5, 1e-7)) {
+    const int64_t last = mine.out.values["batch_sizes"].back().get<int64_t>();
+    if (close(got, m.unweighted, 1e-5, 1e-7)) {
+      return Outcome::fail("train_one_epoch returned " + num(got) + ", the plain mean of its " + std::to_string(batches) +
+                           " batch losses: you averaged per batch, so the short last batch (" + std::to_string(last) +
+                           " examples) counts as much as a full one (32). Weight each batch's loss by its size: "
+                           "sum(loss * batch size) / 200 = " + num(m.weighted));
+    }
+    return Outcome::fail("train_one_epoch returned " + num(got) + ", expected the mean loss per example of its steps, " +
+                         "sum(loss * batch size) / 200 = " + num(m.weighted) + " (the reference returned " +
+                         num(ref.out.values["mean_loss"].get<double>()) + ")");
+  }
+  if (auto why = weights_differ(mine, ref, "one epoch")) return Outcome::fail(*why);
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(epoch_copies, "an epoch with your loader (pin_memory) copies every batch from pinned memory, without waiting") {
+  Bundle in;
+  put_model(in, ctx);
+  put_digits(in, ctx, 6, 200, true);
+  in.values["batch_size"] = 32;
+  in.values["generator_seed"] = ctx.seed % 999979 + 3;
+  Run mine, ref;
+  if (auto early = run_both(ctx, "epoch_pipeline", in, mine, ref)) return *early;
+  const uint64_t pinned = counter(mine, "bytes_host_to_device_pinned");
+  const uint64_t pageable = counter(mine, "bytes_host_to_device_pageable");
+  if (pinned < counter(ref, "bytes_host_to_device_pinned")) {
+    return Outcome::fail("your epoch copied " + std::to_string(pinned) + " bytes to cuda:0 from pinned memory and " +
+                         std::to_string(pageable) + " from pageable memory; the reference copies " +
+                         std::to_string(counter(ref, "bytes_host_to_device_pinned")) +
+                         " from pinned memory: non_blocking alone does not make a copy asynchronous, the batch must "
+                         "be pinned too; make_loader must set options.pin_memory = pin_memory");
+  }
+  const uint64_t waits = counter(mine, "synchronizations"), ref_waits = counter(ref, "synchronizations");
+  if (waits > ref_waits) {
+    return Outcome::fail("your epoch made the host wait for the GPU " + std::to_string(waits) +
+                         " times; the reference waits " + std::to_string(ref_waits) + " times (once per step, for "
+                         "loss.item()). A copy with non_blocking=false, or an extra .item() or .cpu(), waits: copy the "
+                         "batches with to_device(batch, device, /*non_blocking=*/true)");
+  }
+  const double got = mine.out.values["mean_loss"].get<double>(), expected = ref.out.values["mean_loss"].get<double>();
+  if (!close(got, expected)) {
+    return Outcome::fail("with your loader, the epoch's mean loss is " + num(got) + ", expected " + num(expected) +
+                         " (same data, generator and starting weights)");
+  }
+  ctx.details["copies"] = {{"pinned_bytes", pinned}, {"pageable_bytes", pageable}, {"synchronizations", waits}};
+  return Outcome::pass("copied " + std::to_string(pinned) + " bytes from pinned memory; " + std::to_string(waits) +
+                       " host waits");
+}
+
+WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then puts the model back in train mode") {
+  Bundle in;
+  put_model(in, ctx);
+  put_digits(in, ctx, 7, 150, false);  // 150 = 2 batches of 64 and a short one of 22
+  in.values["batch_size"] = 64;
+  Run mine, ref;
+  if (auto early = run_both(ctx, "evaluate", in, mine, ref)) return *early;
+  const nlohmann::json& v = mine.out.values;
+  if (v["pass_training"].empty()) return Outcome::fail("evaluate never ran the model over the loader's batches");
+  if (any_true(v["pass_training"])) {
+    return Outcome::fail("evaluate ran the model in training mode: call model.eval() before the loop, so dropout keeps "
+                         "every unit (in training mode it zeroes 20% of them at random and the loss is noisy)");
+  }
+  if (any_true(v["pass_grad_enabled"]) || any_true(v["pass_requires_grad"])) {
+    return Outcome::fail("evaluate recorded an autograd graph at every forward pass: put `tiny::NoGradGuard no_grad;` "
+                         "at its top (PyTorch's `with torch.no_grad():`); evaluation never calls backward(), and the "
+                         "graph holds every activation in memory");
+  }
+  if (!v["training_after"].get<bool>()) {
+    return Outcome::fail("evaluate left the model in eval mode: call model.train() before returning, or the next "
+                         "epoch trains with dropout switched off");
+  }
+  if (!v["grad_mode_after"].get<bool>()) {
+    return Outcome::fail("evaluate left gradient recording switched off, so the next training step cannot call "
+                         "backward(): use a tiny::NoGradGuard, which switches it back on when it goes out of scope, "
+                         "rather than tiny::set_grad_enabled(false)");
+  }
+  if (v["grads_defined"].get<int>() != 0) {
+    return Outcome::fail("evaluate changed the parameters' gradients: evaluation measures, it never calls backward()");
+  }
+  const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
+  if (!(acc >= 0.0 && acc <= 1.0)) {
+    if (std::fabs(acc - 100.0 * want_acc) < 1e-6) {
+      return Outcome::fail("evaluate's accuracy is " + num(acc) + ": that is a percentage; return the fraction " +
+                           num(want_acc) + " (correct / examples, in [0, 1])");
+    }
+    return Outcome::fail("evaluate's accuracy is " + num(acc) + ": a fraction in [0, 1] was expected (" + num(want_acc) + ")");
+  }
+  if (std::fabs(acc - want_acc) > 1e-9) {
+    return Outcome::fail("evaluate's accuracy is " + num(acc) + ", expected " + num(want_acc) + " (" +
+                         num(std::round(want_acc * 150)) + " of 150 examples right): count the examples whose "
+                         "largest logit is at the label, logits.argmax(1) == labels, over every batch");
+  }
+  const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
+  if (!close(loss, want)) {
+    const Means m = means_of(mine);
+    if (m.ok && close(loss, m.unweighted, 1e-5, 1e-7) && !close(m.unweighted, m.weighted, 1e-5, 1e-7)) {
+      return Outcome::fail("evaluate's loss is " + num(loss) + ", the plain mean of its batch losses: you averaged per "
+                           "batch, so the short last batch (22 examples) counts as much as a full one (64). Weight "
+                           "each batch's loss by its size: sum(loss * batch size) / 150 = " + num(want));
+    }
+    return Outcome::fail("evaluate's loss is " + num(loss) + ", expected " + num(want) +
+                         " (the mean cross-entropy per example over the 150 examples)");
+  }
+  return Outcome::pass("loss " + num(want, 4) + ", accuracy " + num(want_acc, 4) + " (untrained model)");
+}
