@@ -117,7 +117,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   p.env["TINY_EMULATED_GPUS"] = std::to_string(options.gpus);
   p.env["TINY_EMULATED_GPU_MODE"] = options.mode;
   p.env["TINY_LAUNCH_BLOCKING"] = "";
-  p.timeout_s = options.timeout_s;
+  p.timeout_s = timeout_cap_s > 0 ? std::min(options.timeout_s, timeout_cap_s) : options.timeout_s;
   p.memory_limit = options.memory_limit;
   p.log = dir / "log.txt";
 
@@ -247,6 +247,7 @@ the reference solution in separate processes, on the same inputs.
   --seed N             the seed of every random input (default: a fresh one, printed)
   --no-timing          skip the timing checks
   --json FILE          also write the results as JSON (for the grader)
+  --timeout S          stop any one run of an exercise after S seconds (default: each check's own limit)
   --keep               keep the folder of inputs, outputs and logs
   --expect-fail CHECK=TEXT
                        (maintainers) succeed only when CHECK fails with a message containing TEXT
@@ -316,6 +317,7 @@ int checker_main(int argc, char** argv) {
   std::vector<std::string> only;
   std::optional<uint64_t> seed;
   bool timing = true, keep = false, list = false;
+  double timeout = 0;
   std::string expect_check, expect_text;
   auto usage_error = [&](const std::string& why) {
     std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
@@ -353,6 +355,14 @@ int checker_main(int argc, char** argv) {
       timing = false;
     } else if (a == "--json") {
       if (!value(json_file)) return usage_error("--json needs a file");
+    } else if (a == "--timeout") {
+      if (!value(v)) return usage_error("--timeout needs seconds");
+      try {
+        timeout = std::stod(v);
+      } catch (const std::exception&) {
+        timeout = 0;
+      }
+      if (!(timeout > 0)) return usage_error("--timeout '" + v + "' is not a positive number of seconds");
     } else if (a == "--keep") {
       keep = true;
     } else if (a == "--list") {
@@ -400,6 +410,7 @@ int checker_main(int argc, char** argv) {
   ctx.student_runner = fs::absolute(student);
   ctx.reference_runner = fs::absolute(reference);
   ctx.student_is_reference = fs::equivalent(student, reference);
+  ctx.timeout_cap_s = timeout;
   std::string tmpl = (fs::temp_directory_path() / "workbook-lesson-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) {
     std::fprintf(stderr, "%s: cannot make a work folder in %s: %s\n", argv[0], fs::temp_directory_path().c_str(),

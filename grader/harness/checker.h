@@ -118,6 +118,7 @@ class Context {
   // Set by checker_main.
   std::filesystem::path student_runner, reference_runner, work_dir;
   bool student_is_reference = false;
+  double timeout_cap_s = 0;  ///< --timeout: caps every run's timeout_s (0: none)
 
  private:
   Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,

@@ -114,7 +114,7 @@ std::string ProcessResult::describe() const {
   } else if (out_of_memory) {
     s << "ran out of memory (over the limit of this check) and was stopped";
   } else if (signal != 0) {
-    s << "crashed with " << sigabbrev_np(signal) << " (" << signal_meaning(signal) << ")";
+    s << "crashed with SIG" << sigabbrev_np(signal) << " (" << signal_meaning(signal) << ")";
   } else {
     s << "exited with code " << exit_code;
   }

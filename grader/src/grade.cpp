@@ -143,6 +143,10 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   p.argv = {lesson.checks.string(), "--student", built.runner.string(), "--reference", lesson.reference.string(),
             "--seed", std::to_string(options.seed), "--json", json.string()};
   if (!options.timing) p.argv.push_back("--no-timing");
+  if (options.run_timeout_s > 0) {
+    p.argv.push_back("--timeout");
+    p.argv.push_back(std::to_string(options.run_timeout_s));
+  }
   p.timeout_s = options.lesson_timeout_s;
   if (options.verbose) {
     p.passthrough = true;

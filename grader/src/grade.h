@@ -48,6 +48,7 @@ struct GradeOptions {
   uint64_t seed = 0;
   bool timing = true;
   double lesson_timeout_s = 1800;
+  double run_timeout_s = 0;  // caps each run of an exercise (checker --timeout); 0: the checks' own limits
   bool verbose = false;  // print each check's line as the checker runs (one student's self-check)
 };
 

@@ -253,6 +253,8 @@ int main(int argc, char** argv) {
   grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
   grade->add_option("--json", json_file, "also write Gradescope's results.json here");
   grade->add_flag("--no-timing", no_timing, "skip the timing checks");
+  double run_timeout = 0;
+  grade->add_option("--timeout", run_timeout, "stop any one run of a student's exercise after this many seconds (default: each check's own limit, about a minute)");
   grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
       ->check(CLI::IsMember({"full", "zero"}))->group("");
   grade->get_option("--batch")->excludes(grade->get_option("--submission"));
@@ -281,6 +283,7 @@ int main(int argc, char** argv) {
     GradeOptions options;
     options.seed = seed ? *seed : fresh_seed();
     options.timing = !no_timing;
+    options.run_timeout_s = run_timeout;
     const fs::path own_lessons = recipe.source_dir / "lessons";
 
     if (*build) {

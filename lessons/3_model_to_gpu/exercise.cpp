@@ -4,61 +4,29 @@
 namespace lesson3 {
 
 std::vector<std::string> left_behind(const tiny::nn::Module& model, const tiny::Device& device) {
-  // BEGIN SOLUTION: list the names of the parameters and buffers (all of them) whose device is not `device`
-  std::vector<std::string> names;
-  for (const auto& [name, tensor] : model.named_parameters()) {
-    if (tensor.device() != device) names.push_back(name);
-  }
-  for (const auto& [name, tensor] : model.named_buffers()) {
-    if (tensor.device() != device) names.push_back(name);
-  }
-  return names;
-  // END SOLUTION
+  TINY_TODO("lesson 3: list the names of the parameters and buffers (all of them) whose device is not `device`");
 }
 
 Normalizer::Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev) {
-  // BEGIN SOLUTION: register mean and stddev as buffers and keep the handles in the members
-  this->mean = register_buffer("mean", mean);
-  this->stddev = register_buffer("stddev", stddev);
-  // END SOLUTION
+  TINY_TODO("lesson 3: register mean and stddev as buffers and keep the handles in the members");
 }
 
 tiny::Tensor Normalizer::forward(const tiny::Tensor& x) { return (x - mean) / stddev; }
 
 tiny::Tensor PositionalOffset::forward(const tiny::Tensor& x) {
-  // BEGIN SOLUTION: make the positions 0..length-1 on x's device with x's dtype, and return x + scale * positions
-  const int64_t length = x.size(-1);
-  const tiny::Tensor positions = tiny::arange(length, tiny::TensorOptions(x.device()).dtype(x.dtype()));
-  return x + positions * scale;
-  // END SOLUTION
+  TINY_TODO("lesson 3: make the positions 0..length-1 on x's device with x's dtype, and return x + scale * positions");
 }
 
 tiny::Tensor predict(tiny::nn::Module& model, const tiny::Tensor& inputs) {
-  // BEGIN SOLUTION: find the model's device, move the inputs there, run the model without a graph, return the outputs on the cpu
-  tiny::Device device = tiny::Device("cpu");
-  const std::vector<tiny::Tensor> parameters = model.parameters();
-  const std::vector<tiny::Tensor> buffers = model.buffers();
-  if (!parameters.empty()) {
-    device = parameters.front().device();
-  } else if (!buffers.empty()) {
-    device = buffers.front().device();
-  }
-  tiny::NoGradGuard no_grad;
-  return model(inputs.to(device)).cpu();
-  // END SOLUTION
+  TINY_TODO("lesson 3: find the model's device, move the inputs there, run the model without a graph, return the outputs on the cpu");
 }
 
 void save_checkpoint(const tiny::nn::Module& model, const std::string& path) {
-  // BEGIN SOLUTION: save the model's state_dict() (parameters and buffers) with tiny::save
-  tiny::save(model.state_dict(), path);
-  // END SOLUTION
+  TINY_TODO("lesson 3: save the model's state_dict() (parameters and buffers) with tiny::save");
 }
 
 void load_checkpoint(tiny::nn::Module& model, const std::string& path, const tiny::Device& device) {
-  // BEGIN SOLUTION: load the file (CPU tensors) into the model, then move the model to `device`
-  model.load_state_dict(tiny::load(path));
-  model.to(device);
-  // END SOLUTION
+  TINY_TODO("lesson 3: load the file (CPU tensors) into the model, then move the model to `device`");
 }
 
 }  // namespace lesson3

@@ -46,7 +46,8 @@ class Normalizer : public tiny::nn::Module {
   /// TODO: register both as persistent buffers named "mean" and "stddev", and
   /// keep the handles register_buffer returns in the members below (a Tensor is
   /// a shared handle: `.to()` updates what the registered one points to, and so
-  /// the member sees the move too).
+  /// the member sees the move too). The arguments hide the members of the same
+  /// name: write `this->mean = ...`.
   Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev);
   /// @brief `(x - mean) / stddev` over the last dimension of `x` (given: nothing to do here).
   tiny::Tensor forward(const tiny::Tensor& x) override;
@@ -77,6 +78,8 @@ class PositionalOffset : public tiny::nn::Module {
   tiny::Tensor forward(const tiny::Tensor& x) override;
   /// @brief "PositionalOffset".
   std::string name() const override { return "PositionalOffset"; }
+  /// @brief "scale=0.1".
+  std::string extra_repr() const override { return "scale=" + tiny::nn::detail::python_float_repr(scale); }
 
   double scale;  ///< how much each position adds
 };

@@ -111,9 +111,14 @@ workbook_mistake(save_params_only CHECK save_checkpoint MESSAGE "the buffers mea
   REPLACE [=[tiny::StateDict state;
   for (const auto& [name, tensor] : model.named_parameters()) state.insert(name, tensor);
   tiny::save(state, path);]=])
+# Moves the file's tensors instead of the model: load_state_dict copies them into the model where it is.
 workbook_mistake(load_not_moved CHECK load_checkpoint MESSAGE "Call model.to(device) as well"
   FIND [=[
+  model.load_state_dict(tiny::load(path));
   model.to(device);
 ]=]
   REPLACE [=[
+  tiny::StateDict on_device;
+  for (const auto& [name, tensor] : tiny::load(path)) on_device.insert(name, tensor.to(device));
+  model.load_state_dict(on_device);
 ]=])

@@ -1,0 +1,75 @@
+/// @file lessons/2_moving_tensors/exercise.h
+/// @brief Lesson 2: make tensors on a device, move them, find where they live,
+/// compute on the GPU and bring the answer back, and time GPU work honestly.
+///
+/// Implement these in exercise.cpp; `./workbook check 2` (or `ctest -R lesson_2`) checks them.
+#pragma once
+
+#include <vector>
+
+#include "tiny/tiny.h"
+
+namespace lesson2 {
+
+/// @brief A tensor of standard-normal values of the given shape, made directly on `device`.
+///
+/// Draw the values from `generator` (the checks give you one, so your numbers
+/// can be compared with the reference's). Make the tensor where it will be
+/// used: creating it on the CPU and copying it over gives the same numbers but
+/// costs a host-to-device copy.
+///
+/// PyTorch: `torch.randn(shape, device=device, generator=g)`.
+tiny::Tensor make_on_device(const tiny::IntArrayRef& shape, const tiny::Device& device, tiny::Generator& generator);
+
+/// @brief Copies of `tensors`, in the same order, each moved to `device`.
+///
+/// The inputs stay where they are (a tensor on `device` already is returned as is).
+///
+/// PyTorch: `[t.to(device) for t in tensors]`.
+std::vector<tiny::Tensor> to_device(const std::vector<tiny::Tensor>& tensors, const tiny::Device& device);
+
+/// @brief Where `x` lives as a number: the GPU's index (0 for cuda:0, 1 for cuda:1), or -1 on the CPU.
+///
+/// PyTorch: `x.get_device()`.
+int where_is(const tiny::Tensor& x);
+
+/// @brief `relu(x @ w)` computed on `device`, returned on the CPU.
+///
+/// `x` (batch x in) and `w` (in x out) are CPU tensors. Move both to `device`,
+/// compute there, and bring the result back so the caller can read it.
+/// `device` may also be the CPU (then nothing moves).
+///
+/// PyTorch: `torch.relu(x.to(device) @ w.to(device)).cpu()`.
+tiny::Tensor gpu_compute_then_cpu(const tiny::Tensor& x, const tiny::Tensor& w, const tiny::Device& device);
+
+/// @brief `relu(x @ w + b)`, computed where `x` lives, returned there.
+///
+/// This function was written and tested on the CPU, and broke the day `x`
+/// came from the GPU while the parameters `w` (in x out) and `b` (out) did
+/// not: `tiny::relu(x.matmul(w) + b)` throws "Expected all tensors to be on
+/// the same device". Repair it: the work and the result belong on x's device,
+/// whatever device `w` and `b` are on (each may be on the CPU or on a GPU).
+///
+/// PyTorch: `device = x.device; torch.relu(x @ w.to(device) + b.to(device))`.
+tiny::Tensor linear_relu(const tiny::Tensor& x, const tiny::Tensor& w, const tiny::Tensor& b);
+
+/// @brief Milliseconds per `a.matmul(b)`: the mean over `reps` timed products.
+///
+/// `a` and `b` already live on the device to time (the CPU or a GPU); `reps` >= 1.
+/// 1. Warm up: run at least one product that is not timed (the first call
+///    pays for one-off setup).
+/// 2. When `a` is on a GPU, wait for it (`tiny::cuda::synchronize(index)`)
+///    before starting the clock, so earlier queued work is not timed.
+/// 3. Start a host clock (std::chrono::steady_clock), queue `reps` products.
+/// 4. Wait for the GPU again, then stop the clock: GPU work is asynchronous,
+///    and a clock read before it finished measures only how fast the work was queued.
+/// 5. Return the elapsed milliseconds divided by `reps`.
+///
+/// On the CPU there is nothing to wait for (and possibly no GPU to wait on).
+/// Timing with `tiny::cuda::Event`s (`Event(true)`, `record()`,
+/// `synchronize()`, `elapsed_time`) instead of a host clock is fine too.
+///
+/// PyTorch: `torch.cuda.synchronize(); t0 = time.perf_counter(); ...; torch.cuda.synchronize()`.
+double time_matmul_ms(const tiny::Tensor& a, const tiny::Tensor& b, int reps);
+
+}  // namespace lesson2

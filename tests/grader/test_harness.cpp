@@ -1,0 +1,110 @@
+// What checker and runner exchange, the comparison messages, and timing verdicts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/bundle.h"
+#include "harness/checker.h"
+#include "harness/compare.h"
+
+namespace fs = std::filesystem;
+using workbook::Bundle;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("workbook-harness-test-" + std::to_string(getpid()) + "-" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+TEST(Bundle, RoundTripKeepsValuesAndTheFactsOfEachTensor) {
+  const fs::path dir = fresh_dir("roundtrip");
+  Bundle b;
+  b.values["lr"] = 0.5;
+  const tiny::Tensor x = tiny::arange(6, tiny::TensorOptions().dtype(tiny::Dtype::Float32)).reshape({2, 3});
+  b.put("x", x.to("cuda:1"));
+  b.put("w", x.detach().requires_grad_(true));
+  b.put("nothing", tiny::Tensor());
+  tiny::StateDict state;
+  state.insert("fc.weight", x);
+  b.put_state("model", state);
+  b.save(dir);
+
+  const Bundle c = Bundle::load(dir);
+  EXPECT_EQ(c.values["lr"], 0.5);
+  EXPECT_EQ(c.info("x").device, "cuda:1");
+  EXPECT_EQ(c.info("x").dtype, "float32");
+  EXPECT_EQ(c.info("x").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(c.tensor("x").device().is_cpu());
+  EXPECT_TRUE(tiny::equal(c.tensor("x"), x));
+  EXPECT_TRUE(c.info("w").requires_grad);
+  EXPECT_FALSE(c.info("nothing").defined);
+  EXPECT_TRUE(tiny::equal(c.state("model").at("fc.weight"), x));
+  EXPECT_THROW(c.tensor("missing"), tiny::IndexError);
+  fs::remove_all(dir);
+}
+
+TEST(Bundle, MissingOrDamagedFolderIsAnIOError) {
+  const fs::path dir = fresh_dir("damaged");
+  EXPECT_THROW(Bundle::load(dir), tiny::IOError);
+  fs::create_directories(dir);
+  { std::ofstream(dir / "values.json") << "{ not json"; }
+  try {
+    Bundle::load(dir);
+    FAIL() << "no error";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not valid JSON"), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Compare, MessagesSayWhatDiffers) {
+  const tiny::Tensor a = tiny::tensor({1.0f, 2.0f, 3.0f});
+  EXPECT_FALSE(workbook::differ("the output", a, a.clone()).has_value());
+  EXPECT_EQ(*workbook::differ("the output", a.reshape({3, 1}), a), "the output has shape (3, 1) but should have shape (3,)");
+  EXPECT_EQ(*workbook::differ("the output", a.to(tiny::Dtype::Float64), a),
+            "the output has dtype float64 but should have dtype float32");
+  const std::string values = *workbook::differ("the output", tiny::tensor({1.0f, 2.5f, 3.0f}), a);
+  EXPECT_NE(values.find("1 of 3 differ, the most at flat index 1: 2.5 (yours) vs 2 (expected)"), std::string::npos)
+      << values;
+  const tiny::Tensor nan = tiny::tensor({std::nanf("")});
+  EXPECT_FALSE(workbook::differ("x", nan, nan.clone()).has_value()) << "NaN where NaN is expected matches";
+}
+
+TEST(Compare, BundleTensorsAreComparedWithTheirDevice) {
+  Bundle mine, ref;
+  mine.put("y", tiny::ones({2}));
+  ref.put("y", tiny::ones({2}).to("cuda:0"));
+  EXPECT_EQ(*workbook::differ("the result", mine, ref, "y"), "the result is on cpu but should be on cuda:0");
+}
+
+workbook::Timing rounds(std::vector<double> student, std::vector<double> reference) {
+  workbook::Timing t;
+  t.student_ms = student;
+  t.reference_ms = reference;
+  std::vector<double> r;
+  for (size_t i = 0; i < student.size(); ++i) r.push_back(student[i] / reference[i]);
+  std::sort(r.begin(), r.end());
+  t.ratio = r[r.size() / 2];
+  t.ratio_low = r.front();
+  t.ratio_high = r.back();
+  return t;
+}
+
+TEST(Timing, FailsOnlyWhenClearlySlower) {
+  using workbook::Context;
+  using workbook::Verdict;
+  EXPECT_EQ(Context::judge(rounds({10, 11, 10}, {10, 10, 10})).verdict, Verdict::pass);
+  const workbook::Outcome slow = Context::judge(rounds({40, 45, 41}, {10, 10, 10}));
+  EXPECT_EQ(slow.verdict, Verdict::fail);
+  EXPECT_NE(slow.message.find("clearly slower"), std::string::npos);
+  const workbook::Outcome noisy = Context::judge(rounds({40, 12, 41}, {10, 10, 10}));
+  EXPECT_EQ(noisy.verdict, Verdict::pass);
+  EXPECT_NE(noisy.note.find("inconclusive"), std::string::npos);
+}
+
+}  // namespace

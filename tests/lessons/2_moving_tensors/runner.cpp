@@ -1,0 +1,162 @@
+// Lesson 2's glue: puts the inputs where the check asked, calls each exercise,
+// and writes down what came back, with the device counters of the call alone.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "exercise.h"
+#include "harness/runner.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int gpu_count() { return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0; }
+
+double ms_between(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+// The input tensor `name`, on the device the check asked for.
+tiny::Tensor placed(const workbook::Bundle& in, const std::string& name) {
+  return in.tensor(name).to(tiny::Device(in.values.at("where").at(name).get<std::string>()));
+}
+
+// Waits for every GPU, then starts their counters from zero: what is counted
+// next is the exercise's own work, not the glue's.
+void start_counting() {
+  for (int d = 0; d < gpu_count(); ++d) tiny::cuda::synchronize(d);
+  for (int d = 0; d < gpu_count(); ++d) tiny::cuda::reset_device_counters(d);
+}
+
+// The counters right after the exercise returned (before the glue does anything).
+void record_counters(workbook::Bundle& out) {
+  for (int d = 0; d < gpu_count(); ++d) {
+    const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(d);
+    out.values["counters"]["cuda:" + std::to_string(d)] = {
+        {"synchronizations", c.synchronizations},
+        {"kernel_launches", c.kernel_launches},
+        {"bytes_host_to_device", c.bytes_host_to_device_pageable + c.bytes_host_to_device_pinned},
+        {"bytes_device_to_host", c.bytes_device_to_host_pageable + c.bytes_device_to_host_pinned},
+        {"bytes_device_to_device", c.bytes_device_to_device}};
+  }
+}
+
+// The fastest of `count` synchronized products: a floor for how long one takes here.
+double fastest_matmul_ms(const tiny::Tensor& a, const tiny::Tensor& b, int count) {
+  const int gpu = a.get_device();
+  double best = 1e300;
+  for (int i = 0; i < count; ++i) {
+    if (gpu >= 0) tiny::cuda::synchronize(gpu);
+    const Clock::time_point t0 = Clock::now();
+    tiny::Tensor c = a.matmul(b);
+    if (gpu >= 0) tiny::cuda::synchronize(gpu);
+    best = std::min(best, ms_between(t0, Clock::now()));
+  }
+  return best;
+}
+
+}  // namespace
+
+WORKBOOK_EXERCISE(make_on_device) {
+  tiny::Generator generator(in.values.at("generator_seed").get<uint64_t>());
+  const tiny::IntArrayRef shape = in.values.at("shape").get<std::vector<int64_t>>();
+  start_counting();
+  const tiny::Tensor x = lesson2::make_on_device(shape, tiny::Device(in.values.at("device").get<std::string>()),
+                                                 generator);
+  record_counters(out);
+  out.put("x", x);
+}
+
+WORKBOOK_EXERCISE(to_device) {
+  std::vector<tiny::Tensor> tensors;
+  for (int i = 0; i < in.values.at("count").get<int>(); ++i) tensors.push_back(placed(in, "t" + std::to_string(i)));
+  start_counting();
+  const std::vector<tiny::Tensor> moved =
+      lesson2::to_device(tensors, tiny::Device(in.values.at("device").get<std::string>()));
+  record_counters(out);
+  out.values["count"] = moved.size();
+  for (size_t i = 0; i < moved.size(); ++i) out.put("moved" + std::to_string(i), moved[i]);
+  // The inputs must not have changed place (a tiny::Tensor handle cannot, but say so if it did).
+  for (size_t i = 0; i < tensors.size(); ++i) out.values["input_devices"].push_back(tensors[i].device().str());
+}
+
+WORKBOOK_EXERCISE(where_is) { out.values["index"] = lesson2::where_is(placed(in, "x")); }
+
+WORKBOOK_EXERCISE(gpu_compute_then_cpu) {
+  const tiny::Tensor x = placed(in, "x"), w = placed(in, "w");
+  start_counting();
+  const tiny::Tensor y =
+      lesson2::gpu_compute_then_cpu(x, w, tiny::Device(in.values.at("device").get<std::string>()));
+  record_counters(out);
+  out.put("y", y);
+}
+
+WORKBOOK_EXERCISE(linear_relu) {
+  const tiny::Tensor x = placed(in, "x"), w = placed(in, "w"), b = placed(in, "b");
+  start_counting();
+  const tiny::Tensor y = lesson2::linear_relu(x, w, b);
+  record_counters(out);
+  out.put("y", y);
+}
+
+// Times the student's time_matmul_ms and keeps what is needed to judge the
+// number without trusting a clock against another clock:
+//  - floor_ms: the fastest synchronized product here (measured before and after);
+//  - call_ms: how long the whole call took (a mean times reps cannot exceed it);
+//  - idle: whether the GPU's stream had nothing left queued when the call
+//    returned (in deferred mode queued work runs only when someone waits);
+//  - with "queued" > 0, that many products are left queued, unsynchronized,
+//    before the call; bound_ms is then the longest a correct measurement can
+//    be (from the moment that queued work finished to the end of the call,
+//    measured with events), and queued_ms how long the queued work took.
+WORKBOOK_EXERCISE(time_matmul_ms) {
+  const tiny::Device device(in.values.at("device").get<std::string>());
+  const int64_t n = in.values.at("n").get<int64_t>();
+  const int reps = in.values.at("reps").get<int>();
+  const int queued = in.values.value("queued", 0);
+  tiny::Generator generator(in.values.at("generator_seed").get<uint64_t>());
+  const tiny::Tensor a = tiny::randn({n, n}, device, generator), b = tiny::randn({n, n}, device, generator);
+  const int gpu = a.get_device();
+  double floor_ms = fastest_matmul_ms(a, b, 3);
+
+  tiny::cuda::Event ref(true), queued_start(true), queued_done(true);
+  Clock::time_point t_pre{};
+  int queued_count = 0;
+  if (gpu >= 0 && queued > 0) {
+    // Enough queued work to be unmistakable: about 30 ms, at least 10 products.
+    queued_count = std::clamp(static_cast<int>(std::ceil(30.0 / std::max(floor_ms, 1e-3))), 10, 400);
+    const tiny::cuda::Stream stream = tiny::cuda::current_stream(gpu);
+    t_pre = Clock::now();
+    ref.record(stream);
+    ref.synchronize();  // ref's marker ran after t_pre
+    queued_start.record(stream);
+    for (int i = 0; i < queued_count; ++i) tiny::Tensor c = a.matmul(b);
+    queued_done.record(stream);
+    for (int d = 0; d < gpu_count(); ++d) tiny::cuda::reset_device_counters(d);
+  } else {
+    start_counting();
+  }
+
+  const Clock::time_point t0 = Clock::now();
+  const double ms = lesson2::time_matmul_ms(a, b, reps);
+  const Clock::time_point t1 = Clock::now();
+  record_counters(out);
+  out.values["idle"] = gpu < 0 || tiny::cuda::current_stream(gpu).query();
+  out.values["ms"] = ms;
+  out.values["call_ms"] = ms_between(t0, t1);
+  out.values["reps"] = reps;
+  out.values["emulated"] = gpu >= 0 && tiny::cuda::is_emulated(gpu);
+
+  for (int d = 0; d < gpu_count(); ++d) tiny::cuda::synchronize(d);
+  if (queued_count > 0) {
+    // queued_done's marker ran at ref's time + this; ref's ran after t_pre, so
+    // the queued work was done no earlier than t_pre + ref_to_done.
+    const double ref_to_done = ref.elapsed_time(queued_done);
+    out.values["bound_ms"] = ms_between(t_pre, t1) - ref_to_done;
+    out.values["queued_ms"] = queued_start.elapsed_time(queued_done);
+    out.values["queued_count"] = queued_count;
+  }
+  floor_ms = std::min(floor_ms, fastest_matmul_ms(a, b, 3));
+  out.values["floor_ms"] = floor_ms;
+}
