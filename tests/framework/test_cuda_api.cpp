@@ -2,6 +2,8 @@
 // the current device, and the memory statistics the memory lessons read.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "tiny/tiny.h"
@@ -89,6 +91,35 @@ TEST(CudaApi, AccumulatingLossTensorsKeepsGraphsAlive) {
   const std::vector<size_t> flat = run(false);
   EXPECT_GT(leaky.back(), leaky.front() + 3 * 64 * 256 * sizeof(float)) << "graphs should pile up";
   EXPECT_EQ(flat.back(), flat[1]) << "with .item() the memory after a warm-up step stays flat";
+}
+
+}  // namespace
+
+namespace {
+
+// Without a GPU every tiny::cuda call that names a device throws the
+// DeviceError that says so; none may reach the (absent) runtime first.
+int device_errors_without_a_gpu() {
+  setenv("TINY_EMULATED_GPUS", "0", 1);
+  int caught = 0;
+  const std::function<void()> calls[] = {
+      [] { tiny::cuda::synchronize(); },          [] { (void)tiny::cuda::is_emulated(); },
+      [] { (void)tiny::cuda::get_device_name(); }, [] { (void)tiny::cuda::get_device_properties(); },
+      [] { (void)tiny::cuda::device_counters(); }, [] { tiny::cuda::reset_device_counters(); }};
+  for (const auto& call : calls) {
+    try {
+      call();
+    } catch (const tiny::DeviceError&) {
+      ++caught;
+    }
+  }
+  return caught == 6 && !tiny::cuda::is_available() ? 0 : 1;
+}
+
+// In a fresh process (threadsafe death test), so that TINY_EMULATED_GPUS=0 is read.
+TEST(CudaApiDeathTest, WithoutAGpuDeviceCallsThrowInsteadOfCrashing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(device_errors_without_a_gpu()), testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

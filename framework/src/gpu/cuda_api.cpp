@@ -16,11 +16,20 @@ int resolve(int index) {
 
 bool is_available() { return gpu::device_count() > 0; }
 int device_count() { return gpu::device_count(); }
-bool is_emulated(int index) { return gpu::device_runtime()->properties(resolve(index)).emulated; }
-std::string get_device_name(int index) { return gpu::device_runtime()->properties(resolve(index)).name; }
+// Each function resolves the index first: without a GPU, device_runtime() is
+// null, and resolve() is what throws the DeviceError that says so.
+bool is_emulated(int index) {
+  const int i = resolve(index);
+  return gpu::device_runtime()->properties(i).emulated;
+}
+std::string get_device_name(int index) {
+  const int i = resolve(index);
+  return gpu::device_runtime()->properties(i).name;
+}
 
 DeviceProperties get_device_properties(int index) {
-  const gpu::DeviceProperties p = gpu::device_runtime()->properties(resolve(index));
+  const int i = resolve(index);
+  const gpu::DeviceProperties p = gpu::device_runtime()->properties(i);
   return DeviceProperties{p.name, p.total_memory, p.multiprocessor_count, p.major, p.minor, p.emulated};
 }
 
@@ -30,7 +39,10 @@ void set_device(int index) { gpu::set_current_device(index); }
 DeviceGuard::DeviceGuard(int index) : previous_(gpu::current_device()) { gpu::set_current_device(index); }
 DeviceGuard::~DeviceGuard() { gpu::set_current_device(previous_); }
 
-void synchronize(int index) { gpu::device_runtime()->device_synchronize(resolve(index)); }
+void synchronize(int index) {
+  const int i = resolve(index);
+  gpu::device_runtime()->device_synchronize(i);
+}
 
 std::string device_banner(const Device& device) {
   if (device.is_cpu()) return "cpu";
@@ -52,7 +64,8 @@ void reset_peak_memory_stats(int index) { gpu::device_allocator(resolve(index)).
 std::string memory_summary(int index) { return gpu::device_allocator(resolve(index)).memory_summary(); }
 
 DeviceCounters device_counters(int index) {
-  const gpu::Counters c = gpu::device_runtime()->counters(resolve(index));
+  const int i = resolve(index);
+  const gpu::Counters c = gpu::device_runtime()->counters(i);
   DeviceCounters out;
   out.synchronizations = c.synchronizations;
   out.kernel_launches = c.kernel_launches;
@@ -64,7 +77,10 @@ DeviceCounters device_counters(int index) {
   out.device_mallocs = c.raw_mallocs;
   return out;
 }
-void reset_device_counters(int index) { gpu::device_runtime()->reset_counters(resolve(index)); }
+void reset_device_counters(int index) {
+  const int i = resolve(index);
+  gpu::device_runtime()->reset_counters(i);
+}
 
 void empty_cache() {
   for (int i = 0; i < gpu::device_count(); ++i) {
