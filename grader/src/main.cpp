@@ -16,6 +16,7 @@
 #include "grade.h"
 #include "harness/process.h"
 #include "recipe.h"
+#include "report.h"
 #include "stubs.h"
 #include "tiny/error.h"
 
@@ -143,6 +144,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       std::ostringstream board;
       print_scoreboard(board, all[i], options.seed, false);
       spit(mine / "scoreboard.txt", board.str());
+      spit(mine / "report.html", html_report(all[i], options.seed, "GPU Training Workbook: " + submissions[i].filename().string()));
     }
   };
   std::vector<std::thread> threads;
@@ -170,7 +172,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
     csv << "," << passed << "," << total << "," << static_cast<int>(seconds[i] + 0.5) << "\n";
   }
   spit(out_dir / "gradebook.csv", csv.str());
-  std::printf("graded %zu submissions with seed %llu: %s (one results.json and scoreboard.txt per submission beside it)\n",
+  std::printf("graded %zu submissions with seed %llu: %s (results.json, scoreboard.txt and report.html per submission beside it)\n",
               submissions.size(), static_cast<unsigned long long>(options.seed), (out_dir / "gradebook.csv").c_str());
   return 0;
 }
@@ -252,6 +254,8 @@ int main(int argc, char** argv) {
   grade->add_option("--jobs", jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
   grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
   grade->add_option("--json", json_file, "also write Gradescope's results.json here");
+  std::string html_file;
+  grade->add_option("--html", html_file, "also write an HTML report here (checks, timing bars, GPU work, loss curves)");
   grade->add_flag("--no-timing", no_timing, "skip the timing checks");
   double run_timeout = 0;
   grade->add_option("--timeout", run_timeout, "stop any one run of a student's exercise after this many seconds (default: each check's own limit, about a minute)");
@@ -352,6 +356,10 @@ int main(int argc, char** argv) {
         if (fs::exists(lessons_dir / "quiz.txt")) quiz = slurp(lessons_dir / "quiz.txt");
         spit(json_file, gradescope_results(results, seconds, options.seed, quiz).dump(2) + "\n");
         std::cout << "results.json written to " << json_file << "\n";
+      }
+      if (!html_file.empty()) {
+        spit(html_file, html_report(results, options.seed, "GPU Training Workbook"));
+        std::cout << "HTML report written to " << html_file << "\n";
       }
       if (!expect.empty()) {
         const std::string want = expect == "full" ? "passed" : "not started";

@@ -247,7 +247,7 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() warms up and waits for the G
     }
     if (ms < 0.25 * floor_ms) {
       return Outcome::fail(call + " returned " + fixed(ms, 4) + " ms per product, but one product takes at least " +
-                           fixed(floor_ms, 3) + " ms here: the products ran after your clock stopped. " +
+                           fixed(floor_ms, 3) + " ms here, so they ran after your clock stopped: " +
                            kStoppedEarly + " (wait first, then read the clock)");
     }
   }
@@ -272,10 +272,12 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() warms up and waits for the G
   cpu_in.values["n"] = 128;
   cpu_in.values["reps"] = 2;
   const Run cpu = ctx.student("time_matmul_ms", cpu_in, gpus(0));
-  if (cpu.status == "error") {
-    return Outcome::fail("time_matmul_ms(a, b, 2) with a and b on the CPU, on a machine without a GPU, threw:\n  " +
-                         cpu.message + "\nthere is no GPU to wait for there: synchronize only when a is on a GPU "
-                         "(a.is_cuda(), or a.get_device() >= 0)");
+  if (cpu.status == "error" || cpu.status == "crash") {
+    // Typically a synchronize with no GPU to wait for (which tiny can answer with a crash).
+    return Outcome::fail("time_matmul_ms(a, b, 2) with a and b on the CPU, on a machine without a GPU, " +
+                         std::string(cpu.status == "error" ? "threw" : "failed") + ":\n  " + cpu.message +
+                         "\nIf your code calls tiny::cuda::synchronize there: there is no GPU to wait for, so only "
+                         "synchronize when a is on a GPU (a.is_cuda(), or a.get_device() >= 0)");
   }
   if (auto early = ctx.unless_ok(cpu)) return *early;
   const double cpu_ms = cpu.out.values["ms"];

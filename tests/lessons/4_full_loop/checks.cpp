@@ -316,27 +316,23 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
     probe.values["steps"] = 1;
     Run one, one_ref;
     if (auto early = ctx.both("train_step", probe, one, one_ref)) return *early;
-    bool cleared_after = true;  // no gradient left after the step, where the reference keeps this step's
+    // SGD's first step (momentum starts from the gradient) is p -= lr * grad: read back the gradient the
+    // student's step used, and see whether it is the stale one plus the fresh one.
+    bool used_stale = true, cleared_after = true;
+    const tiny::StateDict init = run_in.state("init");
     for (const auto& [name, stale] : run_in.state("stale")) {
-      (void)stale;
       const std::string key = "grad." + name;
-      if (!one.out.has(key) || one.out.info(key).defined || !one_ref.out.info(key).defined) cleared_after = false;
+      if (!one.out.has("final." + name) || !one_ref.out.info(key).defined) return Outcome::error("the train_step probe lacks " + key);
+      const tiny::Tensor used = (init.at(name) - one.out.tensor("final." + name)) / kLr;
+      if (workbook::differ(key, used, stale + one_ref.out.tensor(key), 1e-3, 1e-4)) used_stale = false;
+      if (!one.out.has(key) || one.out.info(key).defined) cleared_after = false;
     }
-    if (cleared_after) {
+    if (used_stale && cleared_after) {
       return Outcome::fail("train_step clears the gradients after the step instead of before backward(): the model "
                            "arrives with the previous step's gradients still in .grad, so your first backward() added "
                            "to them; call optimizer.zero_grad() first");
     }
-    bool accumulated = true;
-    for (const auto& [name, stale] : run_in.state("stale")) {
-      const std::string key = "grad." + name;
-      if (!one.out.has(key) || !one.out.info(key).defined || !one_ref.out.info(key).defined ||
-          workbook::differ(key, one.out.tensor(key), stale + one_ref.out.tensor(key), 1e-4, 1e-5)) {
-        accumulated = false;
-        break;
-      }
-    }
-    if (accumulated) {
+    if (used_stale) {
       std::string why = "the gradients were not cleared: call optimizer.zero_grad() before loss.backward(); "
                         "backward() adds to what is in .grad, so each step also used the gradients of the step before";
       if (k > 0) {
@@ -353,6 +349,7 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
                       " (your losses " + list(losses) + ", expected " + list(want) + ")";
     if (k == 0) why += ": the first step starts from the same weights, so the forward pass or the loss differs "
                        "(cross_entropy of the model's output and the labels, averaged over the batch)";
+    if (k > 0) why += ": the steps before it match, so an update went wrong (one optimizer.step() per step, after backward())";
     return Outcome::fail(why);
   }
   return Outcome::fail(*weights + "\n(the losses match: the update differs; call optimizer.step() once, after backward())");
@@ -385,7 +382,10 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " is " + losses[k].dump() + ", expected " +
                       want[k].dump() + " (your steps " + list(losses) + ", expected " + list(want) + ")";
-    if (k > 0) why += ": the steps before it match, so something carries over from one step to the next";
+    if (k > 0) {
+      why += ": the steps before it match, so an update went wrong (clear the gradients first, use the loss averaged "
+             "over the batch, one optimizer.step() per batch)";
+    }
     return Outcome::fail(why);
   }
   const Means m = means_of(mine);

@@ -1,0 +1,334 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <utility>
+
+namespace workbook {
+
+namespace {
+
+using nlohmann::json;
+
+// HTML-escapes `text`, dropping terminal colour codes (ESC [ ... letter) and other control characters.
+std::string esc(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\033') {
+      if (i + 1 < text.size() && text[i + 1] == '[') {
+        i += 2;
+        while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) ++i;
+      }
+      continue;
+    }
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') out += c;
+        if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string num(double v, int precision = 3) {
+  std::ostringstream s;
+  s << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string fixed(double v, int decimals) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(decimals) << v;
+  return s.str();
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) b /= 1024, ++u;
+  return (u == 0 ? fixed(b, 0) : num(b, 3)) + " " + units[u];
+}
+
+double median(const json& values) {
+  std::vector<double> v;
+  for (const json& x : values) {
+    if (x.is_number()) v.push_back(x.get<double>());
+  }
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double number_or(const json& j, const char* key, double fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+const char* status_color(const std::string& status) {
+  if (status == "passed") return "#1a7f37";
+  if (status == "not started" || status == "skipped") return "#6e7781";
+  if (status == "in progress") return "#9a6700";
+  return "#cf222e";
+}
+
+const char* kYours = "#0969da";
+const char* kReference = "#d1790a";
+
+// ---------------------------------------------------------------- plots
+
+struct Series {
+  std::string label, color;
+  bool dashed = false;
+  std::vector<std::pair<double, double>> points;
+};
+struct Mark {
+  double x;
+  std::string label, color;
+};
+
+// A line plot: axes with min/max labels, one polyline per series, marks as vertical ticks, a legend.
+std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
+                      bool bytes, bool y_from_zero, const std::string& x_unit) {
+  double x0 = INFINITY, x1 = -INFINITY, y0 = y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
+  for (const Series& s : series) {
+    for (const auto& [x, y] : s.points) {
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  }
+  std::ostringstream o;
+  o << "<figure><figcaption>" << esc(title) << "</figcaption>";
+  if (!(x0 <= x1)) return o.str() + "<p class=\"dim\">no data</p></figure>\n";
+  if (x0 == x1) x0 -= 0.5, x1 += 0.5;
+  if (!(y0 < y1)) y0 -= 0.5, y1 += 0.5;
+  const double W = 560, H = 230, L = 78, R = 14, T = 10, B = 180;
+  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
+  auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
+  o << "<svg class=\"plot\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H
+    << "\" role=\"img\"><title>" << esc(title) << "</title>"
+    << "<path d=\"M" << L << " " << T << "V" << B << "H" << W - R << "\" stroke=\"#57606a\" fill=\"none\"/>"
+    << "<text x=\"" << L - 4 << "\" y=\"" << T + 8 << "\" text-anchor=\"end\">" << esc(ylabel(y1)) << "</text>"
+    << "<text x=\"" << L - 4 << "\" y=\"" << B << "\" text-anchor=\"end\">" << esc(ylabel(y0)) << "</text>"
+    << "<text x=\"" << L << "\" y=\"" << B + 16 << "\" text-anchor=\"middle\">" << num(x0, 4) << "</text>"
+    << "<text x=\"" << W - R << "\" y=\"" << B + 16 << "\" text-anchor=\"end\">" << num(x1, 4)
+    << (x_unit.empty() ? "" : " " + esc(x_unit)) << "</text>";
+  for (const Mark& m : marks) {
+    const double x = px(m.x);
+    o << "<g><title>" << esc(m.label) << "</title><line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\""
+      << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
+      << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
+      << "\" stroke=\"" << m.color << "\"/>";
+    if (marks.size() <= 12) {  // more would overlap: their labels are in the tooltips
+      o << "<text x=\"" << fixed(x + 3, 1) << "\" y=\"" << T + 9 << "\" font-size=\"9\">" << esc(m.label) << "</text>";
+    }
+    o << "</g>";
+  }
+  double legend_x = 8;
+  for (const Series& s : series) {
+    const std::string dash = s.dashed ? "\" stroke-dasharray=\"5 3" : "";
+    if (s.points.size() == 1) {
+      o << "<circle cx=\"" << fixed(px(s.points[0].first), 1) << "\" cy=\"" << fixed(py(s.points[0].second), 1)
+        << "\" r=\"3\" fill=\"" << s.color << "\"/>";
+    } else if (!s.points.empty()) {
+      o << "<polyline fill=\"none\" stroke-width=\"1.6\" stroke=\"" << s.color << dash << "\" points=\"";
+      for (const auto& [x, y] : s.points) o << fixed(px(x), 1) << "," << fixed(py(y), 1) << " ";
+      o << "\"/>";
+    }
+    o << "<line x1=\"" << legend_x << "\" x2=\"" << legend_x + 22 << "\" y1=\"" << H - 14 << "\" y2=\"" << H - 14
+      << "\" stroke-width=\"2\" stroke=\"" << s.color << dash << "\"/><text x=\"" << legend_x + 26 << "\" y=\""
+      << H - 10 << "\">" << esc(s.label) << "</text>";
+    legend_x += 30 + 6 * s.label.size();
+  }
+  return o.str() + "</svg></figure>\n";
+}
+
+// Horizontal bars: the median of your rounds and of the reference's, and the ratio.
+std::string timing_plot(const json& timing) {
+  const double yours = median(timing.value("yours_ms", json::array()));
+  const double ref = median(timing.value("reference_ms", json::array()));
+  if (std::isnan(yours) || std::isnan(ref)) return "";
+  const double ratio = number_or(timing, "ratio", yours / std::max(ref, 1e-6));
+  const double most = std::max({yours, ref, 1e-9}), W = 560, L = 90, span = 330;
+  std::ostringstream o;
+  o << "<figure><figcaption>time (median of " << timing.value("yours_ms", json::array()).size()
+    << " rounds)</figcaption><svg class=\"plot\" viewBox=\"0 0 " << W << " 84\" width=\"" << W
+    << "\" height=\"84\" role=\"img\"><title>timing: yours vs reference</title>";
+  const std::pair<const char*, double> rows[] = {{"yours", yours}, {"reference", ref}};
+  for (int i = 0; i < 2; ++i) {
+    const double w = std::max(1.0, rows[i].second / most * span), y = 6 + 26 * i;
+    o << "<text x=\"" << L - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << rows[i].first << "</text>"
+      << "<rect x=\"" << L << "\" y=\"" << y << "\" width=\"" << fixed(w, 1) << "\" height=\"20\" fill=\""
+      << (i == 0 ? kYours : kReference) << "\"/><text x=\"" << fixed(L + w + 6, 1) << "\" y=\"" << y + 14 << "\">"
+      << num(rows[i].second, 4) << " ms</text>";
+  }
+  o << "<text x=\"" << L << "\" y=\"78\">" << fixed(ratio, 2) << "x the reference";
+  if (timing.contains("ratio_low") && timing.contains("ratio_high")) {
+    o << " (rounds from " << fixed(number_or(timing, "ratio_low", 0), 2) << "x to "
+      << fixed(number_or(timing, "ratio_high", 0), 2) << "x)";
+  }
+  return o.str() + "</text></svg></figure>\n";
+}
+
+// Yours vs reference, each summed over its devices; rows that differ are highlighted.
+std::string counters_table(const json& counters) {
+  std::vector<std::string> keys = {"kernel_launches", "synchronizations", "bytes_host_to_device_pageable",
+                                   "bytes_host_to_device_pinned", "bytes_device_to_host_pageable",
+                                   "bytes_device_to_host_pinned", "bytes_device_to_device", "device_mallocs",
+                                   "memory_allocated", "max_memory_allocated", "memory_reserved"};
+  auto sum = [&](const char* who, const std::string& key) {
+    double total = 0;
+    if (!counters.contains(who) || !counters[who].is_object()) return total;
+    for (const auto& [device, values] : counters[who].items()) total += number_or(values, key.c_str(), 0);
+    return total;
+  };
+  for (const char* who : {"yours", "reference"}) {  // counters this list does not know yet
+    if (!counters.contains(who) || !counters[who].is_object()) continue;
+    for (const auto& [device, values] : counters[who].items()) {
+      if (!values.is_object()) continue;
+      for (const auto& [key, v] : values.items()) {
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+      }
+    }
+  }
+  std::ostringstream o;
+  o << "<table class=\"counters\"><thead><tr><th>GPU counter (all devices)</th><th>yours</th><th>reference</th>"
+       "</tr></thead><tbody>";
+  for (const std::string& key : keys) {
+    const double y = sum("yours", key), r = sum("reference", key);
+    const bool bytes = key.find("bytes") != std::string::npos || key.find("memory") != std::string::npos;
+    auto cell = [&](double v) { return fixed(v, 0) + (bytes && v >= 1024 ? " (" + human_bytes(v) + ")" : ""); };
+    o << "<tr" << (y != r ? " class=\"diff\"" : "") << "><td>" << esc(key) << "</td><td>" << cell(y) << "</td><td>"
+      << cell(r) << "</td></tr>";
+  }
+  return o.str() + "</tbody></table>\n";
+}
+
+std::vector<std::pair<double, double>> curve_points(const json& values) {
+  std::vector<std::pair<double, double>> out;
+  if (!values.is_array()) return out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].is_number() && std::isfinite(values[i].get<double>())) out.emplace_back(i, values[i].get<double>());
+  }
+  return out;
+}
+
+std::string memory_plot(const json& memory) {
+  std::vector<Series> series;
+  std::vector<Mark> marks;
+  for (const char* who : {"yours", "reference"}) {
+    const std::string color = std::string(who) == "yours" ? kYours : kReference;
+    Series allocated{std::string(who) + " allocated", color, false, {}};
+    Series reserved{std::string(who) + " reserved", color, true, {}};
+    for (const json& p : memory.value(who, json::array())) {
+      if (!p.is_object() || !p.contains("t") || !p["t"].is_number()) continue;
+      const double t = p["t"].get<double>();
+      const double a = number_or(p, "allocated", NAN), r = number_or(p, "reserved", NAN);
+      if (!std::isnan(a)) allocated.points.emplace_back(t, a);
+      if (!std::isnan(r)) reserved.points.emplace_back(t, r);
+      if (p.contains("marker") && p["marker"].is_string()) {
+        marks.push_back({t, std::string(who) + ": " + p["marker"].get<std::string>(), color});
+      }
+    }
+    series.push_back(allocated);
+    series.push_back(reserved);
+  }
+  return line_plot("GPU memory over time", series, marks, true, true, "ms");
+}
+
+const char* badge(const std::string& verdict) {
+  if (verdict == "pass") return "PASS";
+  if (verdict == "fail") return "FAIL";
+  if (verdict == "todo") return "TODO";
+  if (verdict == "skip") return "SKIP";
+  return "ERROR";
+}
+
+const char* kStyle = R"(
+body{font:15px/1.45 system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#1f2328}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0} th,td{padding:.25em .7em;border-bottom:1px solid #d0d7de;text-align:left}
+td.n{text-align:right} .status{font-weight:600} .dim,.secs{color:#6e7781}
+.check{border:1px solid #d0d7de;border-radius:6px;padding:.5em .8em;margin:.7em 0}
+.badge{display:inline-block;min-width:3.6em;text-align:center;border-radius:4px;color:#fff;
+  font-size:.8em;font-weight:700;padding:.1em .3em;margin-right:.4em}
+.pass{background:#1a7f37} .fail,.error{background:#cf222e} .todo{background:#9a6700} .skip{background:#6e7781}
+pre{background:#f6f8fa;padding:.5em .7em;border-radius:4px;overflow-x:auto;white-space:pre-wrap;margin:.4em 0}
+pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
+tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
+svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
+)";
+
+}  // namespace
+
+std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << esc(title)
+    << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << esc(title) << "</h1>\n"
+    << "<p>Checked with seed <b>" << seed << "</b> (rerun with <code>--seed " << seed << "</code> to repeat). "
+    << "Note: timings on the emulated GPU are host timings; compare them with the reference's, not with real GPUs."
+    << "</p>\n<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
+    << "<th>checks</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
+  auto number = [](const LessonResult& r) { return r.lesson ? std::to_string(r.lesson->number) : std::string("?"); };
+  for (const LessonResult& r : results) {
+    o << "<tr><td class=\"n\">" << number(r) << "</td><td><a href=\"#lesson-" << number(r) << "\">"
+      << esc(r.lesson ? r.lesson->title : "") << "</a></td><td class=\"status\" style=\"color:"
+      << status_color(r.status) << "\">" << esc(r.status) << "</td><td class=\"n\">" << r.passed << "/" << r.total
+      << "</td><td class=\"n\">" << static_cast<int>(r.score() * 100 + 0.5) << "%</td><td class=\"n\">"
+      << fixed(r.seconds, 1) << " s</td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n";
+  if (results.empty()) o << "<p class=\"dim\">No lessons were checked.</p>\n";
+
+  for (const LessonResult& r : results) {
+    o << "<section id=\"lesson-" << number(r) << "\">\n<h2>Lesson " << number(r) << ": "
+      << esc(r.lesson ? r.lesson->title : "") << " <span class=\"status\" style=\"color:" << status_color(r.status)
+      << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
+    if (r.todo > 0) o << ", " << r.todo << " still to do";
+    o << "; " << fixed(r.seconds, 1) << " s.</p>\n";
+    // A lesson that does not compile gives every check the same message: show the log once.
+    const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
+    if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";
+    for (const CheckResult& c : r.checks) {
+      o << "<div class=\"check\">\n<div><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict)
+        << "</span><b>" << esc(c.name) << "</b>: " << esc(c.summary);
+      if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
+      o << "</div>\n";
+      if (!c.message.empty()) {
+        const bool same = !shared.empty() && c.message == shared;
+        o << "<pre>" << esc(same ? r.status + " (see above)" : c.message) << "</pre>\n";
+      }
+      if (!c.note.empty()) o << "<pre class=\"note\">" << esc(c.note) << "</pre>\n";
+      const json& d = c.details;
+      if (!d.is_object()) {
+        o << "</div>\n";
+        continue;
+      }
+      if (d.contains("timing") && d["timing"].is_object()) o << timing_plot(d["timing"]);
+      if (d.contains("counters") && d["counters"].is_object()) o << counters_table(d["counters"]);
+      if (d.contains("curves") && d["curves"].is_object()) {
+        for (const auto& [name, curve] : d["curves"].items()) {
+          if (!curve.is_object()) continue;
+          o << line_plot(name,
+                         {{"yours", kYours, false, curve_points(curve.value("yours", json::array()))},
+                          {"reference", kReference, true, curve_points(curve.value("reference", json::array()))}},
+                         {}, false, false, "");
+        }
+      }
+      if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
+      o << "</div>\n";
+    }
+    o << "</section>\n";
+  }
+  o << "<p class=\"dim\">Made by the workbook grader.</p>\n</body>\n</html>\n";
+  return o.str();
+}
+
+}  // namespace workbook

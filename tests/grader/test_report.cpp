@@ -1,0 +1,171 @@
+// The HTML report: escaping, the scoreboard, and the plots drawn from the checks' details.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "report.h"
+
+namespace {
+
+using nlohmann::json;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+std::string between(const std::string& text, const std::string& from, const std::string& to) {
+  const size_t a = text.find(from);
+  if (a == std::string::npos) return "";
+  const size_t b = text.find(to, a);
+  return text.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+workbook::CheckResult check(const std::string& name, const std::string& verdict, const std::string& message,
+                            json details = json::object()) {
+  workbook::CheckResult c;
+  c.name = name;
+  c.summary = "does " + name;
+  c.verdict = verdict;
+  c.message = message;
+  c.seconds = 0.5;
+  c.details = std::move(details);
+  return c;
+}
+
+struct Sample {
+  workbook::Lesson lesson1, lesson2;
+  std::vector<workbook::LessonResult> results;
+
+  Sample() {
+    lesson1.number = 3;
+    lesson1.title = "Moving <data> & timing";
+    lesson2.number = 4;
+    lesson2.title = "Does not compile";
+    workbook::LessonResult r;
+    r.lesson = &lesson1;
+    r.status = "in progress";
+    r.checks.push_back(check("escapes", "fail", "got <script>alert(1)</script> & \"x\" instead of 'y'"));
+    workbook::CheckResult timed = check("fast_enough", "pass", "time: yours 1.5 ms, reference 1.0 ms");
+    timed.timed = true;
+    timed.details["timing"] = {{"yours_ms", {1.4, 1.5, 1.6}}, {"reference_ms", {1.0, 1.0, 1.1}},
+                               {"ratio", 1.5}, {"ratio_low", 1.4}, {"ratio_high", 1.6}};
+    r.checks.push_back(timed);
+    json device = {{"synchronizations", 4}, {"kernel_launches", 31}, {"bytes_host_to_device_pageable", 4096},
+                   {"memory_allocated", 1 << 20}};
+    json more = device;
+    more["synchronizations"] = 9;
+    json details;
+    details["counters"] = {{"yours", {{"cuda:0", more}, {"cuda:1", device}}},
+                           {"reference", {{"cuda:0", device}, {"cuda:1", device}}}};
+    details["curves"]["loss per step"] = {{"yours", {2.3, 1.9, 1.2, 0.8}}, {"reference", {2.3, 1.8, 1.1, 0.7}}};
+    details["memory"] = {{"yours", {{{"t", 0}, {"allocated", 0}, {"reserved", 0}},
+                                    {{"t", 5}, {"allocated", 1 << 20}, {"reserved", 2 << 20}, {"marker", "step <1>"}},
+                                    {{"t", 9}, {"allocated", 1 << 19}, {"reserved", 2 << 20}}}},
+                         {"reference", {{{"t", 0}, {"allocated", 0}, {"reserved", 0}},
+                                        {{"t", 8}, {"allocated", 1 << 20}, {"reserved", 1 << 20}}}}};
+    r.checks.push_back(check("trains", "pass", "", details));
+    r.checks.push_back(check("todo", "todo", "lesson 3: fill in copy()"));
+    r.passed = 2;
+    r.total = 4;
+    r.todo = 1;
+    r.seconds = 3.25;
+    results.push_back(r);
+
+    workbook::LessonResult broken;
+    broken.lesson = &lesson2;
+    broken.status = "does not compile";
+    broken.problem = "exercise.cpp:3: error: expected ';' before '}' token";
+    broken.checks.push_back(check("a", "fail", broken.status + ":\n" + broken.problem));
+    broken.total = 1;
+    results.push_back(broken);
+  }
+};
+
+TEST(Report, EscapesEverythingFromTheResults) {
+  const Sample s;
+  const std::string html = workbook::html_report(s.results, 42, "Report <for> \"ada\"");
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;x&quot; instead of &#39;y&#39;"),
+            std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("Moving &lt;data&gt; &amp; timing"), std::string::npos);
+  EXPECT_EQ(html.find("<data>"), std::string::npos);
+  EXPECT_NE(html.find("Report &lt;for&gt; &quot;ada&quot;"), std::string::npos);
+  EXPECT_NE(html.find("step &lt;1&gt;"), std::string::npos);
+}
+
+TEST(Report, HeaderAndOneScoreboardRowPerLesson) {
+  const Sample s;
+  const std::string html = workbook::html_report(s.results, 123456789, "Results");
+  EXPECT_NE(html.find("123456789"), std::string::npos);
+  EXPECT_NE(html.find("timings on the emulated GPU are host timings"), std::string::npos);
+  const std::string board = between(html, "<table class=\"scoreboard\">", "</table>");
+  ASSERT_FALSE(board.empty());
+  EXPECT_EQ(count(board, "<tr"), 1 + s.results.size());  // the header row, then one per lesson
+  EXPECT_NE(board.find("2/4"), std::string::npos);
+  EXPECT_NE(board.find("50%"), std::string::npos);
+  EXPECT_NE(html.find("id=\"lesson-3\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"lesson-4\""), std::string::npos);
+  // The compiler's log appears once, not once per check.
+  EXPECT_EQ(count(html, "expected &#39;;&#39; before"), 1u);
+}
+
+TEST(Report, PlotsTheDetailsThatAreThere) {
+  const Sample s;
+  const std::string html = workbook::html_report(s.results, 1, "Results");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<title>timing: yours vs reference</title>"), std::string::npos);
+  EXPECT_NE(html.find("1.50x the reference (rounds from 1.40x to 1.60x)"), std::string::npos);
+  EXPECT_NE(html.find("<title>loss per step</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>GPU memory over time</title>"), std::string::npos);
+  EXPECT_GE(count(html, "<polyline"), 2u + 4u);  // the curve's two lines and memory's four
+  EXPECT_EQ(count(html, "<svg"), 3u);
+  // Counters summed over devices; only synchronizations differ (13 vs 8).
+  const std::string table = between(html, "<table class=\"counters\">", "</table>");
+  EXPECT_NE(table.find("<tr class=\"diff\"><td>synchronizations</td><td>13</td><td>8</td></tr>"), std::string::npos);
+  EXPECT_NE(table.find("<tr><td>kernel_launches</td><td>62</td><td>62</td></tr>"), std::string::npos);
+  EXPECT_EQ(count(table, "class=\"diff\""), 1u);
+  // Scripts and external resources never appear.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+
+  if (const char* path = std::getenv("WORKBOOK_REPORT_SAMPLE")) std::ofstream(path) << html;
+}
+
+TEST(Report, NoResultsStillMakeAPage) {
+  const std::string html = workbook::html_report({}, 7, "Nothing yet");
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_NE(html.find("<h1>Nothing yet</h1>"), std::string::npos);
+  const std::string board = between(html, "<table class=\"scoreboard\">", "</table>");
+  EXPECT_EQ(count(board, "<tr"), 1u);
+  EXPECT_EQ(html.find("<svg"), std::string::npos);
+}
+
+TEST(Report, OddDetailsDoNotBreakThePage) {
+  workbook::Lesson lesson;
+  lesson.number = 1;
+  lesson.title = "odd";
+  workbook::LessonResult r;
+  r.lesson = &lesson;
+  r.status = "error";
+  json details;
+  details["timing"] = {{"yours_ms", json::array()}, {"reference_ms", json::array()}};
+  details["curves"] = {{"empty", {{"yours", json::array()}}}, {"one", {{"yours", {1.0, nullptr}}}},
+                       {"not a curve", 3}};
+  details["counters"] = {{"yours", {{"cuda:0", {{"kernel_launches", 2}}}}}, {"reference", nullptr}};
+  details["memory"] = {{"yours", {{{"t", "late"}}}}};
+  r.checks.push_back(check("weird", "error", "\033[31mred\033[0m text\r\n", details));
+  r.checks.push_back(check("plain", "skip", "", nullptr));
+  const std::string html = workbook::html_report({r}, 1, "odd");
+  EXPECT_NE(html.find("<pre>red text\n</pre>"), std::string::npos);
+  EXPECT_NE(html.find("<tr class=\"diff\"><td>kernel_launches</td><td>2</td><td>0</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("no data"), std::string::npos);
+  EXPECT_NE(html.find("<circle"), std::string::npos);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+}
+
+}  // namespace
