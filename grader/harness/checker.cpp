@@ -122,6 +122,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   p.log = dir / "log.txt";
 
   Run result;
+  result.call = options.call;
   const ProcessResult process = run_process(p);
   if (!process.ok()) {
     result.status = "crash";
@@ -138,6 +139,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   }
   result.status = result.out.values.value("_status", "crash");
   result.message = result.out.values.value("_message", "");
+  result.error_type = result.out.values.value("_error_type", "");
   result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
   return result;
 }
@@ -153,8 +155,9 @@ Run Context::reference(const std::string& exercise, const Bundle& in, const RunO
 std::optional<Outcome> Context::unless_ok(const Run& r) const {
   if (r.status == "ok") return std::nullopt;
   if (r.status == "todo") return Outcome::todo(r.message);
-  if (r.status == "error") return Outcome::fail("your code threw an error:\n" + indent(r.message, "  "));
-  return Outcome::fail("your code " + r.message);
+  const std::string who = r.call.empty() ? "your code" : r.call + ": your code";
+  if (r.status == "error") return Outcome::fail(who + " threw " + r.error_type + ":\n" + indent(r.message, "  "));
+  return Outcome::fail(who + " " + r.message);
 }
 
 std::optional<Outcome> Context::both(const std::string& exercise, const Bundle& in, Run& s, Run& r,

@@ -60,12 +60,15 @@ struct RunOptions {
   double timeout_s = 60;                    ///< wall time for one run
   size_t memory_limit = size_t{3} << 30;    ///< bytes of host memory for the child (cgroup), 0 = none
   std::map<std::string, std::string> env;   ///< more environment for the child
+  std::string call;                         ///< how failures name this run, e.g. `choose_device("cpu") with 2 GPUs`
 };
 
 /// @brief One run of an exercise in a child process.
 struct Run {
   std::string status;      ///< ok, todo, error (an exception), crash (the process died or hung)
   std::string message;     ///< the exception's text, or how the process ended and its last output
+  std::string error_type;  ///< with status error: the exception's type, e.g. "tiny::DeviceError"
+  std::string call;        ///< RunOptions::call of the run
   Bundle out;              ///< what the runner wrote (empty unless status is ok/todo/error)
   double elapsed_ms = 0;   ///< the call itself, without the device work still queued
 

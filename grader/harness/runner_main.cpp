@@ -1,8 +1,11 @@
 // The runner: calls one exercise of a lesson in this process and writes what
 // came out (see runner.h). Linked with the student's or the reference's code.
+#include <cxxabi.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <typeinfo>
 #include <map>
 #include <string>
 
@@ -41,7 +44,18 @@ void start_counting() {
   }
 }
 
-// Calls the exercise; the outcome goes into out.values (_status, _message).
+// "tiny::DeviceError", "std::out_of_range": the dynamic type of what was thrown.
+std::string type_name(const std::exception& e) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name != nullptr ? name : typeid(e).name();
+  std::free(name);
+  const std::string libstdcxx = "std::__cxx11::";
+  if (out.rfind(libstdcxx, 0) == 0) out = "std::" + out.substr(libstdcxx.size());
+  return out;
+}
+
+// Calls the exercise; the outcome goes into out.values (_status, _message, _error_type).
 void call(ExerciseFn fn, const Bundle& in, Bundle& out) {
   try {
     fn(in, out);
@@ -49,15 +63,14 @@ void call(ExerciseFn fn, const Bundle& in, Bundle& out) {
   } catch (const tiny::NotImplemented& e) {
     out.values["_status"] = "todo";
     out.values["_message"] = e.what();
-  } catch (const tiny::Error& e) {
-    out.values["_status"] = "error";
-    out.values["_message"] = e.what();
   } catch (const std::exception& e) {
     out.values["_status"] = "error";
-    out.values["_message"] = std::string("std::exception: ") + e.what();
+    out.values["_message"] = e.what();
+    out.values["_error_type"] = type_name(e);
   } catch (...) {
     out.values["_status"] = "error";
     out.values["_message"] = "an exception that is not a std::exception was thrown";
+    out.values["_error_type"] = "unknown";
   }
 }
 

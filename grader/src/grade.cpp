@@ -68,7 +68,7 @@ std::string timing_text(const LessonResult& r) {
     if (c.note.rfind("timing inconclusive", 0) == 0) return "inconclusive";
     if (c.details.contains("timing")) {
       std::ostringstream s;
-      s << std::fixed << std::setprecision(2) << c.details["timing"].value("ratio", 0.0) << "x ref";
+      s << std::fixed << std::setprecision(2) << c.details["timing"].value("ratio", 0.0) << "x";
       return s.str();
     }
   }
@@ -205,15 +205,15 @@ void print_checks(std::ostream& out, const LessonResult& r, bool color) {
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color) {
   out << "\nGPU Training Workbook: lessons checked with seed " << seed << " (rerun with --seed " << seed
       << " to repeat)\n\n";
-  out << "  " << std::left << std::setw(3) << "#" << std::setw(28) << "lesson" << std::setw(18) << "status"
-      << std::setw(8) << "checks" << std::setw(7) << "score" << std::setw(12) << "time" << "GPU work (yours vs reference)\n";
+  out << "  " << std::left << std::setw(3) << "#" << std::setw(36) << "lesson" << std::setw(18) << "status"
+      << std::setw(8) << "checks" << std::setw(7) << "score" << std::setw(14) << "speed vs ref" << "GPU work (yours vs reference)\n";
   for (const LessonResult& r : results) {
     std::ostringstream checks, score;
     if (r.total > 0) checks << r.passed << "/" << r.total;
     score << static_cast<int>(r.score() * 100 + 0.5) << "%";
-    out << "  " << std::setw(3) << r.lesson->number << std::setw(28) << r.lesson->title.substr(0, 27)
+    out << "  " << std::setw(3) << r.lesson->number << std::setw(36) << r.lesson->title.substr(0, 35)
         << (color ? status_color(r.status) : "") << std::setw(18) << r.status << (color ? kReset : "")
-        << std::setw(8) << checks.str() << std::setw(7) << score.str() << std::setw(12) << timing_text(r)
+        << std::setw(8) << checks.str() << std::setw(7) << score.str() << std::setw(14) << timing_text(r)
         << counters_text(r) << "\n";
   }
   const LessonResult* next = nullptr;
@@ -225,9 +225,14 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
   }
   out << "\n";
   if (next == nullptr) {
-    out << "Every lesson here passes. Well done.\n";
+    out << (results.size() == 1 ? "This lesson passes. Well done.\n" : "Every lesson checked here passes. Well done.\n");
     return;
   }
+  print_next(out, *next);
+}
+
+void print_next(std::ostream& out, const LessonResult& result) {
+  const LessonResult* next = &result;
   const Lesson& l = *next->lesson;
   out << "Next: lesson " << l.number << ", " << l.title << " (about " << l.minutes << " min): read lessons/" << l.folder
       << "/README.md and fill in lessons/" << l.folder << "/exercise.cpp\n";

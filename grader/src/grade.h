@@ -59,6 +59,8 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const std:
 
 // The terminal table: one line per lesson, then what to do next.
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color);
+// What to do next about this (not yet passing) lesson: its first open check and the commands.
+void print_next(std::ostream& out, const LessonResult& result);
 // Every check's line of one lesson (as the checker prints them).
 void print_checks(std::ostream& out, const LessonResult& result, bool color);
 // Gradescope's results.json.

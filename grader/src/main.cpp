@@ -49,6 +49,20 @@ std::string stub_of(const Recipe& recipe, const Lesson& lesson) {
   return make_stub(slurp(solution), lesson.number, solution.string());
 }
 
+// The file as committed in git's HEAD ("" outside a git checkout or when untracked).
+std::string committed_version(const Recipe& recipe, const fs::path& file) {
+  const std::string relative = fs::relative(file, recipe.source_dir).string();
+  const std::string command = "git -C '" + recipe.source_dir.string() + "' show 'HEAD:" + relative + "' 2>/dev/null";
+  std::string text;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
+    if (pclose(pipe) != 0) text.clear();
+  }
+  return text;
+}
+
 // ---------------------------------------------------------------- state (hints shown)
 
 fs::path state_file(const Recipe& recipe) { return recipe.build_dir / "grader" / "state.json"; }
@@ -225,7 +239,7 @@ int watch(const Recipe& recipe, GradeOptions options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)"};
+  CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)", "./workbook"};
   app.require_subcommand(1);
   std::string recipe_file = WORKBOOK_RECIPE;
   app.add_option("--recipe", recipe_file, "the recipe CMake wrote")->capture_default_str();
@@ -278,9 +292,22 @@ int main(int argc, char** argv) {
   auto* stubs = app.add_subcommand("stubs", "(maintainers) write lessons/*/exercise.cpp from the solutions");
   stubs->add_flag("--check", stubs_check, "only compare: exit 1 when a committed stub differs");
   stubs->add_option("--out", stubs_out, "write the stubs into this folder instead of lessons/");
+  bool force = false;
+  stubs->add_flag("--force", force, "also overwrite lesson files with uncommitted changes");
   auto* list = app.add_subcommand("list", "list the lessons");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string sub;
+    for (const CLI::App* s : app.get_subcommands()) sub = " " + s->get_name();
+    std::fprintf(stderr, "workbook: %s (see ./workbook%s --help)\n", e.what(), sub.c_str());
+    return 2;
+  }
 
   try {
     const Recipe recipe = Recipe::load(recipe_file);
@@ -384,6 +411,8 @@ int main(int argc, char** argv) {
       std::printf("lesson %d, hint %d of %zu: %s\n", number, index + 1, l.hints.size(), l.hints[index].c_str());
       if (index + 1 < static_cast<int>(l.hints.size())) {
         std::printf("(run ./workbook hint %d again for the next one)\n", number);
+      } else {
+        std::printf("(that was the last hint; ./workbook hint %d --all shows them all again)\n", number);
       }
       state["hints_shown"][key] = index + 1;
       save_state(recipe, state);
@@ -403,7 +432,8 @@ int main(int argc, char** argv) {
         std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
         const fs::path backup = file.string() + "." + stamp + ".bak";
         fs::copy_file(file, backup);
-        std::printf("your version is kept as %s\n", fs::relative(backup, recipe.source_dir).c_str());
+        std::printf("your version is kept as %s (to undo: cp %s %s)\n", fs::relative(backup, recipe.source_dir).c_str(),
+                    fs::relative(backup, recipe.source_dir).c_str(), fs::relative(file, recipe.source_dir).c_str());
       }
       spit(file, stub);
       std::printf("lessons/%s/exercise.cpp is back to its stubs\n", l.folder.c_str());
@@ -417,7 +447,7 @@ int main(int argc, char** argv) {
         if (r.status == "passed" || r.status == "skipped") continue;
         std::error_code ec;
         fs::remove_all(work, ec);
-        print_scoreboard(std::cout, {r}, options.seed, use_color());
+        print_next(std::cout, r);
         return 0;
       }
       std::error_code ec;
@@ -451,14 +481,23 @@ int main(int argc, char** argv) {
         const fs::path base = stubs_out.empty() ? own_lessons : fs::path(stubs_out);
         const fs::path file = base / l.folder / "exercise.cpp";
         if (stubs_check) {
-          if (!fs::exists(file) || slurp(file) != stub) {
+          // A student's edits are not the maintainers' concern: the committed stub is what must match.
+          const bool matches = (fs::exists(file) && slurp(file) == stub) || committed_version(recipe, file) == stub;
+          if (!matches) {
             ++differ;
-            std::printf("%s differs from the stubs generated from solutions/%s/exercise.cpp "
-                        "(run: workbook-grader stubs, and commit the result)\n", file.c_str(), l.folder.c_str());
+            std::printf("(maintainers) %s, as committed, differs from the stub generated from solutions/%s/exercise.cpp: "
+                        "run build/default/grader/workbook-grader stubs and commit the result\n",
+                        file.c_str(), l.folder.c_str());
           }
           continue;
         }
         fs::create_directories(file.parent_path());
+        if (stubs_out.empty() && fs::exists(file) && slurp(file) != stub && !committed_version(recipe, file).empty() &&
+            slurp(file) != committed_version(recipe, file) && !force) {
+          std::printf("left %s alone: it has changes that are not committed (a student's work?); --force overwrites it\n",
+                      file.c_str());
+          continue;
+        }
         spit(file, stub);
         std::printf("wrote %s\n", file.c_str());
       }
@@ -467,7 +506,7 @@ int main(int argc, char** argv) {
     }
     if (*list) {
       for (const Lesson& l : recipe.lessons) {
-        std::printf("%d  %-26s about %d min%s  lessons/%s\n", l.number, l.title.c_str(), l.minutes,
+        std::printf("%d  %-36s about %3d min%s  lessons/%s\n", l.number, l.title.c_str(), l.minutes,
                     l.gpus_required > 0 ? (", needs " + std::to_string(l.gpus_required) + " GPUs").c_str() : "",
                     l.folder.c_str());
       }

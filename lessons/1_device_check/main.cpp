@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n(fill in lessons/1_device_check/exercise.cpp, then run ./workbook check 1)\n", e.what());
     return 1;
-  } catch (const tiny::Error& e) {
+  } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;
   }

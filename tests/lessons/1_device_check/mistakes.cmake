@@ -24,3 +24,13 @@ workbook_mistake(vague_error CHECK choose_device_errors MESSAGE "does not say wh
                             std::to_string(count) + " GPU(s), cuda:0 to cuda:" + std::to_string(count - 1) +
                             "; pick one of them or use cpu"]=]
   REPLACE [=[" does not exist"]=])
+
+# A misspelt device is not a missing GPU: the wrong error type.
+workbook_mistake(wrong_error_type CHECK choose_device_errors MESSAGE "the text is not a device at all"
+  FIND [=[    throw tiny::ValueError(]=]
+  REPLACE [=[    throw tiny::DeviceError(]=])
+
+# std::stoi on an index too large for an int throws std::out_of_range from inside.
+workbook_mistake(unchecked_stoi CHECK choose_device_errors MESSAGE "came from inside your code (std::stoi?)"
+  FIND [=[requested.size() <= 8 ? std::stoi(requested.substr(5)) : count]=]
+  REPLACE [=[std::stoi(requested.substr(5))]=])
