@@ -501,3 +501,15 @@ WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then
   }
   return Outcome::pass("loss " + num(want, 4) + ", accuracy " + num(want_acc, 4) + " (untrained model)");
 }
+
+WORKBOOK_TIMED_CHECK(epoch_speed, "train_one_epoch() is not clearly slower than the reference (host timings)") {
+  // The same epoch as train_one_epoch's check; that check grades the numbers,
+  // this one only the time: student and reference alternate, 5 rounds of 3
+  // epochs each, and only a clear, consistent 3x slowdown fails.
+  Bundle in;
+  put_model(in, ctx);
+  put_digits(in, ctx, 5, 200, true);
+  in.values["batch_size"] = 32;
+  in.values["generator_seed"] = ctx.seed % 999983 + 5;
+  return Context::judge(ctx.time("train_one_epoch", in));
+}
