@@ -224,8 +224,9 @@ int watch(const Recipe& recipe, GradeOptions options) {
       if (r.status == "does not compile") {
         std::printf("%s", r.problem.c_str());
       } else if (const CheckResult* c = r.first_problem()) {
-        std::printf("  %s: %s\n%s", c->name.c_str(), c->summary.c_str(), c->message.c_str());
-        if (!c->message.empty() && c->message.back() != '\n') std::printf("\n");
+        std::printf("  %s: %s\n", c->name.c_str(), c->summary.c_str());
+        std::istringstream lines(c->message);
+        for (std::string line; std::getline(lines, line);) std::printf("    %s\n", line.c_str());
         if (!l.hints.empty()) std::printf("  hint: %s\n", l.hints.front().c_str());
       } else {
         std::printf("  all green: on to the next lesson (./workbook next)\n");
