@@ -337,4 +337,31 @@ TEST_F(CudaStreams, TheCurrentStreamIsPerThread) {
   EXPECT_EQ(tiny::cuda::current_stream(0), mine);  // the other thread's set_stream changed nothing here
 }
 
+// A copy between two GPUs runs on the source's stream, into memory from the
+// destination's caching allocator. That memory may have just been freed by a
+// tensor that work queued on the destination's stream still reads: the copy
+// must wait for that work (found by DataParallel training drifting).
+TEST_F(CudaStreams, CopyBetweenGpusWaitsForTheDestinationsQueuedReaders) {
+  const tiny::Device gpu1("cuda:1");
+  const Tensor src = tiny::full({256}, 7.0f, tiny::TensorOptions().device(kGpu));
+  Tensor target = tiny::zeros({256}, tiny::TensorOptions().device(gpu1));
+  const Tensor host = tiny::full({256}, -1.0f).pin_memory();
+  tiny::cuda::synchronize(0);
+  tiny::cuda::synchronize(1);
+  HeldStream held(tiny::cuda::current_stream(1));
+  host.copy_(target, /*non_blocking=*/true);  // queued behind the gate: reads target's block later
+  const void* block = target.unsafe_impl()->data();
+  target = Tensor();  // stream-ordered: its block is reusable at once on cuda:1's stream
+  std::thread opener([&held] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    held.open();
+  });
+  const Tensor moved = src.to(gpu1);  // lands in that block; must wait for the queued read
+  opener.join();
+  tiny::cuda::synchronize(1);
+  ASSERT_EQ(moved.unsafe_impl()->data(), block) << "the test needs the copy to land in the freed block";
+  EXPECT_EQ(host.sum().item<float>(), 0.0f) << "the copy overwrote the block before the queued read of it";
+  EXPECT_EQ(moved.sum().item<float>(), 7.0f * 256);
+}
+
 }  // namespace

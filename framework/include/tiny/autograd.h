@@ -108,13 +108,14 @@ class EnableGradGuard {
   bool previous_;
 };
 
-/// @brief Per-thread settings (grad mode now; autocast and current device later) as one value.
+/// @brief Per-thread settings (grad mode and the current GPU; autocast later) as one value.
 ///
 /// Code that runs user work on another thread (DataParallel replicas, DataLoader
 /// workers) captures the caller's state and applies it there with
 /// ThreadLocalStateGuard, as PyTorch does.
 struct ThreadLocalState {
   bool grad_enabled = true;  ///< is_grad_enabled() of the thread that captured it
+  int current_device = 0;    ///< tiny::cuda::current_device() of the thread that captured it
   /// @brief Captures the calling thread's state.
   static ThreadLocalState capture();
 };

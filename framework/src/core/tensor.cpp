@@ -144,6 +144,18 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
     device = src.device().index();
   }
   const gpu::Stream stream = gpu::current_stream(device);
+  if (kind == gpu::CopyKind::DeviceToDevice && dst.device().index() != device) {
+    // The destination block comes from the destination's caching allocator,
+    // which may hand out memory that work queued on the destination's stream
+    // still reads; the copy runs on the source's stream, so order it after
+    // that work (PyTorch's copy_kernel_cuda does the same). The other half of
+    // the barrier is the synchronization below.
+    const gpu::Stream dst_stream = gpu::current_stream(dst.device().index());
+    const gpu::Event queued = rt->create_event(dst_stream.device, false);
+    rt->record_event(queued, dst_stream);
+    rt->stream_wait_event(stream, queued);
+    rt->destroy_event(queued);  // the wait keeps it alive until it has run
+  }
   rt->memcpy_async(dst.unsafe_impl()->data(), src.unsafe_impl()->data(), nbytes, kind, stream);
   // A copy between two GPUs runs on the source's stream: wait before the
   // destination's stream can use the data. A blocking copy from the host

@@ -1,16 +1,19 @@
 // tiny::nn::Module: registration, traversal, state dicts, in-place dtype and device moves, printing.
 #include "tiny/nn/module.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <typeinfo>
 #if __has_include(<cxxabi.h>)
 #include <cxxabi.h>
 #endif
 #include <ostream>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/tensor_impl.h"
@@ -284,6 +287,77 @@ Module& Module::to(Dtype dtype) {
 Module& Module::to(const Device& device) {
   convert_in_place([&device](const Tensor& t) { return t.to(device); });
   return *this;
+}
+
+// ---- copying ----------------------------------------------------------------------------
+
+std::shared_ptr<Module> Module::clone(const std::optional<Device>& /*device*/) const {
+  const std::string type = name();
+  TINY_THROW(NotImplemented, type, " does not implement clone(), which DataParallel needs to put a replica of the "
+             "module on each device. If ", type, " has a default constructor, derive it from tiny::nn::Cloneable<",
+             type, "> instead of tiny::nn::Module; otherwise override `std::shared_ptr<tiny::nn::Module> "
+             "clone(const std::optional<tiny::Device>& device) const` in ", type, ": build a new ", type,
+             " with the same arguments and call copy_state_into(*copy, device) (see nn/module.h).");
+}
+
+void Module::copy_state_into(Module& copy, const std::optional<Device>& device, bool recurse) const {
+  NoGradGuard no_grad;
+  // One copy per tensor, so weights tied in the original stay tied in the copy.
+  std::unordered_map<const TensorImpl*, Tensor> copies;
+  auto copy_of = [&](const Tensor& t) {
+    auto found = copies.find(t.unsafe_impl());
+    if (found != copies.end()) return found->second;
+    const Tensor source = t.detach();
+    Tensor value = device ? source.to(*device) : source;
+    if (value.is_same(source)) value = source.clone();  // already there: still a copy of its own
+    copies.emplace(t.unsafe_impl(), value);
+    return value;
+  };
+  auto check_same = [](const Module& from, const Module& to, const std::string& prefix, const char* what,
+                       size_t from_count, size_t to_count, const std::string& from_name, const std::string& to_name) {
+    TINY_CHECK(from_count == to_count && from_name == to_name, Error, "clone(): the copy of ", from.name(),
+               prefix.empty() ? "" : " (at '" + prefix + "')", " does not have the structure of the original: its ",
+               what, "s are ", to_count, " starting '", to_name, "', the original's ", from_count, " starting '",
+               from_name, "'. clone() must build a module of the same type with the same arguments before "
+               "copy_state_into (fix ", from.name(), "::clone).");
+    (void)to;
+  };
+  std::function<void(const Module&, Module&, const std::string&)> walk = [&](const Module& from, Module& to,
+                                                                              const std::string& prefix) {
+    for (size_t i = 0; i < std::max(from.parameters_.size(), to.parameters_.size()); ++i) {
+      const bool both = i < from.parameters_.size() && i < to.parameters_.size();
+      check_same(from, to, prefix, "parameter", from.parameters_.size(), to.parameters_.size(),
+                 i < from.parameters_.size() ? from.parameters_[i].first : "", both ? to.parameters_[i].first : "");
+      const Tensor& p = from.parameters_[i].second;
+      const Tensor& q = to.parameters_[i].second;
+      TINY_CHECK(p.defined() == q.defined(), Error, "clone(): parameter '", join_name(prefix, from.parameters_[i].first),
+                 "' is ", p.defined() ? "set" : "empty", " in the original ", from.name(), " but not in its copy: ",
+                 "build the copy with the same arguments (fix ", from.name(), "::clone)");
+      if (!p.defined()) continue;
+      swap_data_into(q, copy_of(p));
+      q.unsafe_impl()->autograd_meta().requires_grad = p.requires_grad();
+    }
+    for (size_t i = 0; i < std::max(from.buffers_.size(), to.buffers_.size()); ++i) {
+      const bool both = i < from.buffers_.size() && i < to.buffers_.size();
+      check_same(from, to, prefix, "buffer", from.buffers_.size(), to.buffers_.size(),
+                 i < from.buffers_.size() ? from.buffers_[i].name : "", both ? to.buffers_[i].name : "");
+      const Tensor& b = from.buffers_[i].tensor;
+      if (b.defined() && to.buffers_[i].tensor.defined()) {
+        swap_data_into(to.buffers_[i].tensor, copy_of(b));
+      } else {
+        to.buffers_[i].tensor = b.defined() ? copy_of(b) : Tensor();
+      }
+    }
+    to.training_ = from.training_;
+    if (!recurse) return;
+    for (size_t i = 0; i < std::max(from.children_.size(), to.children_.size()); ++i) {
+      const bool both = i < from.children_.size() && i < to.children_.size();
+      check_same(from, to, prefix, "child module", from.children_.size(), to.children_.size(),
+                 i < from.children_.size() ? from.children_[i].first : "", both ? to.children_[i].first : "");
+      walk(*from.children_[i].second, *to.children_[i].second, join_name(prefix, from.children_[i].first));
+    }
+  };
+  walk(*this, copy, "");
 }
 
 // ---- naming ---------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "tiny/nn/module.h"
@@ -16,6 +18,8 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "ReLU".
   std::string name() const override { return "ReLU"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
 
 /// @brief GELU, exact (erf) or with the tanh approximation (PyTorch's `nn.GELU`).
@@ -27,6 +31,8 @@ class GELU : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "GELU".
   std::string name() const override { return "GELU"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "approximate='none'".
   std::string extra_repr() const override;
 
@@ -40,6 +46,8 @@ class Tanh : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Tanh".
   std::string name() const override { return "Tanh"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
 
 /// @brief Logistic sigmoid (PyTorch's `nn.Sigmoid`).
@@ -49,6 +57,8 @@ class Sigmoid : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Sigmoid".
   std::string name() const override { return "Sigmoid"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
 
 /// @brief Zeroes elements with probability p in training mode, the identity in eval mode (PyTorch's `nn.Dropout`).
@@ -60,6 +70,8 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Dropout".
   std::string name() const override { return "Dropout"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "p=0.5, inplace=False" (tiny has no in-place dropout).
   std::string extra_repr() const override;
 
@@ -75,6 +87,8 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Flatten".
   std::string name() const override { return "Flatten"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "start_dim=1, end_dim=-1".
   std::string extra_repr() const override;
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tiny/nn/module.h"
@@ -55,6 +56,8 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Sequential".
   std::string name() const override { return "Sequential"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

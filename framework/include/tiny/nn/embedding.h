@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "tiny/nn/module.h"
@@ -25,6 +27,8 @@ class Embedding : public Module {
   Tensor forward(const Tensor& indices) override;
   /// @brief "Embedding".
   std::string name() const override { return "Embedding"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "10, 3" or "10, 3, padding_idx=0".
   std::string extra_repr() const override;
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "tiny/nn/module.h"
@@ -24,6 +26,8 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "Linear".
   std::string name() const override { return "Linear"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "in_features=784, out_features=512, bias=True".
   std::string extra_repr() const override;
 

@@ -23,6 +23,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "tiny/device.h"
 #include "tiny/dtype.h"
 #include "tiny/error.h"
+#include "tiny/generator.h"
 #include "tiny/state_dict.h"
 #include "tiny/tensor.h"
 
@@ -129,6 +131,17 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Throws the tensor layer's tiny::DeviceError when the device is unusable.
   Module& to(const Device& device);
 
+  // ---- copying ----------------------------------------------------------------
+  /// @brief A deep copy of this module with its own parameters and buffers, on `device` or where they are now (LibTorch's `module->clone(device)`).
+  ///
+  /// The copy has the same type, structure, values and training mode, and
+  /// draws no random numbers; gradients are not copied. DataParallel uses it
+  /// to put a replica of the model on each device. The library's modules
+  /// implement it; the default throws tiny::NotImplemented naming the module
+  /// and how to add it: derive from `tiny::nn::Cloneable<YourModule>` when it
+  /// has a default constructor, or override clone() with copy_state_into().
+  virtual std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const;
+
   // ---- computing ------------------------------------------------------------
   /// @brief The computation of the module; the default throws tiny::NotImplemented naming the module.
   virtual Tensor forward(const Tensor& input);
@@ -143,6 +156,17 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string name() const;
   /// @brief The arguments printed inside the parentheses, e.g. "in_features=4, out_features=2, bias=True".
   virtual std::string extra_repr() const { return ""; }
+
+ protected:
+  /// @brief Gives `copy` (a module of the same type and structure) this module's values, for clone().
+  ///
+  /// Every parameter and buffer of `copy` is given a copy of the same-named
+  /// tensor of this module (on `device`, or on the same device), with the same
+  /// `requires_grad`, and the training mode; with `recurse`, children are
+  /// matched by name and treated the same way. The handles of `copy` stay the
+  /// same, so fields such as `copy->weight` see the values. Throws tiny::Error
+  /// when the names or their order differ.
+  void copy_state_into(Module& copy, const std::optional<Device>& device, bool recurse = true) const;
 
  private:
   void register_module_impl(const std::string& name, std::shared_ptr<Module> module);
@@ -163,6 +187,52 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+namespace detail {
+/// @brief Restores the CPU default generator's state when destroyed.
+///
+/// clone() builds a skeleton module with its constructor, which initialises
+/// weights randomly; this guard makes that invisible to the rest of the program.
+class GeneratorStateGuard {
+ public:
+  /// @brief Remembers the CPU default generator's state.
+  GeneratorStateGuard() : state_(default_cpu_generator().get_state()) {}
+  /// @brief Puts the remembered state back.
+  ~GeneratorStateGuard() { default_cpu_generator().set_state(state_); }
+  GeneratorStateGuard(const GeneratorStateGuard&) = delete;
+  GeneratorStateGuard& operator=(const GeneratorStateGuard&) = delete;
+
+ private:
+  PhiloxState state_;
+};
+}  // namespace detail
+
+/// @brief Gives a module with a default constructor its clone() (LibTorch's `torch::nn::Cloneable`).
+///
+/// @code
+/// struct MLP : tiny::nn::Cloneable<MLP> {
+///   MLP() { fc = register_module("fc", std::make_shared<tiny::nn::Linear>(4, 2)); }
+///   tiny::Tensor forward(const tiny::Tensor& x) override { return (*fc)(x); }
+///   std::shared_ptr<tiny::nn::Linear> fc;
+/// };
+/// @endcode
+/// clone() default-constructs a `Derived` (with the random generators restored
+/// afterwards, so the program's random numbers do not change), then copies
+/// every parameter, buffer and the training mode into it by name.
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  /// @brief A deep copy on `device` (or where this module is): a fresh `Derived` given this module's values.
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    std::shared_ptr<Derived> copy;
+    {
+      nn::detail::GeneratorStateGuard keep_random_state;
+      copy = std::make_shared<Derived>();
+    }
+    copy_state_into(*copy, device);
+    return copy;
+  }
 };
 
 /// @brief Prints the module tree exactly as PyTorch's `print(model)` does.

@@ -11,3 +11,5 @@
 #include "tiny/nn/loss.h"
 #include "tiny/nn/module.h"
 #include "tiny/nn/normalization.h"
+#include "tiny/nn/parallel/comm.h"
+#include "tiny/nn/parallel/data_parallel.h"

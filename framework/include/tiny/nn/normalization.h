@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "tiny/nn/module.h"
@@ -30,6 +32,8 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) override;
   /// @brief "LayerNorm".
   std::string name() const override { return "LayerNorm"; }
+  /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// @brief "(5,), eps=1e-05, elementwise_affine=True".
   std::string extra_repr() const override;
 

@@ -1,0 +1,326 @@
+// init_process_group: where this rank is (environment, mpirun, SLURM), the
+// rendezvous store named by the init method, the join (every rank publishes
+// where it runs and waits for the others), then Gloo's full mesh.
+#include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "distributed/process_group.h"
+#include "tiny/cuda.h"
+
+namespace tiny::distributed {
+namespace detail {
+namespace {
+
+std::unique_ptr<ProcessGroup> g_group;
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = env(name);
+  if (!value) return fallback;
+  char* end = nullptr;
+  long parsed = std::strtol(value, &end, 10);
+  TINY_CHECK(end && *end == '\0' && parsed >= 0 && parsed < (1 << 20), ValueError, "init_process_group: ", name,
+             "='", value, "' is not a whole number >= 0");
+  return static_cast<int>(parsed);
+}
+
+// The first of the names that is set, e.g. RANK, then mpirun's, then SLURM's.
+int env_first(std::initializer_list<const char*> names, int fallback) {
+  for (const char* name : names)
+    if (env(name)) return env_int(name, fallback);
+  return fallback;
+}
+
+// Gloo's FileStore with its protected check() made public: its own wait()
+// sleeps a whole second between looks, which would add a second to every run.
+class CheckableFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::check;
+  using FileStore::FileStore;
+};
+
+// Gloo's Store with one timeout for every wait, keys under a prefix, and, when
+// `poll`, waits that look every 2 ms (the TCP store's server waits by itself).
+class TimedStore : public gloo::rendezvous::Store {
+ public:
+  using Check = std::function<bool(const std::vector<std::string>&)>;
+  TimedStore(gloo::rendezvous::Store& inner, Check check, bool poll, std::string prefix,
+             std::chrono::milliseconds timeout)
+      : inner_(inner), check_(std::move(check)), poll_(poll), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { inner_.set(name(key), data); }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    return inner_.get(name(key));
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> named;
+    for (const auto& k : keys) named.push_back(name(k));
+    if (!poll_) return inner_.wait(named, timeout);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!check_(named)) {
+      TINY_CHECK(std::chrono::steady_clock::now() < deadline, distributed::DistributedError,
+                 "rendezvous: timed out after ", timeout.count(), " ms waiting for ", keys.size(), " key(s)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  bool has(const std::string& key) { return check_({name(key)}); }
+
+ private:
+  std::string name(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '_');
+    return prefix_ + key;
+  }
+  gloo::rendezvous::Store& inner_;
+  Check check_;
+  bool poll_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+// The TCP store behind Gloo's Store interface.
+class GlooTCPStore : public gloo::rendezvous::Store {
+ public:
+  explicit GlooTCPStore(std::shared_ptr<TCPStore> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override { store_->set(key, data); }
+  std::vector<char> get(const std::string& key) override { return store_->get(key); }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, store_->timeout()); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<TCPStore> store_;
+};
+
+struct Address {
+  std::string host;
+  int port = 0;
+};
+
+Address parse_host_port(const std::string& text, const std::string& what) {
+  size_t colon = text.rfind(':');
+  TINY_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < text.size(), ValueError,
+             "init_process_group: expected HOST:PORT in ", what, ", got '", text, "'");
+  Address a{text.substr(0, colon), 0};
+  const std::string port = text.substr(colon + 1);
+  TINY_CHECK(std::all_of(port.begin(), port.end(), ::isdigit) && port.size() <= 5, ValueError,
+             "init_process_group: the port in ", what, " '", text, "' is not a number");
+  a.port = std::stoi(port);
+  return a;
+}
+
+void check_nccl() {
+  bool real_gpu = false;
+  for (int i = 0; i < cuda::device_count(); ++i) real_gpu = real_gpu || !cuda::is_emulated(i);
+  TINY_CHECK(real_gpu, distributed::DistributedError,
+             "init_process_group: backend \"nccl\" needs real NVIDIA GPUs, but this machine has ",
+             cuda::device_count() == 0 ? std::string("none") : std::string("only the emulated GPU"),
+             "; use backend \"gloo\" (it runs on the CPU and on the emulated GPU)");
+  // The seam for NCCL: rank 0 would create the ncclUniqueId and set() it in the
+  // same store under "nccl/unique_id"; the others get() it and call ncclCommInitRank.
+  TINY_THROW(distributed::DistributedError,
+             "init_process_group: backend \"nccl\" is not built into this version of tiny yet; use backend \"gloo\" "
+             "(tensors on the GPU are copied through host memory)");
+}
+
+std::string host_for_gloo(const std::string& master) {
+  if (const char* h = env("TINY_GLOO_HOSTNAME")) return h;
+  if (master.empty() || master == "localhost" || master.rfind("127.", 0) == 0) return "127.0.0.1";
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+ProcessGroup& default_group() {
+  TINY_CHECK(g_group, distributed::DistributedError,
+             "Default process group has not been initialized, please make sure to call init_process_group.");
+  return *g_group;
+}
+
+}  // namespace detail
+
+std::chrono::milliseconds default_timeout() {
+  if (const char* value = std::getenv("TINY_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    double seconds = std::strtod(value, &end);
+    TINY_CHECK(end && *end == '\0' && seconds > 0, ValueError, "TINY_DIST_TIMEOUT='", value,
+               "' is not a positive number of seconds");
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+  return std::chrono::minutes(5);
+}
+
+int local_rank() {
+  return detail::env_first({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, 0);
+}
+
+void init_process_group(const std::string& backend_name, const std::string& init_method, int world_size, int rank,
+                        std::chrono::milliseconds timeout) {
+  using namespace detail;
+  TINY_CHECK(!g_group, distributed::DistributedError, "trying to initialize the default process group twice!");
+  std::string backend = backend_name;
+  std::transform(backend.begin(), backend.end(), backend.begin(), ::tolower);
+  TINY_CHECK(backend == "gloo" || backend == "nccl", ValueError, "Invalid backend: '", backend_name,
+             "' (use \"gloo\" for the CPU and the emulated GPU, \"nccl\" for real GPUs)");
+  if (backend == "nccl") check_nccl();
+  if (timeout.count() <= 0) timeout = default_timeout();
+  // Gloo writes to its sockets with writev(): a peer that died would kill this
+  // process with SIGPIPE instead of giving an error that names it. Python
+  // ignores SIGPIPE, so PyTorch never meets this; a C++ program must.
+  struct sigaction previous {};
+  if (::sigaction(SIGPIPE, nullptr, &previous) == 0 && previous.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+
+  if (rank < 0) rank = env_first({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, -1);
+  if (world_size < 0) world_size = env_first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
+  TINY_CHECK(rank >= 0 && world_size >= 1, ValueError, "init_process_group: rank ", rank, " and world_size ",
+             world_size,
+             " are not known: pass them, or set RANK and WORLD_SIZE (tinyrun does), or start under mpirun or srun");
+  TINY_CHECK(rank < world_size, ValueError, "init_process_group: rank ", rank, " is not below world_size ",
+             world_size);
+
+  // ---- the rendezvous store -------------------------------------------------
+  std::vector<std::shared_ptr<void>> keep_alive;
+  std::shared_ptr<gloo::rendezvous::Store> base;
+  std::shared_ptr<TCPStore> tcp;
+  bool file_store = false;
+  TimedStore::Check check;
+  std::string master;
+  if (init_method == "env://" || init_method.rfind("tcp://", 0) == 0) {
+    Address a;
+    if (init_method == "env://") {
+      const char* addr = env("MASTER_ADDR");
+      const char* port = env("MASTER_PORT");
+      TINY_CHECK(addr && port, ValueError, "init_process_group(init_method=\"env://\"): MASTER_ADDR and MASTER_PORT ",
+                 "must be set (tinyrun sets them; by hand: MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)");
+      a = parse_host_port(std::string(addr) + ":" + port, "MASTER_ADDR:MASTER_PORT");
+    } else {
+      a = parse_host_port(init_method.substr(6), "the init_method");
+    }
+    master = a.host;
+    // tinyrun serves the store (as torchrun's agent does); started by hand, rank 0 serves it.
+    const char* agent = env("TINY_USE_AGENT_STORE");
+    if (rank == 0 && !(agent && std::string(agent) == "1"))
+      keep_alive.push_back(std::make_shared<TCPStoreServer>("0.0.0.0", a.port));
+    tcp = std::make_shared<TCPStore>(a.host, a.port, timeout);
+    tcp->register_rank(rank);
+    base = std::make_shared<GlooTCPStore>(tcp);
+    check = [tcp](const std::vector<std::string>& keys) { return tcp->check(keys); };
+  } else if (init_method.rfind("file://", 0) == 0) {
+    const std::string dir = init_method.substr(7);
+    TINY_CHECK(!dir.empty(), ValueError, "init_process_group: file:// needs a directory, e.g. file:///tmp/rdzv_run1");
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    TINY_CHECK(std::filesystem::is_directory(dir), distributed::DistributedError, "init_process_group: cannot create the ",
+               "rendezvous directory '", dir, "'");
+    auto files = std::make_shared<CheckableFileStore>(dir);
+    check = [files](const std::vector<std::string>& keys) { return files->check(keys); };
+    base = files;
+    file_store = true;
+  } else if (init_method.rfind("redis://", 0) == 0) {
+    // Debian's Gloo declares its RedisStore in a header that needs hiredis's
+    // development files, which tiny does not depend on.
+    TINY_THROW(ValueError, "init_process_group: init_method '", init_method,
+               "' is not available in this build (Gloo's RedisStore needs hiredis); use env://, "
+               "tcp://HOST:PORT or file:///path/to/fresh/dir");
+  } else {
+    TINY_THROW(ValueError, "init_process_group: unknown init_method '", init_method,
+               "' (use env://, tcp://HOST:PORT, file:///path/to/fresh/dir or redis://HOST:PORT)");
+  }
+  keep_alive.push_back(base);
+
+  // ---- the join ----------------------------------------------------------------
+  TimedStore store(*base, check, file_store, "tiny.", timeout);
+  const std::string my_key = "join." + std::to_string(rank);
+  TINY_CHECK(!(file_store && store.has(my_key)), distributed::DistributedError, "init_process_group: the rendezvous directory '",
+             init_method.substr(7), "' holds the keys of an earlier run (rank ", rank,
+             " already joined there): use a fresh directory for every run");
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::string me = std::string(host) + "\n" + std::to_string(::getpid());
+  store.set(my_key, std::vector<char>(me.begin(), me.end()));
+
+  std::vector<std::string> missing;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    missing.clear();
+    for (int r = 0; r < world_size; ++r)
+      if (!store.has("join." + std::to_string(r))) missing.push_back(std::to_string(r));
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    TINY_THROW(distributed::DistributedError, "init_process_group: rank", missing.size() > 1 ? "s " : " ", names,
+               missing.size() > 1 ? " never joined" : " never joined", " the process group of ", world_size,
+               " within the timeout of ", timeout.count(), " ms (rank ", rank,
+               " waited for it): did every process start, with the same WORLD_SIZE and rendezvous?");
+  }
+  std::vector<PeerInfo> peers(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    auto bytes = store.get("join." + std::to_string(r));
+    std::string text(bytes.begin(), bytes.end());
+    size_t nl = text.find('\n');
+    peers[r].host = text.substr(0, nl);
+    if (nl != std::string::npos) peers[r].pid = std::atol(text.c_str() + nl + 1);
+  }
+
+  // ---- Gloo's full mesh --------------------------------------------------------
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
+  context->setTimeout(timeout);
+  gloo::transport::tcp::attr attr;
+  if (const char* iface = env("GLOO_SOCKET_IFNAME"))
+    attr.iface = iface;
+  else
+    attr.hostname = host_for_gloo(master);
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto mesh_store = std::make_shared<TimedStore>(*base, check, file_store, "gloo.", timeout);
+    keep_alive.push_back(mesh_store);
+    context->connectFullMesh(*mesh_store, device);
+  } catch (const distributed::DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    TINY_THROW(distributed::DistributedError, "init_process_group: rank ", rank, " could not connect to its peers: ", e.what());
+  }
+  // A store barrier after the mesh (PyTorch's _store_based_barrier): no rank
+  // may leave before every rank has finished connecting to it.
+  store.set("ready." + std::to_string(rank), {'1'});
+  std::vector<std::string> ready;
+  for (int r = 0; r < world_size; ++r) ready.push_back("ready." + std::to_string(r));
+  store.wait(ready, timeout);
+  g_group = std::make_unique<ProcessGroup>(context, std::move(peers), backend, timeout, tcp, std::move(keep_alive));
+}
+
+bool is_initialized() { return detail::g_group != nullptr; }
+int get_rank() { return detail::default_group().rank(); }
+int get_world_size() { return detail::default_group().size(); }
+std::string get_backend() { return detail::default_group().backend(); }
+
+void destroy_process_group() {
+  TINY_CHECK(detail::g_group, distributed::DistributedError,
+             "destroy_process_group: there is no process group (init_process_group was not called, or it was "
+             "destroyed already)");
+  detail::g_group.reset();
+}
+
+}  // namespace tiny::distributed

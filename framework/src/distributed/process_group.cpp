@@ -1,0 +1,263 @@
+#include "distributed/process_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/context.h>
+#include <gloo/math.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+namespace tiny::distributed::detail {
+namespace {
+
+std::string this_host() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// A process that exited but was not reaped yet is a zombie: kill(pid, 0) still succeeds.
+bool process_gone(long pid) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  char state = text[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::PRODUCT:
+      return [](void* c, const void* a, const void* b, size_t n) { gloo::product<T>(c, a, b, n); };
+    case ReduceOp::MIN:
+      return [](void* c, const void* a, const void* b, size_t n) { gloo::min<T>(c, a, b, n); };
+    case ReduceOp::MAX:
+      return [](void* c, const void* a, const void* b, size_t n) { gloo::max<T>(c, a, b, n); };
+    default:
+      return [](void* c, const void* a, const void* b, size_t n) { gloo::sum<T>(c, a, b, n); };
+  }
+}
+
+template <typename T>
+void run_all_reduce(const std::shared_ptr<gloo::Context>& context, void* data, size_t count, ReduceOp op,
+                    uint32_t tag, std::chrono::milliseconds timeout) {
+  gloo::AllreduceOptions opts(context);
+  opts.setOutput(static_cast<T*>(data), count);
+  opts.setReduceFunction(reduce_function<T>(op));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+  if (op == ReduceOp::AVG) {
+    T* p = static_cast<T*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / context->size);
+  }
+}
+
+}  // namespace
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::completed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<gloo::Context> context, std::vector<PeerInfo> peers, std::string backend,
+                           std::chrono::milliseconds timeout, std::shared_ptr<TCPStore> tcp_store,
+                           std::vector<std::shared_ptr<void>> keep_alive)
+    : context_(std::move(context)),
+      peers_(std::move(peers)),
+      backend_(std::move(backend)),
+      timeout_(timeout),
+      tcp_store_(std::move(tcp_store)),
+      keep_alive_(std::move(keep_alive)),
+      rank_(context_->rank),
+      size_(context_->size) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  thread_.join();
+}
+
+void ProcessGroup::run() {
+  for (;;) {
+    std::pair<std::shared_ptr<Work>, std::function<void()>> item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything submitted has run
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    item.second();
+  }
+}
+
+std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::function<void(uint32_t)> fn) {
+  auto work = std::make_shared<Work>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint32_t tag = next_tag_++;
+  queue_.emplace_back(work, [this, work, what, tag, fn = std::move(fn)] {
+    std::exception_ptr error;
+    std::string broken;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      broken = broken_;
+    }
+    if (!broken.empty()) {
+      error = std::make_exception_ptr(distributed::DistributedError(std::string(what) + " on rank " + std::to_string(rank_) +
+                                                       ": the process group is broken by an earlier failure: " +
+                                                       broken));
+    } else {
+      try {
+        fn(tag);
+      } catch (const distributed::DistributedError&) {
+        error = std::current_exception();
+      } catch (const std::exception& e) {
+        std::string message = diagnose(what, e.what());
+        {
+          std::lock_guard<std::mutex> guard(mutex_);
+          broken_ = message;
+        }
+        error = std::make_exception_ptr(distributed::DistributedError(message));
+      }
+    }
+    std::lock_guard<std::mutex> guard(work->mutex_);
+    work->error_ = error;
+    work->done_ = true;
+    work->done_cv_.notify_all();
+  });
+  queue_cv_.notify_one();
+  return work;
+}
+
+std::string ProcessGroup::diagnose(const char* what, const std::string& cause) {
+  // A killed peer closes its sockets a moment before it becomes a zombie: look for a while.
+  std::set<int> gone;
+  const std::string host = this_host();
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  do {
+    if (tcp_store_) {
+      try {
+        for (int r : tcp_store_->lost_ranks()) gone.insert(r);
+      } catch (const std::exception&) {
+        // the store's server went away with its host (rank 0, or the launcher)
+      }
+    }
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && peers_[r].host == host && process_gone(peers_[r].pid)) gone.insert(r);
+    if (!gone.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < until);
+
+  std::string message = std::string(what) + " failed on rank " + std::to_string(rank_) + ": ";
+  if (!gone.empty()) {
+    std::string names;
+    for (int r : gone) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    message += (gone.size() == 1 ? "rank " : "ranks ") + names +
+               (gone.size() == 1 ? " is gone (its process exited or was killed)"
+                                 : " are gone (their processes exited or were killed)");
+  } else if (size_ == 2) {
+    message += "rank " + std::to_string(1 - rank_) + " did not answer within the timeout of " +
+               std::to_string(timeout_.count()) + " ms (is it stuck, or calling other collectives in another order?)";
+  } else {
+    message += "a peer did not answer within the timeout of " + std::to_string(timeout_.count()) +
+               " ms (does every rank call the same collectives in the same order?)";
+  }
+  return message + ". Gloo said: " + cause;
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, Dtype dtype, ReduceOp op,
+                                                     std::function<void()> on_start, std::function<void()> on_end) {
+  return submit("all_reduce", [=](uint32_t tag) {
+    if (on_start) on_start();
+    if (size_ > 1 && count > 0) {
+      switch (dtype) {
+        case kFloat32: run_all_reduce<float>(context_, data, count, op, tag, timeout_); break;
+        case kFloat64: run_all_reduce<double>(context_, data, count, op, tag, timeout_); break;
+        case kInt64: run_all_reduce<int64_t>(context_, data, count, op, tag, timeout_); break;
+        default: TINY_THROW(DtypeError, "all_reduce: unsupported dtype ", dtype, " (use float32, float64 or int64)");
+      }
+    }
+    if (on_end) on_end();
+  });
+}
+
+void ProcessGroup::all_reduce(void* data, size_t count, Dtype dtype, ReduceOp op) {
+  all_reduce_async(data, count, dtype, op)->wait();
+}
+
+void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
+  submit("broadcast", [=](uint32_t tag) {
+    if (size_ == 1 || bytes == 0) return;
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<char*>(data), bytes);
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  })->wait();
+}
+
+void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
+  submit("all_gather", [=](uint32_t tag) {
+    if (size_ == 1 || bytes == 0) {
+      std::memcpy(out, in, bytes);
+      return;
+    }
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
+    opts.setOutput(static_cast<char*>(out), bytes * size_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  })->wait();
+}
+
+void ProcessGroup::barrier() {
+  submit("barrier", [=](uint32_t tag) {
+    if (size_ == 1) return;
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  })->wait();
+}
+
+std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& mine) {
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(size_);
+  all_gather(&length, lengths.data(), sizeof length);
+  size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = mine;
+  padded.resize(longest);
+  std::string all(longest * size_, '\0');
+  all_gather(padded.data(), all.data(), longest);
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(r * longest, static_cast<size_t>(lengths[r])));
+  return out;
+}
+
+}  // namespace tiny::distributed::detail

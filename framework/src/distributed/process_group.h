@@ -1,0 +1,100 @@
+// The process group behind tiny::distributed: a Gloo context, one
+// communication thread that runs the collectives in the order they were
+// submitted (so every rank issues them in the same order), and the diagnosis
+// that turns a Gloo failure into an error naming the rank that is gone.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tiny/distributed/distributed.h"
+#include "tiny/dtype.h"
+
+namespace gloo {
+class Context;
+namespace rendezvous {
+class Store;
+}
+}  // namespace gloo
+
+namespace tiny::distributed::detail {
+
+/// A collective queued on the communication thread; wait() rethrows its error.
+class Work {
+ public:
+  void wait();
+  bool completed();
+
+ private:
+  friend class ProcessGroup;
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+/// Where a rank's process runs, published at the rendezvous (for the diagnosis of failures).
+struct PeerInfo {
+  std::string host;
+  long pid = 0;
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup(std::shared_ptr<gloo::Context> context, std::vector<PeerInfo> peers, std::string backend,
+               std::chrono::milliseconds timeout, std::shared_ptr<TCPStore> tcp_store,
+               std::vector<std::shared_ptr<void>> keep_alive);
+  ~ProcessGroup();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& backend() const { return backend_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// In-place all-reduce of `count` elements of `dtype` at `data` (host memory that
+  /// must stay alive until the Work completes).
+  std::shared_ptr<Work> all_reduce_async(void* data, size_t count, Dtype dtype, ReduceOp op,
+                                         std::function<void()> on_start = {}, std::function<void()> on_end = {});
+  void all_reduce(void* data, size_t count, Dtype dtype, ReduceOp op);
+  void broadcast(void* data, size_t bytes, int root);
+  /// `out` holds size() * bytes; rank r's `in` lands at out + r * bytes.
+  void all_gather(const void* in, void* out, size_t bytes);
+  void barrier();
+  /// Every rank's string, in rank order.
+  std::vector<std::string> all_gather_strings(const std::string& mine);
+
+ private:
+  std::shared_ptr<Work> submit(const char* what, std::function<void(uint32_t tag)> fn);
+  void run();
+  std::string diagnose(const char* what, const std::string& cause);
+
+  std::shared_ptr<gloo::Context> context_;
+  std::vector<PeerInfo> peers_;
+  std::string backend_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<TCPStore> tcp_store_;
+  std::vector<std::shared_ptr<void>> keep_alive_;  // the stores and the server, when this rank hosts it
+  int rank_ = 0;
+  int size_ = 1;
+
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::pair<std::shared_ptr<Work>, std::function<void()>>> queue_;
+  bool stopping_ = false;
+  uint32_t next_tag_ = 1;
+  std::string broken_;  // the first failure: every later collective fails with it
+  std::thread thread_;
+};
+
+/// The group set up by init_process_group(); throws when there is none.
+ProcessGroup& default_group();
+
+}  // namespace tiny::distributed::detail

@@ -1,0 +1,290 @@
+// tinyrun: starts the ranks of a distributed run, as PyTorch's torchrun does.
+//
+//   tinyrun --nproc-per-node 2 ./train --epochs 3
+//   tinyrun --nproc-per-node 4 --nnodes 2 --node-rank 0 --rdzv tcp://10.0.0.1:29500 ./train
+//
+// Each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+// MASTER_ADDR and MASTER_PORT; node 0's tinyrun serves the rendezvous store
+// (TINY_USE_AGENT_STORE=1 tells the ranks not to serve one themselves). Every
+// output line is prefixed with its rank. When a rank fails, the others get a
+// moment to report, then are stopped, and tinyrun exits non-zero naming the
+// first rank that failed, with its last lines of error output.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tiny/distributed/store.h"
+
+extern char** environ;
+
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+struct Stream {
+  int fd = -1;
+  std::string partial;
+  FILE* out = nullptr;
+};
+
+struct Rank {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  Stream streams[2];
+  std::deque<std::string> last_errors;  // the last lines it wrote to stderr
+};
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+void emit(Rank& r, int which, const std::string& line) {
+  std::fprintf(r.streams[which].out, "[rank%d]: %s\n", r.rank, line.c_str());
+  std::fflush(r.streams[which].out);
+  if (which == 1) {
+    r.last_errors.push_back(line);
+    if (r.last_errors.size() > 10) r.last_errors.pop_front();
+  }
+}
+
+// Reads what is available; false at end of stream.
+bool pump(Rank& r, int which) {
+  Stream& s = r.streams[which];
+  char buffer[4096];
+  ssize_t n = ::read(s.fd, buffer, sizeof buffer);
+  if (n < 0 && errno == EINTR) return true;
+  if (n <= 0) {
+    if (!s.partial.empty()) emit(r, which, s.partial);
+    s.partial.clear();
+    ::close(s.fd);
+    s.fd = -1;
+    return false;
+  }
+  s.partial.append(buffer, static_cast<size_t>(n));
+  size_t nl;
+  while ((nl = s.partial.find('\n')) != std::string::npos) {
+    emit(r, which, s.partial.substr(0, nl));
+    s.partial.erase(0, nl + 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tinyrun: start the ranks of a distributed tiny program (like torchrun)"};
+  int nproc = 0, nnodes = 1, node_rank = 0;
+  std::string rdzv;
+  double timeout = 0, grace = 2.0;
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes (ranks) on this machine")
+      ->required()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--nnodes", nnodes, "machines in the run")->check(CLI::Range(1, 4096));
+  app.add_option("--node-rank,--node_rank", node_rank, "this machine's index, 0..nnodes-1")->check(CLI::NonNegativeNumber);
+  app.add_option("--rdzv,--rdzv-endpoint", rdzv,
+                 "tcp://HOST:PORT of node 0, which serves the rendezvous store there (needed with --nnodes > 1)");
+  app.add_option("--timeout", timeout, "seconds every collective may wait (sets TINY_DIST_TIMEOUT)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stop-grace", grace, "seconds the other ranks get to report after one failed, before being stopped")
+      ->check(CLI::NonNegativeNumber);
+  app.prefix_command();
+  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> command = app.remaining();
+  if (command.empty()) {
+    std::cerr << "tinyrun: no program given: tinyrun --nproc-per-node N program [args...]\n";
+    return 2;
+  }
+  if (node_rank >= nnodes) {
+    std::cerr << "tinyrun: --node-rank " << node_rank << " must be below --nnodes " << nnodes << "\n";
+    return 2;
+  }
+  if (nnodes > 1 && rdzv.empty()) {
+    std::cerr << "tinyrun: --nnodes " << nnodes << " needs --rdzv tcp://HOST:PORT (node 0's address)\n";
+    return 2;
+  }
+
+  // The rendezvous: node 0 serves the store, every rank connects to it.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  if (!rdzv.empty()) {
+    std::string hostport = rdzv.rfind("tcp://", 0) == 0 ? rdzv.substr(6) : rdzv;
+    size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      std::cerr << "tinyrun: --rdzv '" << rdzv << "' is not tcp://HOST:PORT\n";
+      return 2;
+    }
+    master_addr = hostport.substr(0, colon);
+    master_port = std::atoi(hostport.c_str() + colon + 1);
+  }
+  std::unique_ptr<tiny::distributed::TCPStoreServer> server;
+  if (node_rank == 0) {
+    try {
+      server = std::make_unique<tiny::distributed::TCPStoreServer>("0.0.0.0", master_port);
+    } catch (const std::exception& e) {
+      std::cerr << "tinyrun: " << e.what() << "\n";
+      return 1;
+    }
+    master_port = server->port();
+  }
+
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  const int world_size = nproc * nnodes;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Rank> ranks(nproc);
+  for (int local = 0; local < nproc; ++local) {
+    Rank& r = ranks[local];
+    r.local_rank = local;
+    r.rank = node_rank * nproc + local;
+    // Everything the child needs is built before fork(): the store's threads
+    // run in this process, so the child may only exec.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      std::string entry = *e;
+      std::string name = entry.substr(0, entry.find('='));
+      for (const char* ours : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                               "MASTER_PORT", "TINY_USE_AGENT_STORE"})
+        if (name == ours) name.clear();
+      if (timeout > 0 && name == "TINY_DIST_TIMEOUT") name.clear();
+      if (!name.empty()) env_strings.push_back(entry);
+    }
+    auto set = [&](const char* name, const std::string& value) { env_strings.push_back(std::string(name) + "=" + value); };
+    set("RANK", std::to_string(r.rank));
+    set("LOCAL_RANK", std::to_string(local));
+    set("WORLD_SIZE", std::to_string(world_size));
+    set("LOCAL_WORLD_SIZE", std::to_string(nproc));
+    set("GROUP_RANK", std::to_string(node_rank));
+    set("MASTER_ADDR", master_addr);
+    set("MASTER_PORT", std::to_string(master_port));
+    set("TINY_USE_AGENT_STORE", "1");
+    if (timeout > 0) set("TINY_DIST_TIMEOUT", std::to_string(timeout));
+    // As torchrun sets OMP_NUM_THREADS: the ranks of one machine share its cores.
+    if (!std::getenv("TINY_NUM_THREADS")) set("TINY_NUM_THREADS", std::to_string(std::max(1u, cores / nproc)));
+    std::vector<char*> envp, args;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    for (auto& a : command) args.push_back(a.data());
+    args.push_back(nullptr);
+    std::string exec_error = "tinyrun: cannot start '" + command[0] + "'\n";
+
+    int pipes[2][2];
+    if (::pipe2(pipes[0], O_CLOEXEC) != 0 || ::pipe2(pipes[1], O_CLOEXEC) != 0) {
+      std::perror("tinyrun: pipe");
+      return 1;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(pipes[0][1], 1);
+      ::dup2(pipes[1][1], 2);
+      ::execvpe(args[0], args.data(), envp.data());
+      (void)!::write(2, exec_error.data(), exec_error.size());
+      ::_exit(127);
+    }
+    ::close(pipes[0][1]);
+    ::close(pipes[1][1]);
+    r.pid = pid;
+    r.running = true;
+    r.streams[0] = {pipes[0][0], "", stdout};
+    r.streams[1] = {pipes[1][0], "", stderr};
+  }
+
+  int failed = -1;  // index of the first rank that failed
+  using clock = std::chrono::steady_clock;
+  clock::time_point term_at{}, kill_at{};
+  bool termed = false, killed = false;
+  int forwarded = 0;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, int>> owners;
+    for (int i = 0; i < nproc; ++i)
+      for (int w = 0; w < 2; ++w)
+        if (ranks[i].streams[w].fd >= 0) {
+          fds.push_back({ranks[i].streams[w].fd, POLLIN, 0});
+          owners.emplace_back(i, w);
+        }
+    bool any_running = false;
+    for (auto& r : ranks) any_running = any_running || r.running;
+    if (fds.empty() && !any_running) break;
+    int ready = fds.empty() ? 0 : ::poll(fds.data(), fds.size(), 50);
+    if (fds.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t k = 0; ready > 0 && k < fds.size(); ++k)
+      if (fds[k].revents) pump(ranks[owners[k].first], owners[k].second);
+    for (int i = 0; i < nproc; ++i) {
+      Rank& r = ranks[i];
+      if (!r.running) continue;
+      int status = 0;
+      if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failed < 0 && !termed) {
+        failed = i;
+        term_at = clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
+      }
+    }
+    if (g_signal && forwarded != g_signal) {
+      forwarded = g_signal;
+      for (auto& r : ranks)
+        if (r.running) ::kill(r.pid, g_signal);
+      if (!termed) {
+        termed = true;
+        kill_at = clock::now() + std::chrono::seconds(3);
+      }
+    }
+    if (failed >= 0 && !termed && clock::now() >= term_at) {
+      termed = true;
+      for (auto& r : ranks)
+        if (r.running) ::kill(r.pid, SIGTERM);
+      kill_at = clock::now() + std::chrono::seconds(3);
+    }
+    if (termed && !killed && clock::now() >= kill_at) {
+      killed = true;
+      for (auto& r : ranks)
+        if (r.running) ::kill(r.pid, SIGKILL);
+    }
+  }
+
+  if (failed >= 0) {
+    Rank& r = ranks[failed];
+    std::fprintf(stderr, "tinyrun: rank %d (local rank %d, pid %d) %s: it failed first%s\n", r.rank, r.local_rank,
+                 static_cast<int>(r.pid), describe(r.status).c_str(),
+                 termed ? "; the other ranks were stopped" : "");
+    if (!r.last_errors.empty()) {
+      std::fprintf(stderr, "tinyrun: the last error output of rank %d:\n", r.rank);
+      for (const auto& line : r.last_errors) std::fprintf(stderr, "  %s\n", line.c_str());
+    }
+    for (auto& other : ranks)
+      if (&other != &r && !(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 0))
+        std::fprintf(stderr, "tinyrun: rank %d %s\n", other.rank, describe(other.status).c_str());
+    return 1;
+  }
+  if (g_signal) {
+    std::fprintf(stderr, "tinyrun: interrupted by signal %d; the ranks were stopped\n", static_cast<int>(g_signal));
+    return 128 + g_signal;
+  }
+  return 0;
+}

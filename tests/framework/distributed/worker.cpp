@@ -1,0 +1,162 @@
+// One rank of the multi-process tests of tiny::distributed (test_distributed.cpp
+// starts it, directly or through tinyrun). Usage: tiny_dist_worker SCENARIO [args].
+//   collectives DEVICE        every collective on tensors of DEVICE (cpu or cuda)
+//   ddp DEVICE OUT [accum]    DDP training; rank 0 writes the final parameters to OUT
+//   overlap OUT               DDP with small buckets; rank 0 writes the events to OUT
+//   die                       DDP training in which rank 1 kills itself mid-step
+//   mismatch                  DDP over models that differ between ranks
+//   join                      init_process_group only
+// The rendezvous is TINY_TEST_INIT (default env://). Errors go to stderr, exit code 1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "scenario.h"
+#include "tiny/distributed/distributed.h"
+#include "tiny/nn/parallel/distributed.h"
+
+namespace dist = tiny::distributed;
+using tiny::nn::parallel::DistributedDataParallel;
+
+namespace {
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+tiny::Device device_for(const std::string& kind) {
+  return kind == "cuda" ? tiny::Device("cuda:" + std::to_string(dist::local_rank())) : tiny::Device("cpu");
+}
+
+void collectives(const std::string& kind) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  tiny::Device device = device_for(kind);
+  tiny::Tensor t = tiny::full({3}, rank + 1.0).to(device);
+  dist::all_reduce(t);
+  const double sum = world * (world + 1) / 2.0;
+  expect(t.cpu().to_vector<float>() == std::vector<float>(3, static_cast<float>(sum)), "all_reduce SUM");
+  tiny::Tensor m = tiny::full({2}, static_cast<double>(rank)).to(device);
+  dist::all_reduce(m, dist::ReduceOp::MAX);
+  expect(m.cpu().to_vector<float>()[0] == world - 1, "all_reduce MAX");
+  tiny::Tensor a = tiny::full({2}, static_cast<double>(rank), tiny::kFloat64).to(device);
+  dist::all_reduce(a, dist::ReduceOp::AVG);
+  expect(std::abs(a.cpu().to_vector<double>()[1] - (world - 1) / 2.0) < 1e-12, "all_reduce AVG");
+  tiny::Tensor i = tiny::full({1}, 1.0, tiny::kInt64);
+  dist::all_reduce(i);
+  expect(i.item<int64_t>() == world, "all_reduce int64");
+
+  tiny::Tensor b = tiny::full({2, 2}, rank == 1 ? 7.0 : -1.0).to(device);
+  dist::broadcast(b, 1 % world);
+  expect(b.cpu().to_vector<float>()[3] == (world > 1 ? 7.0f : -1.0f), "broadcast from rank 1");
+
+  std::vector<tiny::Tensor> gathered;
+  dist::all_gather(gathered, tiny::full({2}, 10.0 * rank).to(device));
+  expect(static_cast<int>(gathered.size()) == world, "all_gather size");
+  for (int r = 0; r < world; ++r) expect(gathered[r].cpu().to_vector<float>()[1] == 10.0f * r, "all_gather values");
+
+  std::vector<tiny::Tensor> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(tiny::full({2}, 100.0 * r + rank).to(device));
+  tiny::Tensor out = tiny::zeros({2}).to(device);
+  dist::reduce_scatter(out, inputs);
+  expect(out.cpu().to_vector<float>()[0] == static_cast<float>(100.0 * rank * world + sum - world), "reduce_scatter");
+  dist::barrier();
+  std::cout << "collectives ok on " << device << std::endl;
+}
+
+void write_floats(const std::string& path, const std::vector<float>& values) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+}
+
+void ddp(const std::string& kind, const std::string& path, bool accum, bool die) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  tiny::Device device = device_for(kind);
+  auto model = dist_scenario::make_model(100 + rank);  // different on every rank: DDP must broadcast rank 0's
+  model->to(device);
+  auto ddp = std::make_shared<DistributedDataParallel>(model);
+  tiny::optim::SGDOptions options;
+  options.lr = dist_scenario::kLr;
+  tiny::optim::SGD optimizer(ddp->parameters(), options);
+  auto data = dist_scenario::make_data();
+  tiny::data::DistributedSampler sampler(dist_scenario::kExamples, world, rank, /*shuffle=*/false);
+  auto indices = sampler.indices();
+  tiny::Tensor x = dist_scenario::rows(data.x, indices).to(device), y = dist_scenario::rows(data.y, indices).to(device);
+  const int steps = die ? 1000 : dist_scenario::kSteps;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    if (accum) {
+      const int64_t half = x.size(0) / 2;
+      {
+        auto guard = ddp->no_sync();
+        tiny::nn::functional::mse_loss((*ddp)(x.narrow(0, 0, half)), y.narrow(0, 0, half)).mul(0.5).backward();
+      }
+      tiny::nn::functional::mse_loss((*ddp)(x.narrow(0, half, half)), y.narrow(0, half, half)).mul(0.5).backward();
+    } else {
+      tiny::Tensor loss = tiny::nn::functional::mse_loss((*ddp)(x), y);
+      if (die && rank == 1 && step == 2) ::kill(::getpid(), SIGKILL);  // mid-step: after forward, before backward
+      loss.backward();
+    }
+    optimizer.step();
+  }
+  if (rank == 0) write_floats(path, dist_scenario::flat_parameters(*model));
+}
+
+void overlap(const std::string& path) {
+  const int rank = dist::get_rank();
+  tiny::manual_seed(7);
+  auto model = std::make_shared<tiny::nn::Sequential>();
+  for (int i = 0; i < 6; ++i) {
+    model->push_back(std::make_shared<tiny::nn::Linear>(256, 256));
+    model->push_back(std::make_shared<tiny::nn::Tanh>());
+  }
+  tiny::nn::parallel::DistributedDataParallelOptions options;
+  options.first_bucket_cap_mb = 0.25;  // one 256x256 weight (+ its bias) per bucket
+  options.bucket_cap_mb = 0.25;
+  auto ddp = std::make_shared<DistributedDataParallel>(model, options);
+  tiny::Tensor x = tiny::randn({512, 256});
+  for (int step = 0; step < 2; ++step) {
+    ddp->zero_grad();
+    (*ddp)(x).pow(2.0).mean().backward();
+  }
+  if (rank != 0) return;
+  std::ofstream out(path);
+  out << ddp->bucket_indices().size() << "\n";
+  for (const auto& e : ddp->comm_events()) out << static_cast<int>(e.kind) << " " << e.index << " " << e.microseconds << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const char* init = std::getenv("TINY_TEST_INIT");
+  int rank = -1;
+  try {
+    dist::init_process_group("gloo", init ? init : "env://");
+    rank = dist::get_rank();
+    if (scenario == "collectives") {
+      collectives(argc > 2 ? argv[2] : "cpu");
+    } else if (scenario == "ddp") {
+      ddp(argv[2], argv[3], argc > 4 && std::string(argv[4]) == "accum", false);
+    } else if (scenario == "overlap") {
+      overlap(argv[2]);
+    } else if (scenario == "die") {
+      ddp("cpu", "/dev/null", false, true);
+    } else if (scenario == "mismatch") {  // rank 1 builds a wider first layer
+      auto model = std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(4, rank == 1 ? 6 : 5));
+      DistributedDataParallel ddp(model);
+    } else if (scenario != "join") {
+      throw std::runtime_error("unknown scenario '" + scenario + "'");
+    }
+    dist::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << rank << " error: " << e.what() << std::endl;
+    return 1;
+  }
+  std::cout << "rank " << rank << " done" << std::endl;
+  return 0;
+}

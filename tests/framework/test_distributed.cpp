@@ -1,0 +1,462 @@
+// tiny::distributed and DistributedDataParallel across processes. The ranks
+// are tests/framework/distributed/worker.cpp, started directly (file:// or
+// env:// rendezvous) or through tinyrun; every run has a deadline, so a hang
+// fails the test instead of blocking CI. TINY_DIST_TIMEOUT=5 in the ranks.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/scenario.h"
+#include "tiny/distributed/distributed.h"
+#include "tiny/nn/parallel/distributed.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  int status = 0;  // waitpid status
+  std::string out, err;
+  double seconds = 0;
+  bool ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+fs::path fresh_dir(const std::string& what) {
+  std::string pattern = (fs::temp_directory_path() / ("tiny_" + what + "_XXXXXX")).string();
+  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Starts `args` with `env` added to this process's environment; output goes to files in `dir`.
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, const fs::path& dir,
+            const std::string& name) {
+  // getenv() takes the first of duplicate names: the test's settings go first.
+  std::vector<std::string> env_strings = env;
+  env_strings.push_back("TINY_DIST_TIMEOUT=5");
+  env_strings.push_back("TINY_NUM_THREADS=1");
+  for (char** e = environ; *e; ++e) env_strings.push_back(*e);
+  std::vector<char*> argv, envp;
+  for (auto s : args) argv.push_back(strdup(s.c_str()));
+  argv.push_back(nullptr);
+  for (auto& s : env_strings) envp.push_back(strdup(s.c_str()));
+  envp.push_back(nullptr);
+  const std::string out = (dir / (name + ".out")).string(), err = (dir / (name + ".err")).string();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* o = std::freopen(out.c_str(), "w", stdout);
+    FILE* e = std::freopen(err.c_str(), "w", stderr);
+    (void)o;
+    (void)e;
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  for (char* p : argv) std::free(p);
+  for (char* p : envp) std::free(p);
+  return pid;
+}
+
+// Waits for every pid until `deadline_s`; kills and reports the ones still running.
+std::vector<Outcome> wait_all(const std::vector<pid_t>& pids, const fs::path& dir, const std::vector<std::string>& names,
+                              double deadline_s, Clock::time_point start) {
+  std::vector<Outcome> outcomes(pids.size());
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  while (remaining > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        done[i] = true;
+        --remaining;
+        outcomes[i].status = status;
+        outcomes[i].seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      }
+    }
+    if (std::chrono::duration<double>(Clock::now() - start).count() > deadline_s) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (!done[i]) {
+          ::kill(pids[i], SIGKILL);
+          ::waitpid(pids[i], &outcomes[i].status, 0);
+          ADD_FAILURE() << names[i] << " still ran after " << deadline_s << " s: it hung";
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    outcomes[i].out = slurp(dir / (names[i] + ".out"));
+    outcomes[i].err = slurp(dir / (names[i] + ".err"));
+  }
+  return outcomes;
+}
+
+// `world` ranks of the worker started directly, with the given rendezvous.
+std::vector<Outcome> run_ranks(int world, const std::vector<std::string>& args, const std::string& init,
+                               std::vector<std::string> env = {}, int started = -1, double deadline_s = 20) {
+  fs::path dir = fresh_dir("ranks");
+  std::vector<pid_t> pids;
+  std::vector<std::string> names;
+  auto start = Clock::now();
+  for (int r = 0; r < (started < 0 ? world : started); ++r) {
+    std::vector<std::string> argv{TINY_DIST_WORKER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> e = env;
+    e.push_back("RANK=" + std::to_string(r));
+    e.push_back("LOCAL_RANK=" + std::to_string(r));
+    e.push_back("WORLD_SIZE=" + std::to_string(world));
+    e.push_back("TINY_TEST_INIT=" + init);
+    names.push_back("rank" + std::to_string(r));
+    pids.push_back(spawn(argv, e, dir, names.back()));
+  }
+  auto outcomes = wait_all(pids, dir, names, deadline_s, start);
+  fs::remove_all(dir);
+  return outcomes;
+}
+
+Outcome run_tinyrun(int nproc, const std::vector<std::string>& args, std::vector<std::string> env = {},
+                    double deadline_s = 20) {
+  fs::path dir = fresh_dir("tinyrun");
+  std::vector<std::string> argv{TINYRUN, "--nproc-per-node", std::to_string(nproc), TINY_DIST_WORKER};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto start = Clock::now();
+  pid_t pid = spawn(argv, env, dir, "tinyrun");
+  auto outcome = wait_all({pid}, dir, {"tinyrun"}, deadline_s, start)[0];
+  fs::remove_all(dir);
+  return outcome;
+}
+
+std::string describe(const std::vector<Outcome>& outcomes) {
+  std::string text;
+  for (size_t i = 0; i < outcomes.size(); ++i)
+    text += "rank " + std::to_string(i) + " status " + std::to_string(outcomes[i].status) + "\n" + outcomes[i].out +
+            outcomes[i].err;
+  return text;
+}
+
+std::string file_init(const std::string& what) { return "file://" + fresh_dir(what).string(); }
+
+std::vector<float> read_floats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> values;
+  float v;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) values.push_back(v);
+  return values;
+}
+
+// The same steps in one process over the whole batch, from rank 0's initial weights.
+std::vector<float> single_process_reference() {
+  auto model = dist_scenario::make_model(100);
+  tiny::optim::SGDOptions options;
+  options.lr = dist_scenario::kLr;
+  tiny::optim::SGD optimizer(model->parameters(), options);
+  auto data = dist_scenario::make_data();
+  for (int step = 0; step < dist_scenario::kSteps; ++step) {
+    optimizer.zero_grad();
+    tiny::nn::functional::mse_loss((*model)(data.x), data.y).backward();
+    optimizer.step();
+  }
+  return dist_scenario::flat_parameters(*model);
+}
+
+void expect_ddp_matches_single_process(int world, const std::string& device, bool accum,
+                                       std::vector<std::string> env = {}) {
+  fs::path out = fresh_dir("weights") / "final.bin";
+  std::vector<std::string> args{"ddp", device, out.string()};
+  if (accum) args.push_back("accum");
+  auto outcomes = run_ranks(world, args, file_init("rdzv"), env);
+  for (const auto& o : outcomes) ASSERT_TRUE(o.ok()) << describe(outcomes);
+  auto ddp = read_floats(out);
+  auto reference = single_process_reference();
+  auto initial = dist_scenario::flat_parameters(*dist_scenario::make_model(100));
+  ASSERT_EQ(ddp.size(), reference.size());
+  double moved = 0;
+  for (size_t i = 0; i < ddp.size(); ++i) {
+    // fp32: the ranks sum their shares in another order than one process does.
+    ASSERT_NEAR(ddp[i], reference[i], 1e-5 + 1e-5 * std::abs(reference[i])) << "parameter element " << i;
+    moved = std::max(moved, static_cast<double>(std::abs(reference[i] - initial[i])));
+  }
+  EXPECT_GT(moved, 1e-3) << "training did not change the weights: the comparison would prove nothing";
+  fs::remove_all(out.parent_path());
+}
+
+}  // namespace
+
+// ---- the TCP store ---------------------------------------------------------------
+
+TEST(TCPStore, SetGetAddCheckAndTimeouts) {
+  tiny::distributed::TCPStoreServer server("127.0.0.1", 0);
+  tiny::distributed::TCPStore a("127.0.0.1", server.port(), std::chrono::milliseconds(2000));
+  tiny::distributed::TCPStore b("127.0.0.1", server.port(), std::chrono::milliseconds(200));
+  a.set("k", {'h', 'i'});
+  EXPECT_EQ(b.get("k"), (std::vector<char>{'h', 'i'}));
+  EXPECT_EQ(a.add("n", 3), 3);
+  EXPECT_EQ(b.add("n", 4), 7);
+  EXPECT_TRUE(b.check({"k", "n"}));
+  EXPECT_FALSE(b.check({"k", "absent"}));
+  auto start = Clock::now();
+  try {
+    b.wait({"k", "absent"}, std::chrono::milliseconds(100));
+    ADD_FAILURE() << "wait for a missing key returned";
+  } catch (const tiny::distributed::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 1.0);
+  EXPECT_THROW(b.get("absent"), tiny::distributed::DistributedError);
+  // A get waits for a set from another client.
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    tiny::distributed::TCPStore c("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
+    c.set("late", {'x'});
+  });
+  EXPECT_EQ(a.get("late"), std::vector<char>{'x'});
+  later.join();
+}
+
+TEST(TCPStore, NamesTheRankWhoseConnectionClosed) {
+  tiny::distributed::TCPStoreServer server("127.0.0.1", 0);
+  tiny::distributed::TCPStore watcher("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
+  {
+    tiny::distributed::TCPStore rank3("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
+    rank3.register_rank(3);
+    EXPECT_TRUE(watcher.lost_ranks().empty());
+  }
+  std::vector<int> lost;
+  for (int i = 0; i < 100 && lost.empty(); ++i) {
+    lost = watcher.lost_ranks();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(lost, std::vector<int>{3});
+}
+
+TEST(TCPStore, NoServerIsAnErrorWithinTheTimeout) {
+  int port;
+  {
+    tiny::distributed::TCPStoreServer server("127.0.0.1", 0);
+    port = server.port();
+  }
+  auto start = Clock::now();
+  try {
+    tiny::distributed::TCPStore s("127.0.0.1", port, std::chrono::milliseconds(200));
+    ADD_FAILURE() << "connected to a server that is gone";
+  } catch (const tiny::distributed::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+}
+
+// ---- one process: the API and its errors -------------------------------------------
+
+TEST(Distributed, ErrorsBeforeInitAndBadArguments) {
+  using tiny::distributed::DistributedError;
+  EXPECT_FALSE(tiny::distributed::is_initialized());
+  try {
+    tiny::distributed::get_rank();
+    ADD_FAILURE() << "get_rank without a group returned";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("init_process_group"), std::string::npos);
+  }
+  EXPECT_THROW(tiny::distributed::init_process_group("mpi", "file:///tmp/x", 1, 0), tiny::ValueError);
+  EXPECT_THROW(tiny::distributed::init_process_group("gloo", "ftp://x", 1, 0), tiny::ValueError);
+  EXPECT_THROW(tiny::distributed::init_process_group("gloo", "file:///tmp/x", 2, 2), tiny::ValueError);
+  try {
+    tiny::distributed::init_process_group("nccl", file_init("nccl"), 1, 0);
+    ADD_FAILURE() << "nccl without real GPUs initialized";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"gloo\""), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(tiny::distributed::is_initialized());
+}
+
+TEST(Distributed, WorldOfOneRunsEveryCollectiveInProcess) {
+  tiny::distributed::init_process_group("gloo", file_init("one"), 1, 0, std::chrono::seconds(5));
+  EXPECT_EQ(tiny::distributed::get_rank(), 0);
+  EXPECT_EQ(tiny::distributed::get_world_size(), 1);
+  EXPECT_EQ(tiny::distributed::get_backend(), "gloo");
+  EXPECT_THROW(tiny::distributed::init_process_group("gloo", "env://"), tiny::distributed::DistributedError);
+  tiny::Tensor t = tiny::tensor({1.0, 2.0});
+  tiny::distributed::all_reduce(t, tiny::distributed::ReduceOp::AVG);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2}));
+  std::vector<tiny::Tensor> list;
+  tiny::distributed::all_gather(list, t);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].to_vector<float>(), (std::vector<float>{1, 2}));
+  tiny::distributed::barrier();
+  // DDP over one rank leaves the gradients as they are.
+  auto model = dist_scenario::make_model(1);
+  auto ddp = std::make_shared<tiny::nn::parallel::DistributedDataParallel>(model);
+  auto data = dist_scenario::make_data();
+  tiny::nn::functional::mse_loss((*ddp)(data.x), data.y).backward();
+  auto ddp_grad = model->parameters()[0].grad().to_vector<float>();
+  auto plain = dist_scenario::make_model(1);
+  tiny::nn::functional::mse_loss((*plain)(data.x), data.y).backward();
+  EXPECT_EQ(ddp_grad, plain->parameters()[0].grad().to_vector<float>());
+  EXPECT_EQ(ddp->named_parameters()[0].first, "module.0.weight");
+  ddp.reset();
+  tiny::distributed::destroy_process_group();
+  EXPECT_FALSE(tiny::distributed::is_initialized());
+}
+
+TEST(Distributed, UnusedParameterIsReportedAtTheNextForward) {
+  tiny::distributed::init_process_group("gloo", file_init("unused"), 1, 0, std::chrono::seconds(5));
+  auto model = dist_scenario::make_model(1);
+  auto ddp = std::make_shared<tiny::nn::parallel::DistributedDataParallel>(model);
+  auto data = dist_scenario::make_data();
+  // Only the last layer's output feeds the loss through its bias: the other parameters get no gradient.
+  (*ddp)(data.x);
+  model->parameters().back().sum().backward();
+  try {
+    (*ddp)(data.x);
+    ADD_FAILURE() << "the unfinished reduction was not reported";
+  } catch (const tiny::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Expected to have finished reduction"), std::string::npos) << e.what();
+  }
+  ddp.reset();
+  tiny::distributed::destroy_process_group();
+}
+
+// ---- several processes ---------------------------------------------------------------
+
+TEST(Distributed, CollectivesAcrossTwoAndThreeRanks) {
+  for (int world : {2, 3}) {
+    auto outcomes = run_ranks(world, {"collectives", "cpu"}, file_init("coll"));
+    for (const auto& o : outcomes) EXPECT_TRUE(o.ok() && o.out.find("collectives ok") != std::string::npos)
+                                       << describe(outcomes);
+  }
+}
+
+TEST(Distributed, CollectivesOnTheEmulatedGpu) {
+  auto outcomes = run_ranks(2, {"collectives", "cuda"}, file_init("collgpu"));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok() && o.out.find("on cuda:") != std::string::npos) << describe(outcomes);
+}
+
+TEST(Distributed, EnvRendezvousServedByRankZero) {
+  int port;
+  {
+    tiny::distributed::TCPStoreServer probe("127.0.0.1", 0);  // a port that was free a moment ago
+    port = probe.port();
+  }
+  auto outcomes = run_ranks(2, {"collectives", "cpu"}, "env://",
+                            {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << describe(outcomes);
+}
+
+TEST(Distributed, StaleRendezvousDirectoryIsRefused) {
+  const std::string init = file_init("stale");
+  auto first = run_ranks(2, {"join"}, init);
+  for (const auto& o : first) ASSERT_TRUE(o.ok()) << describe(first);
+  auto second = run_ranks(2, {"join"}, init);
+  for (const auto& o : second) {
+    EXPECT_FALSE(o.ok());
+    EXPECT_NE(o.err.find("use a fresh directory for every run"), std::string::npos) << describe(second);
+  }
+}
+
+TEST(Distributed, RankThatNeverJoinsIsNamedWithinTheTimeout) {
+  auto outcomes = run_ranks(3, {"join"}, file_init("never"), {"TINY_DIST_TIMEOUT=1.5"}, /*started=*/2);
+  for (const auto& o : outcomes) {
+    EXPECT_FALSE(o.ok());
+    EXPECT_NE(o.err.find("rank 2 never joined"), std::string::npos) << describe(outcomes);
+    EXPECT_LT(o.seconds, 1.5 + 3.0);
+  }
+}
+
+TEST(Distributed, RankKilledMidStepIsNamedByTheOthers) {
+  auto outcomes = run_ranks(2, {"die"}, file_init("die"));
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(WIFSIGNALED(outcomes[1].status)) << describe(outcomes);
+  EXPECT_FALSE(outcomes[0].ok());
+  EXPECT_NE(outcomes[0].err.find("rank 1 is gone"), std::string::npos) << describe(outcomes);
+  EXPECT_LT(outcomes[0].seconds, 5.0) << "the survivor should notice at once, well within the timeout";
+}
+
+TEST(DistributedDataParallel, MatchesSingleProcessTrainingOnTwoAndThreeCpuRanks) {
+  expect_ddp_matches_single_process(2, "cpu", false);
+  expect_ddp_matches_single_process(3, "cpu", false);
+}
+
+TEST(DistributedDataParallel, MatchesSingleProcessTrainingOnEmulatedGpus) {
+  expect_ddp_matches_single_process(2, "cuda", false);
+  expect_ddp_matches_single_process(3, "cuda", false, {"TINY_EMULATED_GPUS=3"});
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulationMatchesSingleProcessTraining) {
+  expect_ddp_matches_single_process(2, "cpu", true);
+}
+
+TEST(DistributedDataParallel, DifferentModelsOnTheRanksAreNamed) {
+  auto outcomes = run_ranks(2, {"mismatch"}, file_init("mismatch"));
+  for (const auto& o : outcomes) {
+    EXPECT_FALSE(o.ok());
+    EXPECT_NE(o.err.find("DDP expects same model across all ranks, but Rank 1"), std::string::npos)
+        << describe(outcomes);
+    EXPECT_NE(o.err.find("'0.weight [5, 4] float32' on rank 0 but '0.weight [6, 4] float32' on rank 1"),
+              std::string::npos)
+        << describe(outcomes);
+  }
+}
+
+TEST(DistributedDataParallel, FirstAllReduceStartsBeforeTheLastGradientIsReady) {
+  fs::path out = fresh_dir("overlap") / "events.txt";
+  auto outcomes = run_ranks(2, {"overlap", out.string()}, file_init("overlap"));
+  for (const auto& o : outcomes) ASSERT_TRUE(o.ok()) << describe(outcomes);
+  std::ifstream in(out);
+  size_t buckets = 0;
+  in >> buckets;
+  EXPECT_GE(buckets, 3u);
+  double first_start = -1, last_ready = -1;
+  int kind;
+  int64_t index;
+  double us;
+  size_t ends = 0;
+  while (in >> kind >> index >> us) {
+    if (kind == 1 && first_start < 0) first_start = us;
+    if (kind == 0) last_ready = std::max(last_ready, us);
+    if (kind == 2) ++ends;
+  }
+  EXPECT_EQ(ends, buckets);
+  ASSERT_GE(first_start, 0);
+  EXPECT_LT(first_start, last_ready) << "bucket 0's all-reduce started at " << first_start
+                                     << " us, after the last gradient (" << last_ready << " us): no overlap";
+  fs::remove_all(out.parent_path());
+}
+
+// ---- tinyrun -----------------------------------------------------------------------
+
+TEST(Tinyrun, StartsTheRanksAndPrefixesTheirOutput) {
+  auto o = run_tinyrun(2, {"collectives", "cpu"});
+  EXPECT_TRUE(o.ok()) << o.out << o.err;
+  EXPECT_NE(o.out.find("[rank0]: collectives ok"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("[rank1]: collectives ok"), std::string::npos) << o.out;
+}
+
+TEST(Tinyrun, StopsTheOthersAndNamesTheRankThatFailed) {
+  auto o = run_tinyrun(2, {"die"});
+  EXPECT_FALSE(o.ok());
+  EXPECT_NE(o.err.find("tinyrun: rank 1"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("signal 9"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("[rank0]: rank 0 error: "), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 8.0);
+}

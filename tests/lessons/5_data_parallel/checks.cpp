@@ -1,0 +1,244 @@
+// Lesson 5's checks: scatter and gather by hand, wrapping a model in
+// DataParallel, and a DataParallel training step that must match training on
+// one GPU, with the batch really split and the labels on the output device.
+#include <cmath>
+#include <sstream>
+
+#include "harness/checker.h"
+#include "harness/compare.h"
+#include "model.h"
+
+using workbook::Bundle;
+using workbook::Context;
+using workbook::Outcome;
+using workbook::Run;
+
+WORKBOOK_LESSON(5, "5_data_parallel");
+
+namespace {
+
+constexpr double kLr = 0.2;
+// DataParallel sums the replicas' gradients in another order than one GPU
+// does: float32 rounding differs in the last bits, so compare with slack.
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+
+std::string join(const std::vector<int64_t>& values) {
+  std::ostringstream s;
+  for (size_t i = 0; i < values.size(); ++i) s << (i ? ", " : "") << values[i];
+  return s.str();
+}
+
+// The sizes scatter must give: as equal as possible, the larger first.
+std::vector<int64_t> expected_sizes(int64_t rows, int64_t parts) {
+  std::vector<int64_t> sizes(static_cast<size_t>(parts), rows / parts);
+  for (int64_t i = 0; i < rows % parts; ++i) ++sizes[static_cast<size_t>(i)];
+  return sizes;
+}
+
+void put_model(Bundle& in, const Context& ctx) {
+  tiny::manual_seed(ctx.seed);
+  in.put_state("init", lesson5_checks::make_model()->state_dict());
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(scatter, "scatter() gives each device its own rows, sizes differing by at most one") {
+  struct Case {
+    int64_t rows;
+    int gpus;
+  };
+  for (const Case c : {Case{10, 2}, Case{9, 2}, Case{10, 3}}) {
+    Bundle in;
+    in.put("batch", tiny::randn({c.rows, 3}, {}, ctx.generator(static_cast<uint64_t>(c.rows * 10 + c.gpus))));
+    std::vector<std::string> names;
+    for (int d = 0; d < c.gpus; ++d) names.push_back("cuda:" + std::to_string(d));
+    in.values["devices"] = names;
+    workbook::RunOptions options;
+    options.gpus = c.gpus;
+    const std::string call = "scatter(" + std::to_string(c.rows) + " rows, " + std::to_string(c.gpus) + " devices)";
+    options.call = call;
+    Run mine, ref;
+    if (auto early = ctx.both("scatter", in, mine, ref, options)) return *early;
+    const auto want = expected_sizes(c.rows, c.gpus);
+    const size_t count = mine.out.values["pieces"].get<size_t>();
+    if (count != want.size()) {
+      return Outcome::fail(call + " returned " + std::to_string(count) + " pieces, expected one per device (" +
+                           std::to_string(want.size()) + ")");
+    }
+    std::vector<int64_t> got;
+    for (size_t i = 0; i < count; ++i) {
+      const auto& shape = mine.out.info("piece." + std::to_string(i)).shape;
+      got.push_back(shape.empty() ? -1 : shape[0]);
+    }
+    if (got != want) {
+      return Outcome::fail(call + " gave pieces of " + join(got) + " rows, expected " + join(want) +
+                           ": sizes must differ by at most one, the larger first (rows / n, plus one for the first "
+                           "rows % n pieces)");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const std::string name = "piece." + std::to_string(i);
+      const std::string& device = mine.out.info(name).device;
+      if (device != names[i]) {
+        return Outcome::fail(call + ": piece " + std::to_string(i) + " is on " + device + ", expected " + names[i] +
+                             " (piece i goes to devices[i])");
+      }
+      if (auto why = workbook::differ(call + ", piece " + std::to_string(i), mine.out, ref.out, name, 0, 0)) {
+        return Outcome::fail(*why + "\n(piece 0 holds the first rows, piece 1 the next ones, in order)");
+      }
+    }
+    const auto& bytes = mine.out.values["host_to_device"];
+    const auto& expected_bytes = ref.out.values["host_to_device"];
+    for (size_t d = 0; d < expected_bytes.size(); ++d) {
+      const uint64_t b = bytes[d].get<uint64_t>(), e = expected_bytes[d].get<uint64_t>();
+      if (b > e) {
+        return Outcome::fail(call + ": cuda:" + std::to_string(d) + " received " + std::to_string(b) +
+                             " bytes from the host for a piece of " + std::to_string(e) +
+                             " bytes: you copied the whole batch to every device and cut it there; narrow first, "
+                             "then copy only the piece (batch.narrow(0, start, length).to(device))");
+      }
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(scatter_too_small, "scatter() refuses a batch with fewer rows than devices, with a tiny::ValueError") {
+  Bundle in;
+  in.put("batch", tiny::randn({1, 3}, {}, ctx.generator(7)));
+  in.values["devices"] = std::vector<std::string>{"cuda:0", "cuda:1"};
+  workbook::RunOptions options;
+  options.call = "scatter(1 row, 2 devices)";
+  const Run mine = ctx.student("scatter", in, options);
+  if (mine.status == "todo") return Outcome::todo(mine.message);
+  if (mine.ok()) {
+    return Outcome::fail("scatter(1 row, 2 devices) returned " + mine.out.values["pieces"].dump() +
+                         " pieces: with fewer rows than devices one device gets nothing to do; throw tiny::ValueError "
+                         "saying so (TINY_CHECK(rows >= n, ValueError, ...))");
+  }
+  if (mine.status != "error" || mine.error_type != "tiny::ValueError") {
+    return Outcome::fail("scatter(1 row, 2 devices) should throw tiny::ValueError, but " +
+                         (mine.status == "error" ? "it threw " + mine.error_type + ": " + mine.message
+                                                 : "it " + mine.message));
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(gather, "gather() puts the pieces back in order on the output device") {
+  for (const std::string output : {"cuda:0", "cuda:1"}) {
+    Bundle in;
+    in.put("piece.0", tiny::randn({3, 4}, {}, ctx.generator(21)));
+    in.put("piece.1", tiny::randn({2, 4}, {}, ctx.generator(22)));
+    in.values["devices"] = std::vector<std::string>{"cuda:0", "cuda:1"};
+    in.values["output_device"] = output;
+    workbook::RunOptions options;
+    options.call = "gather(pieces on cuda:0 and cuda:1, output_device=" + output + ")";
+    Run mine, ref;
+    if (auto early = ctx.both("gather", in, mine, ref, options)) {
+      if (early->verdict == workbook::Verdict::fail && mine.message.find("same device") != std::string::npos) {
+        return Outcome::fail(options.call + ": tiny::cat got pieces on different devices: move every piece to "
+                             "output_device first (piece.to(output_device))");
+      }
+      return *early;
+    }
+    if (auto why = workbook::differ(options.call, mine.out, ref.out, "out", 0, 0)) return Outcome::fail(*why);
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(wrap, "wrap() moves the model to the first device, then wraps it in DataParallel") {
+  Bundle in;
+  put_model(in, ctx);
+  in.put("x", tiny::randn({6, lesson5_checks::kFeatures}, {}, ctx.generator(31)));
+  in.values["device_ids"] = std::vector<int>{1, 0};
+  workbook::RunOptions options;
+  options.call = "wrap(model, device_ids={1, 0})";
+  Run mine, ref;
+  if (auto early = ctx.both("wrap", in, mine, ref, options)) {
+    if (early->verdict == workbook::Verdict::fail && mine.message.find("module must have its parameters") != std::string::npos) {
+      return Outcome::fail(options.call + ": the model was not on cuda:1 when the wrapper ran it. DataParallel "
+                           "copies the model from device_ids[0] at every step: move it there first "
+                           "(model->to(Device(kCUDA, device_ids[0]))), then wrap it.\n  " + mine.message);
+    }
+    return *early;
+  }
+  if (!mine.out.values["wraps_model"].get<bool>()) {
+    return Outcome::fail(options.call + ": the DataParallel does not wrap the model you were given (dp->module() "
+                         "is another module): pass `model` itself, so that training updates it");
+  }
+  if (mine.out.values["device_ids"] != ref.out.values["device_ids"]) {
+    return Outcome::fail(options.call + ": the wrapper uses device_ids " + mine.out.values["device_ids"].dump() +
+                         ", expected " + ref.out.values["device_ids"].dump() + ": pass device_ids on");
+  }
+  if (mine.out.values["module_device"] != "cuda:1") {
+    return Outcome::fail(options.call + ": the model is on " + mine.out.values["module_device"].get<std::string>() +
+                         ", expected cuda:1 (device_ids[0])");
+  }
+  if (auto why = workbook::differ(options.call + ", then a forward pass", mine.out, ref.out, "out", kRtol, kAtol)) {
+    return Outcome::fail(*why);
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, splitting the batch, labels on the output device") {
+  constexpr int kSteps = 3;
+  constexpr int64_t kRows = 9;  // uneven: 5 rows on cuda:0, 4 on cuda:1
+  Bundle in;
+  put_model(in, ctx);
+  in.values["lr"] = kLr;
+  in.values["steps"] = kSteps;
+  for (int k = 0; k < kSteps; ++k) {
+    in.put("x." + std::to_string(k),
+           tiny::randn({kRows, lesson5_checks::kFeatures}, {}, ctx.generator(100 + static_cast<uint64_t>(k))));
+    in.put("y." + std::to_string(k),
+           tiny::randint(0, lesson5_checks::kClasses, {kRows}, tiny::kInt64, ctx.generator(200 + static_cast<uint64_t>(k))));
+  }
+  workbook::RunOptions options;
+  options.call = "train_step(DataParallel over cuda:0 and cuda:1, batches of 9)";
+  Run mine, ref;
+  if (auto early = ctx.both("train_step", in, mine, ref, options)) {
+    const std::string& m = mine.message;
+    if (early->verdict == workbook::Verdict::fail && m.find("same device") != std::string::npos &&
+        m.find("cpu") != std::string::npos) {
+      return Outcome::fail("the labels are still on cpu: the output is gathered on model.output_device() (cuda:0), "
+                           "so move the labels there before the loss (batch.target.to(model.output_device()))\n  " + m);
+    }
+    return *early;
+  }
+  // The batch must be split: one pass per replica, 5 rows on cuda:0 and 4 on cuda:1.
+  const nlohmann::json& passes = mine.out.values["passes"][0];
+  if (passes.size() != 2) {
+    std::string why = "the batch was not split: the first step made " + std::to_string(passes.size()) +
+                      " forward pass(es) (" + passes.dump() + ") instead of one per GPU (5 rows on cuda:0, 4 on cuda:1)";
+    if (passes.size() == 1) why += ": call the DataParallel itself, model(batch.data), not model.module()";
+    return Outcome::fail(why);
+  }
+  // Each GPU receives only its rows from the host (and cuda:0 the labels).
+  const auto& bytes = mine.out.values["host_to_device"][0];
+  const auto& expected = ref.out.values["host_to_device"][0];
+  if (bytes[0].get<uint64_t>() > expected[0].get<uint64_t>()) {
+    return Outcome::fail("cuda:0 received " + bytes[0].dump() + " bytes from the host in one step, expected " +
+                         expected[0].dump() + ": the whole batch went to cuda:0 first and was scattered from there. "
+                         "Give the CPU batch to the DataParallel as it is: it copies each GPU's rows straight to it");
+  }
+  // Same losses and weights as the same steps on one GPU.
+  const Run single = ctx.reference("train_single", in, options);
+  if (!single.ok()) return Outcome::error("the single-GPU reference failed: " + single.message);
+  const nlohmann::json& losses = mine.out.values["losses"];
+  const nlohmann::json& want = single.out.values["losses"];
+  for (size_t k = 0; k < want.size(); ++k) {
+    const double a = losses[k].get<double>(), b = want[k].get<double>();
+    if (!(std::fabs(a - b) <= kAtol + kRtol * std::fabs(b))) {
+      return Outcome::fail("step " + std::to_string(k + 1) + " returned a loss of " + std::to_string(a) +
+                           ", but the same step on one GPU gives " + std::to_string(b) +
+                           " (order: zero_grad, forward, cross_entropy, backward, step; return loss.item())");
+    }
+  }
+  for (const auto& [name, tensor] : single.out.state("final")) {
+    (void)tensor;
+    if (auto why = workbook::differ("after " + std::to_string(kSteps) + " steps, " + name + " (compared with one GPU)",
+                                    mine.out, single.out, "final." + name, kRtol, kAtol, false)) {
+      return Outcome::fail(*why);
+    }
+  }
+  ctx.details["losses"] = {{"data_parallel", losses}, {"one_gpu", want}};
+  return Outcome::pass();
+}

@@ -1,0 +1,36 @@
+# Lesson 5's classic mistakes: each is the reference with one change, and must
+# fail its check with a message that names the mistake.
+
+workbook_mistake(chunk_sizes CHECK scatter MESSAGE "sizes must differ by at most one"
+  FIND [=[const int64_t length = rows / n + (i < rows % n ? 1 : 0);  // the first rows % n pieces get one more]=]
+  REPLACE [=[const int64_t chunk = (rows + n - 1) / n;  // torch.chunk's sizes
+    const int64_t length = chunk < rows - start ? chunk : rows - start;]=])
+
+workbook_mistake(whole_batch_copied CHECK scatter MESSAGE "you copied the whole batch to every device"
+  FIND [=[pieces.push_back(batch.narrow(0, start, length).to(devices[static_cast<size_t>(i)]));]=]
+  REPLACE [=[pieces.push_back(batch.to(devices[static_cast<size_t>(i)]).narrow(0, start, length));]=])
+
+workbook_mistake(no_size_check CHECK scatter_too_small MESSAGE "throw tiny::ValueError"
+  FIND [=[TINY_CHECK(rows >= n, ValueError, "scatter: cannot split ", rows, " samples across ", n,
+             " devices: each device needs at least one");]=]
+  REPLACE [=[]=])
+
+workbook_mistake(gather_not_moved CHECK gather MESSAGE "move every piece to output_device first"
+  FIND [=[moved.push_back(piece.to(output_device));]=]
+  REPLACE [=[moved.push_back(piece);]=])
+
+workbook_mistake(wrap_not_moved CHECK wrap MESSAGE "move it there first"
+  FIND [=[model->to(tiny::Device(tiny::kCUDA, device_ids.at(0)));  // replicas are copied from here every step]=]
+  REPLACE [=[]=])
+
+workbook_mistake(labels_on_cpu CHECK train_step MESSAGE "the labels are still on cpu"
+  FIND [=[batch.target.to(model.output_device())]=]
+  REPLACE [=[batch.target]=])
+
+workbook_mistake(module_called_directly CHECK train_step MESSAGE "the batch was not split"
+  FIND [=[const tiny::Tensor logits = model(batch.data);]=]
+  REPLACE [=[const tiny::Tensor logits = (*model.module())(batch.data.to(model.output_device()));]=])
+
+workbook_mistake(batch_to_gpu_first CHECK train_step MESSAGE "the whole batch went to cuda:0 first"
+  FIND [=[const tiny::Tensor logits = model(batch.data);]=]
+  REPLACE [=[const tiny::Tensor logits = model(batch.data.to(model.output_device()));]=])

@@ -1,0 +1,125 @@
+// Lesson 5's glue: builds the inputs from the bundle, calls each exercise, and
+// writes down what came out, where it lives, which bytes went to which GPU,
+// and which replica saw which rows.
+#include "exercise.h"
+#include "harness/runner.h"
+#include "model.h"
+
+namespace F = tiny::nn::functional;
+using lesson5_checks::Probe;
+
+namespace {
+
+int gpus() { return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0; }
+
+// Waits for every GPU, then starts its counters from zero: what follows is the exercise's alone.
+void start_counting() {
+  for (int d = 0; d < gpus(); ++d) {
+    tiny::cuda::synchronize(d);
+    tiny::cuda::reset_device_counters(d);
+  }
+}
+
+// Bytes copied into each GPU from the host since start_counting().
+nlohmann::json host_to_device_bytes() {
+  nlohmann::json bytes = nlohmann::json::array();
+  for (int d = 0; d < gpus(); ++d) {
+    const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(d);
+    bytes.push_back(c.bytes_host_to_device_pageable + c.bytes_host_to_device_pinned);
+  }
+  return bytes;
+}
+
+std::vector<int> ints(const nlohmann::json& values) { return values.get<std::vector<int>>(); }
+
+std::shared_ptr<tiny::nn::Sequential> load_model(const workbook::Bundle& in) {
+  auto model = lesson5_checks::make_model();
+  model->load_state_dict(in.state("init"));
+  return model;
+}
+
+nlohmann::json take_passes() {
+  std::lock_guard<std::mutex> lock(Probe::mutex());
+  nlohmann::json passes = nlohmann::json::array();
+  for (const Probe::Pass& p : Probe::passes()) passes.push_back({{"device", p.device}, {"rows", p.rows}});
+  Probe::passes().clear();
+  return passes;
+}
+
+}  // namespace
+
+// scatter(batch, devices): the pieces, where they are, and the bytes each GPU received.
+WORKBOOK_EXERCISE(scatter) {
+  std::vector<tiny::Device> devices;
+  for (const auto& name : in.values.at("devices")) devices.emplace_back(name.get<std::string>());
+  const tiny::Tensor batch = in.tensor("batch");
+  start_counting();
+  const std::vector<tiny::Tensor> pieces = lesson5::scatter(batch, devices);
+  out.values["host_to_device"] = host_to_device_bytes();
+  out.values["pieces"] = pieces.size();
+  for (size_t i = 0; i < pieces.size(); ++i) out.put("piece." + std::to_string(i), pieces[i]);
+}
+
+// gather(pieces, output_device), each piece first put on its own device by the glue.
+WORKBOOK_EXERCISE(gather) {
+  std::vector<tiny::Tensor> pieces;
+  const auto devices = in.values.at("devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    pieces.push_back(in.tensor("piece." + std::to_string(i)).to(tiny::Device(devices[i].get<std::string>())));
+  }
+  out.put("out", lesson5::gather(pieces, tiny::Device(in.values.at("output_device").get<std::string>())));
+}
+
+// wrap(model, device_ids), then one forward pass of the wrapper on a CPU batch.
+WORKBOOK_EXERCISE(wrap) {
+  auto model = load_model(in);
+  const std::shared_ptr<tiny::nn::DataParallel> dp = lesson5::wrap(model, ints(in.values.at("device_ids")));
+  if (!dp) throw tiny::ValueError("wrap returned an empty std::shared_ptr instead of a DataParallel");
+  out.values["wraps_model"] = dp->module() == model;
+  out.values["device_ids"] = dp->device_ids();
+  out.values["module_device"] = model->parameters().at(0).device().str();
+  take_passes();
+  out.put("out", (*dp)(in.tensor("x")));
+  out.values["passes"] = take_passes();
+}
+
+// train_step on `steps` batches with a DataParallel over cuda:0 and cuda:1 made by the glue.
+WORKBOOK_EXERCISE(train_step) {
+  auto model = load_model(in);
+  model->to(tiny::Device("cuda:0"));
+  tiny::nn::DataParallel dp(model, {0, 1});
+  tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
+  nlohmann::json losses = nlohmann::json::array(), passes = nlohmann::json::array(),
+                 bytes = nlohmann::json::array();
+  take_passes();
+  for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
+    tiny::data::Batch batch{in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))};
+    start_counting();
+    losses.push_back(lesson5::train_step(dp, batch, optimizer));
+    bytes.push_back(host_to_device_bytes());
+    passes.push_back(take_passes());
+  }
+  out.values["losses"] = losses;
+  out.values["passes"] = passes;
+  out.values["host_to_device"] = bytes;
+  out.put_state("final", model->state_dict());
+}
+
+// The single-device baseline (run with the reference only): the same steps on cuda:0 without DataParallel.
+WORKBOOK_EXERCISE(train_single) {
+  auto model = load_model(in);
+  const tiny::Device gpu("cuda:0");
+  model->to(gpu);
+  tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
+  nlohmann::json losses = nlohmann::json::array();
+  for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
+    optimizer.zero_grad();
+    const tiny::Tensor loss =
+        F::cross_entropy((*model)(in.tensor("x." + std::to_string(k)).to(gpu)), in.tensor("y." + std::to_string(k)).to(gpu));
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  out.values["losses"] = losses;
+  out.put_state("final", model->state_dict());
+}
