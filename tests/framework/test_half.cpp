@@ -611,6 +611,8 @@ TEST(HalfTensor, ConversionsItemAndPrinting) {
   EXPECT_EQ(h[1].item().to_double(), 1.0);
   EXPECT_TRUE(h[1].item().is_floating_point());
   EXPECT_EQ(h.to_vector<Half>()[0].x, Half(0.1f).x);
+  EXPECT_EQ(h[0].item<Half>().x, Half(0.1f).x);
+  EXPECT_EQ(tiny::full({1}, Half(0.1f), tiny::kFloat32).item<double>(), static_cast<double>(0x1.998p-4f));
   std::ostringstream s;
   s << tiny::tensor({1.5, 2.0}, tiny::kFloat16) << "\n" << tiny::tensor({0.1}, tiny::kBFloat16);
   EXPECT_EQ(s.str(), "tensor([1.5000, 2.0000], dtype=tiny.float16)\ntensor([0.1001], dtype=tiny.bfloat16)");
