@@ -345,7 +345,8 @@ TEST_F(Io, MissingFileNamesThePath) {
 }
 
 TEST_F(Io, UnsupportedDtypesSayWhatIsSupported) {
-  for (const char* file : {"dtype_f2.npy", "dtype_u2.npy", "dtype_u4.npy", "dtype_u8.npy"}) {
+  // float16 ('<f2') and uint16 ('<u2', read as bfloat16 bits) load: see test_half.cpp.
+  for (const char* file : {"dtype_u4.npy", "dtype_u8.npy"}) {
     SCOPED_TRACE(file);
     try {
       load_npy(numpy_file(file));

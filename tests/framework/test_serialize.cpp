@@ -588,8 +588,8 @@ TEST_F(SafetensorsLoad, UnknownAndUnsupportedDtypes) {
   expect_header_error("{" + entry("t", "\"F128\"", "[1]", "[0,16]") + "}", 16,
                       {"tensor 't'", "unknown dtype 'F128'", "F32", "BF16"});
   expect_header_error("{" + entry("t", "\"f32\"", "[1]", "[0,4]") + "}", 4, {"unknown dtype 'f32'"});
-  expect_header_error("{" + entry("h", "\"F16\"", "[2]", "[0,4]") + "}", 4,
-                      {"tensor 'h'", "dtype F16 is not supported", "F32, F64, I64 and BOOL", "t.float()"});
+  expect_header_error("{" + entry("h", "\"I16\"", "[2]", "[0,4]") + "}", 4,
+                      {"tensor 'h'", "dtype I16 is not supported", "F16, BF16, F32, F64, I64 and BOOL", "t.float()"});
   expect_header_error("{" + entry("i", "\"I32\"", "[2]", "[0,8]") + "}", 8, {"dtype I32 is not supported"});
 }
 

@@ -7,19 +7,24 @@
 #include <iosfwd>
 #include <string>
 
+#include "tiny/half.h"
+
 namespace tiny {
 
 /// @brief The element type of a tensor.
 ///
-/// The order is the promotion order inside a category: an op on an int64 and a
-/// float32 tensor gives float32, as in PyTorch. Float16 and BFloat16 take their
-/// place here when mixed precision arrives; code switches on Dtype through
-/// TINY_DISPATCH_* so a new type is one line per dispatch macro.
+/// Type promotion is PyTorch's (promote_types): bool < int64 < any float;
+/// among floats float16 and bfloat16 < float32 < float64, and float16 with
+/// bfloat16 gives float32 (neither holds the other). The codes are stable
+/// (they never change when a dtype is added); code switches on Dtype through
+/// TINY_DISPATCH_*.
 enum class Dtype : int8_t {
-  Bool = 0,     ///< `torch.bool`: one byte, 0 or 1
-  Int64 = 1,    ///< `torch.int64` (`torch.long`): class indices, counts
-  Float32 = 2,  ///< `torch.float32` (`torch.float`): the default
-  Float64 = 3,  ///< `torch.float64` (`torch.double`): gradient checks
+  Bool = 0,      ///< `torch.bool`: one byte, 0 or 1
+  Int64 = 1,     ///< `torch.int64` (`torch.long`): class indices, counts
+  Float32 = 2,   ///< `torch.float32` (`torch.float`): the default
+  Float64 = 3,   ///< `torch.float64` (`torch.double`): gradient checks
+  Float16 = 4,   ///< `torch.float16` (`torch.half`): tiny::Half, IEEE binary16
+  BFloat16 = 5,  ///< `torch.bfloat16`: tiny::BFloat16, the top half of a float32
 };
 
 /// @brief `torch.bool`.
@@ -30,14 +35,23 @@ inline constexpr Dtype kInt64 = Dtype::Int64;
 inline constexpr Dtype kFloat32 = Dtype::Float32;
 /// @brief `torch.float64` / `torch.double`.
 inline constexpr Dtype kFloat64 = Dtype::Float64;
+/// @brief `torch.float16` / `torch.half`.
+inline constexpr Dtype kFloat16 = Dtype::Float16;
+/// @brief `torch.half`, the same dtype as kFloat16.
+inline constexpr Dtype kHalf = Dtype::Float16;
+/// @brief `torch.bfloat16`.
+inline constexpr Dtype kBFloat16 = Dtype::BFloat16;
 
 /// @brief Bytes per element.
 size_t element_size(Dtype dtype);
 /// @brief The name PyTorch prints, e.g. "float32".
 const char* dtype_name(Dtype dtype);
-/// @brief True for float32 and float64 (and later float16, bfloat16).
+/// @brief True for float16, bfloat16, float32 and float64.
 bool is_floating_point(Dtype dtype);
-/// @brief The dtype of `a op b` for two tensors (PyTorch's `torch.promote_types`).
+/// @brief True for the 16-bit floats (float16, bfloat16), which compute in float32.
+bool is_reduced_floating_point(Dtype dtype);
+/// @brief The dtype of `a op b` for two tensors (PyTorch's `torch.promote_types`):
+/// float16 with bfloat16 gives float32, float16 with int64 gives float16.
 Dtype promote_types(Dtype a, Dtype b);
 /// @brief Prints `float32`, `int64`, ...
 std::ostream& operator<<(std::ostream& out, Dtype dtype);
@@ -50,6 +64,8 @@ template <> constexpr Dtype dtype_of<bool>() { return Dtype::Bool; }
 template <> constexpr Dtype dtype_of<int64_t>() { return Dtype::Int64; }
 template <> constexpr Dtype dtype_of<float>() { return Dtype::Float32; }
 template <> constexpr Dtype dtype_of<double>() { return Dtype::Float64; }
+template <> constexpr Dtype dtype_of<Half>() { return Dtype::Float16; }
+template <> constexpr Dtype dtype_of<BFloat16>() { return Dtype::BFloat16; }
 /// @endcond
 
 }  // namespace tiny

@@ -26,6 +26,10 @@ class Scalar {
   /// @brief A floating-point number.
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
   Scalar(T v) : kind_(Kind::Float), d_(static_cast<double>(v)) {}  // NOLINT
+  /// @brief A float16 value (exactly, as a floating number).
+  Scalar(Half v) : kind_(Kind::Float), d_(static_cast<float>(v)) {}  // NOLINT
+  /// @brief A bfloat16 value (exactly, as a floating number).
+  Scalar(BFloat16 v) : kind_(Kind::Float), d_(static_cast<float>(v)) {}  // NOLINT
 
   /// @brief True when made from a bool.
   bool is_bool() const { return kind_ == Kind::Bool; }
@@ -39,7 +43,7 @@ class Scalar {
   int64_t to_int64() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
   /// @brief The value as a bool (non-zero is true).
   bool to_bool() const { return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0; }
-  /// @brief The value converted to T.
+  /// @brief The value converted to T (to Half or BFloat16 through float, as PyTorch's `static_cast<Half>`).
   template <typename T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();

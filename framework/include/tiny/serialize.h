@@ -31,7 +31,7 @@ void save(const StateDict& state, const std::string& path);
 /// The tensors come in the order of their data in the file, which is the
 /// order `save` wrote them in. Everything is validated first; a malformed file
 /// throws tiny::IOError naming the file and what is wrong. Dtypes other than
-/// F32, F64, I64 and BOOL are refused with the conversion to make.
+/// F16, BF16, F32, F64, I64 and BOOL are refused with the conversion to make.
 StateDict load(const std::string& path);
 
 }  // namespace tiny

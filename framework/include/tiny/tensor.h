@@ -89,7 +89,7 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   /// @brief The GPU index, or -1 for a CPU tensor (PyTorch's `get_device`).
   int get_device() const;
-  /// @brief True for float32 and float64 tensors.
+  /// @brief True for float16, bfloat16, float32 and float64 tensors.
   bool is_floating_point() const { return tiny::is_floating_point(dtype()); }
   /// @brief True when both handles share one implementation.
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
@@ -125,6 +125,12 @@ class Tensor {
   Tensor contiguous() const;
   /// @brief Converts to another dtype (returns this tensor when it already has it).
   [[nodiscard]] Tensor to(Dtype dtype) const;
+  /// @brief `to(kFloat16)` (PyTorch's `x.half()`).
+  [[nodiscard]] Tensor half() const { return to(kFloat16); }
+  /// @brief `to(kBFloat16)` (PyTorch's `x.bfloat16()`).
+  [[nodiscard]] Tensor bfloat16() const { return to(kBFloat16); }
+  /// @brief `to(kFloat32)`: PyTorch's `x.float()` (`float` is a C++ keyword).
+  [[nodiscard]] Tensor float32() const { return to(kFloat32); }
   /// @brief Moves to another device (returns this tensor when already there).
   [[nodiscard]] Tensor to(const Device& device, bool non_blocking = false) const;
   /// @brief Same as `to(Device::cpu)`.
@@ -331,6 +337,8 @@ extern template std::vector<float> Tensor::to_vector<float>() const;
 extern template std::vector<double> Tensor::to_vector<double>() const;
 extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 extern template std::vector<bool> Tensor::to_vector<bool>() const;
+extern template std::vector<Half> Tensor::to_vector<Half>() const;
+extern template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 /// @endcond
 
 }  // namespace tiny

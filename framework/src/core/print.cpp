@@ -66,6 +66,9 @@ struct HostView {
     switch (dtype) {
       case Dtype::Float32: e.d = static_cast<double>(t.data_ptr<float>()[offset]); break;
       case Dtype::Float64: e.d = t.data_ptr<double>()[offset]; break;
+      // As PyTorch: 16-bit floats are formatted as their exact float values.
+      case Dtype::Float16: e.d = static_cast<float>(t.data_ptr<Half>()[offset]); break;
+      case Dtype::BFloat16: e.d = static_cast<float>(t.data_ptr<BFloat16>()[offset]); break;
       case Dtype::Int64: e.i = t.data_ptr<int64_t>()[offset]; break;
       case Dtype::Bool: e.i = t.data_ptr<bool>()[offset] ? 1 : 0; break;
     }

@@ -75,6 +75,8 @@ Scalar Tensor::item() const {
     case Dtype::Int64: return Scalar(*reinterpret_cast<const int64_t*>(p));
     case Dtype::Float32: return Scalar(*reinterpret_cast<const float*>(p));
     case Dtype::Float64: return Scalar(*reinterpret_cast<const double*>(p));
+    case Dtype::Float16: return Scalar(static_cast<float>(*reinterpret_cast<const Half*>(p)));
+    case Dtype::BFloat16: return Scalar(static_cast<float>(*reinterpret_cast<const BFloat16*>(p)));
   }
   TINY_THROW(DtypeError, "item(): unknown dtype");
 }
@@ -91,6 +93,8 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 
 // ---- copies and conversions ---------------------------------------------------
 

@@ -42,19 +42,18 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace tiny::io::detail {
 namespace {
 
-// Every dtype of the format, with its size. Adding a tiny dtype (Float16,
-// BFloat16) is filling in its `tiny` field here and a case in
-// safetensors_dtype_name.
+// Every dtype of the format, with its size. Adding a tiny dtype is filling in
+// its `tiny` field here and a case in safetensors_dtype_name.
 const SafetensorsDtype kDtypes[] = {
     {"BOOL", 1, Dtype::Bool},   {"U8", 1, std::nullopt},       {"I8", 1, std::nullopt},
     {"F8_E5M2", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"I16", 2, std::nullopt},
-    {"U16", 2, std::nullopt},   {"F16", 2, std::nullopt},      {"BF16", 2, std::nullopt},
+    {"U16", 2, std::nullopt},   {"F16", 2, Dtype::Float16},    {"BF16", 2, Dtype::BFloat16},
     {"I32", 4, std::nullopt},   {"U32", 4, std::nullopt},      {"F32", 4, Dtype::Float32},
     {"F64", 8, Dtype::Float64}, {"I64", 8, Dtype::Int64},      {"U64", 8, std::nullopt},
 };
 
 constexpr const char* kCorrupt = "the file is corrupt or not a safetensors file";
-constexpr const char* kTinyDtypes = "tiny loads F32, F64, I64 and BOOL";
+constexpr const char* kTinyDtypes = "tiny loads F16, BF16, F32, F64, I64 and BOOL";
 
 // Shows an untrusted name safely: control bytes as \xNN, at most `limit` bytes
 // (cut at a UTF-8 character boundary). The header has been checked to be UTF-8.
@@ -389,6 +388,8 @@ const char* safetensors_dtype_name(Dtype dtype) {
     case Dtype::Int64: return "I64";
     case Dtype::Float32: return "F32";
     case Dtype::Float64: return "F64";
+    case Dtype::Float16: return "F16";
+    case Dtype::BFloat16: return "BF16";
   }
   TINY_THROW(DtypeError, "safetensors: no safetensors name for dtype ", static_cast<int>(dtype));
 }

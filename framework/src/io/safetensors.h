@@ -33,7 +33,7 @@ struct SafetensorsDtype {
   const char* name;
   /// Bytes per element.
   size_t itemsize;
-  /// The tiny dtype it loads as, if tiny has one (F16 and BF16 get theirs with mixed precision).
+  /// The tiny dtype it loads as, if tiny has one.
   std::optional<Dtype> tiny;
 };
 

@@ -34,7 +34,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   const Device device = grads[0].device();
   Dtype dtype = grads[0].dtype();
   for (const Tensor& g : grads) {
-    TINY_CHECK(g.is_floating_point(), DtypeError, "clip_grad_norm_: gradients must be float32 or float64, got ",
+    TINY_CHECK(g.is_floating_point(), DtypeError, "clip_grad_norm_: gradients must be floating point, got ",
                dtype_name(g.dtype()));
     dtype = promote_types(dtype, g.dtype());
   }

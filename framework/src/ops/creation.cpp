@@ -26,7 +26,7 @@ Tensor random_tensor(const IntArrayRef& shape, const TensorOptions& options, std
 
 void check_floating(const TensorOptions& options, const char* op) {
   TINY_CHECK(is_floating_point(options.dtype()), DtypeError, "\"", op, "\" not implemented for '",
-             dtype_name(options.dtype()), "' (use kFloat32 or kFloat64)");
+             dtype_name(options.dtype()), "' (use a floating dtype: kFloat32, kFloat64, kFloat16 or kBFloat16)");
 }
 
 }  // namespace

@@ -44,7 +44,9 @@ IntArrayRef drop_reduced(const IntArrayRef& keep_shape, const std::vector<bool>&
 }
 
 Tensor reduce(const Tensor& a, const std::vector<bool>& mask, bool keepdim, ReduceKind kind, Dtype out_dtype) {
-  Tensor input = a.to(out_dtype);
+  // A 16-bit input is read as it is into a float32 result (its accumulator type).
+  const bool widening = is_reduced_floating_point(a.dtype()) && out_dtype == kFloat32;
+  Tensor input = widening ? a : a.to(out_dtype);
   const IntArrayRef keep_shape = keepdim_shape(a, mask);
   Tensor out = make_tensor(keep_shape, out_dtype, a.device());
   ReduceIter iter = make_reduce_iter(input, mask, out);
@@ -95,15 +97,22 @@ Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   for (size_t d = 0; d < mask.size(); ++d) {
     if (mask[d]) count *= a.size(static_cast<int64_t>(d));
   }
+  // 16-bit inputs: sum into float32, divide there, round once (PyTorch's CPU
+  // mean does the same: a half sum of many elements would overflow or lose digits).
+  const Dtype acc_dtype = is_reduced_floating_point(a.dtype()) ? kFloat32 : a.dtype();
   Tensor total;
   {
     NoGradGuard no_grad;
-    total = reduce(a, mask, keepdim, ReduceKind::Sum, a.dtype());
+    total = reduce(a, mask, keepdim, ReduceKind::Sum, acc_dtype);
   }
   // An empty mean is NaN, as 0/0 is in PyTorch.
   Tensor out = ops::unary_kernel(total, ops::UnaryKind::MulScalar,
                                  [&] { kernels::OpParams p; p.a = 1.0 / static_cast<double>(count); return p; }());
   if (count == 0) out.fill_(std::nan(""));
+  if (acc_dtype != a.dtype()) {
+    NoGradGuard no_grad;
+    out = out.to(a.dtype());
+  }
   if (should_record({a})) {
     const IntArrayRef in_shape = a.sizes();
     const IntArrayRef keep_shape = keepdim_shape(a, mask);

@@ -16,7 +16,7 @@ std::string format_option(double value);
 double get_option(const OptionMap& options, const std::string& name);
 
 // Checks that `grad` can update `param` (same shape, dtype and device) and
-// that `param` is float32 or float64; `opt` and `index` name them in messages.
+// that `param` is a floating dtype; `opt` and `index` name them in messages.
 void check_grad(const std::string& opt, size_t index, const Tensor& param, const Tensor& grad);
 
 }  // namespace tiny::optim::detail

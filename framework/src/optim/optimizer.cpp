@@ -37,8 +37,8 @@ double get_option(const OptionMap& options, const std::string& name) {
 }
 
 void check_grad(const std::string& opt, size_t index, const Tensor& param, const Tensor& grad) {
-  TINY_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, DtypeError, opt, ": parameter ", index,
-             " is ", dtype_name(param.dtype()), "; optimizers update float32 and float64 parameters only");
+  TINY_CHECK(param.is_floating_point(), DtypeError, opt, ": parameter ", index, " is ", dtype_name(param.dtype()),
+             "; optimizers update floating-point parameters only (float32, float64, float16, bfloat16)");
   TINY_CHECK(grad.device() == param.device(), DeviceError, opt, ": parameter ", index, " is on ", param.device(),
              " but its gradient is on ", grad.device(), ": keep the gradient on the parameter's device");
   TINY_CHECK(grad.dtype() == param.dtype(), DtypeError, opt, ": parameter ", index, " is ",
@@ -109,7 +109,7 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
     TINY_CHECK(p.is_leaf(), ValueError, "can't optimize a non-leaf Tensor (position ", i, ", shape ",
                shape_str(p.sizes()), "): optimize the leaf it was computed from, or p.detach().requires_grad_()");
     TINY_CHECK(p.is_floating_point(), DtypeError, "optimizer got a ", dtype_name(p.dtype()), " tensor at position ",
-               i, ": only float32 and float64 parameters can be optimized");
+               i, ": only floating-point parameters (float32, float64, float16, bfloat16) can be optimized");
     for (const Tensor& q : seen) {
       TINY_CHECK(!q.is_same(p), ValueError, "optimizer got the same tensor twice (position ", i, ", shape ",
                  shape_str(p.sizes()), "): some parameters appear more than once or in more than one parameter group");

@@ -6,6 +6,8 @@
 // bitwise the same with any thread count.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/loops.h"
@@ -63,12 +65,26 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
   TINY_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&] {
     scalar_t* gw = grad_weight.data_ptr<scalar_t>();
     const scalar_t* go = grad_out.data_ptr<scalar_t>();
+    // 16-bit gradients are summed in a float copy and rounded once at the end.
+    std::vector<opmath_t> widened;
+    opmath_t* acc = nullptr;
+    if constexpr (std::is_same_v<opmath_t, scalar_t>) {
+      acc = reinterpret_cast<opmath_t*>(gw);  // the same type: accumulate in place
+    } else {
+      widened.assign(static_cast<size_t>(num * dim), opmath_t(0));
+      acc = widened.data();
+    }
     runtime::parallel_for(0, dim, grain, [&](int64_t c_begin, int64_t c_end) {
       for (int64_t i = 0; i < n; ++i) {
         if (idx[i] == padding_idx) continue;
-        scalar_t* dst = gw + idx[i] * dim;
+        opmath_t* dst = acc + idx[i] * dim;
         const scalar_t* src = go + i * dim;
-        for (int64_t c = c_begin; c < c_end; ++c) dst[c] += src[c];
+        for (int64_t c = c_begin; c < c_end; ++c) dst[c] += static_cast<opmath_t>(src[c]);
+      }
+      if constexpr (!std::is_same_v<opmath_t, scalar_t>) {
+        for (int64_t r = 0; r < num; ++r) {
+          for (int64_t c = c_begin; c < c_end; ++c) gw[r * dim + c] = scalar_t(acc[r * dim + c]);
+        }
       }
     });
   });

@@ -23,7 +23,7 @@ void nll_forward_kernel(const Tensor& losses, const Tensor& log_probs, const Ten
     scalar_t* out = losses.data_ptr<scalar_t>();
     for (int64_t i = 0; i < n; ++i) {
       check_target(t[i], i, c, ignore_index);
-      out[i] = t[i] == ignore_index ? scalar_t(0) : -lp[i * c + t[i]];
+      out[i] = t[i] == ignore_index ? opmath_t(0) : -static_cast<opmath_t>(lp[i * c + t[i]]);
     }
   });
 }

@@ -57,22 +57,33 @@ void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& mome
   // Without momentum the buffer operand is the gradient (read only, never written).
   ContiguousOperand b(use_momentum ? momentum_buffer : grad, /*written=*/use_momentum);
   TINY_DISPATCH_FLOATING(param.dtype(), "sgd_step", [&] {
-    const kernels::SgdUpdate<scalar_t> update(params);
+    // 16-bit parameters: each element is widened, updated in float, rounded once.
+    using Update = kernels::SgdUpdate<opmath_t>;
+    const Update update(params);
     scalar_t* pp = p.data<scalar_t>();
     const scalar_t* gp = g.data<scalar_t>();
     scalar_t* bp = use_momentum ? b.data<scalar_t>() : nullptr;
-    // Without momentum the buffer is never touched: point it at a scratch value.
-    scalar_t scratch = scalar_t(0);
-    kernels::with_flags<kernels::SgdUpdate<scalar_t>::kNumFlags>(update.flags(), [&](auto flags) {
+    kernels::with_flags<Update::kNumFlags>(update.flags(), [&](auto flags) {
       constexpr int F = decltype(flags)::value;
       runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
         scalar_t* __restrict__ param_ = pp;
         const scalar_t* __restrict__ grad_ = gp;
-        if constexpr ((F & kernels::SgdUpdate<scalar_t>::kMomentum) != 0) {
+        if constexpr ((F & Update::kMomentum) != 0) {
           scalar_t* __restrict__ buf_ = bp;
-          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], buf_[i]);
+          for (int64_t i = begin; i < end; ++i) {
+            opmath_t pv = param_[i], bv = buf_[i];
+            update.template apply<F>(pv, grad_[i], bv);
+            param_[i] = pv;
+            buf_[i] = bv;
+          }
         } else {
-          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], scratch);
+          // Without momentum the buffer is never touched: a scratch value.
+          opmath_t scratch = 0;
+          for (int64_t i = begin; i < end; ++i) {
+            opmath_t pv = param_[i];
+            update.template apply<F>(pv, grad_[i], scratch);
+            param_[i] = pv;
+          }
         }
       });
     });
@@ -96,25 +107,40 @@ void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp
   ContiguousOperand v(exp_avg_sq, true);
   ContiguousOperand vmax(params.amsgrad ? max_exp_avg_sq : exp_avg_sq, params.amsgrad);
   TINY_DISPATCH_FLOATING(param.dtype(), "adam_step", [&] {
-    const kernels::AdamUpdate<scalar_t> update(params);
+    // 16-bit parameters and states: widened, updated in float, rounded once.
+    using Update = kernels::AdamUpdate<opmath_t>;
+    const Update update(params);
     scalar_t* pp = p.data<scalar_t>();
     const scalar_t* gp = g.data<scalar_t>();
     scalar_t* mp = m.data<scalar_t>();
     scalar_t* vp = v.data<scalar_t>();
     scalar_t* xp = params.amsgrad ? vmax.data<scalar_t>() : nullptr;
-    scalar_t scratch = scalar_t(0);
-    kernels::with_flags<kernels::AdamUpdate<scalar_t>::kNumFlags>(update.flags(), [&](auto flags) {
+    kernels::with_flags<Update::kNumFlags>(update.flags(), [&](auto flags) {
       constexpr int F = decltype(flags)::value;
       runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
         scalar_t* __restrict__ param_ = pp;
         const scalar_t* __restrict__ grad_ = gp;
         scalar_t* __restrict__ m_ = mp;
         scalar_t* __restrict__ v_ = vp;
-        if constexpr ((F & kernels::AdamUpdate<scalar_t>::kAmsgrad) != 0) {
+        if constexpr ((F & Update::kAmsgrad) != 0) {
           scalar_t* __restrict__ max_ = xp;
-          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], m_[i], v_[i], max_[i]);
+          for (int64_t i = begin; i < end; ++i) {
+            opmath_t pv = param_[i], mv = m_[i], vv = v_[i], xv = max_[i];
+            update.template apply<F>(pv, grad_[i], mv, vv, xv);
+            param_[i] = pv;
+            m_[i] = mv;
+            v_[i] = vv;
+            max_[i] = xv;
+          }
         } else {
-          for (int64_t i = begin; i < end; ++i) update.template apply<F>(param_[i], grad_[i], m_[i], v_[i], scratch);
+          opmath_t scratch = 0;
+          for (int64_t i = begin; i < end; ++i) {
+            opmath_t pv = param_[i], mv = m_[i], vv = v_[i];
+            update.template apply<F>(pv, grad_[i], mv, vv, scratch);
+            param_[i] = pv;
+            m_[i] = mv;
+            v_[i] = vv;
+          }
         }
       });
     });

@@ -9,7 +9,8 @@ using namespace kernels;
 
 void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
   TINY_DISPATCH_ALL(iter.dtype(1), "unary op", [&] {
-    const bool found = visit_unary_op<scalar_t>(kind, params, [&](auto op) {
+    // 16-bit floats: the op runs on float (opmath_t); loads widen, the store rounds.
+    const bool found = visit_unary_op<opmath_t>(kind, params, [&](auto op) {
       pointwise_loop<scalar_t, scalar_t>(iter, op);
     });
     TINY_CHECK(found, DtypeError, "unary op ", static_cast<int>(kind), " not implemented for '",
@@ -20,8 +21,9 @@ void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
 void binary_kernel(TensorIter& iter, BinaryKind kind, const OpParams& params) {
   const Dtype in = iter.dtype(1);
   TINY_DISPATCH_ALL(in, "binary op", [&] {
-    const bool found = visit_binary_op<scalar_t>(kind, params, [&](auto op) {
-      using out_t = decltype(op(scalar_t{}, scalar_t{}));
+    const bool found = visit_binary_op<opmath_t>(kind, params, [&](auto op) {
+      using op_out_t = decltype(op(opmath_t{}, opmath_t{}));  // bool for comparisons
+      using out_t = std::conditional_t<std::is_same_v<op_out_t, bool>, bool, scalar_t>;
       pointwise_loop<out_t, scalar_t, scalar_t>(iter, op);
     });
     TINY_CHECK(found, DtypeError, "binary op ", static_cast<int>(kind), " not implemented for '", dtype_name(in),

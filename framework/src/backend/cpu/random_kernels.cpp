@@ -58,6 +58,13 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
           case RandomKind::Uniform:
             if constexpr (std::is_same_v<scalar_t, double>) {
               data[i] = uniform_double(draw(2 * u), draw(2 * u + 1));
+            } else if constexpr (is_reduced_float_v<scalar_t>) {
+              // The float draw cut to the type's precision (11 bits for
+              // float16, 8 for bfloat16), as PyTorch's uniform_real_distribution:
+              // rounding instead could give exactly 1.
+              constexpr int kDigits = std::is_same_v<scalar_t, Half> ? 11 : 8;
+              const float v = static_cast<float>(draw(u) >> (32 - kDigits)) / static_cast<float>(1u << kDigits);
+              data[i] = static_cast<scalar_t>(v);
             } else {
               data[i] = static_cast<scalar_t>(uniform_float(draw(u)));
             }

@@ -10,15 +10,32 @@ using namespace kernels;
 void reduce_kernel(ReduceIter& iter, ReduceKind kind) {
   TINY_DISPATCH_NUMERIC(iter.input.dtype(), "reduce", [&] {
     char* out = iter.outputs[0].unsafe_impl()->data();
-    auto store = [&](int64_t o, scalar_t value) {
-      int64_t offs[3];
-      iter.out_calc.get(o, offs);
-      reinterpret_cast<scalar_t*>(out)[offs[1]] = value;
+    // A 16-bit input may have a float32 output (mean sums in float32 before it
+    // divides, as PyTorch): then the accumulator is stored without rounding.
+    auto run = [&](auto out_value) {
+      using out_t = decltype(out_value);
+      auto store = [&](int64_t o, opmath_t value) {
+        int64_t offs[3];
+        iter.out_calc.get(o, offs);
+        reinterpret_cast<out_t*>(out)[offs[1]] = static_cast<out_t>(value);
+      };
+      // 16-bit floats accumulate in float (opmath_t) and round once per output.
+      switch (kind) {
+        case ReduceKind::Sum: reduce_loop<scalar_t>(iter, SumOp<opmath_t>{}, store); break;
+        case ReduceKind::Max: reduce_loop<scalar_t>(iter, MaxOp<opmath_t>{}, store); break;
+        case ReduceKind::Min: reduce_loop<scalar_t>(iter, MinOp<opmath_t>{}, store); break;
+      }
     };
-    switch (kind) {
-      case ReduceKind::Sum: reduce_loop<scalar_t>(iter, SumOp<scalar_t>{}, store); break;
-      case ReduceKind::Max: reduce_loop<scalar_t>(iter, MaxOp<scalar_t>{}, store); break;
-      case ReduceKind::Min: reduce_loop<scalar_t>(iter, MinOp<scalar_t>{}, store); break;
+    const Dtype out_dtype = iter.outputs[0].dtype();
+    if (out_dtype == iter.input.dtype()) {
+      run(scalar_t{});
+    } else if constexpr (is_reduced_float_v<scalar_t>) {
+      TINY_CHECK(out_dtype == kFloat32, DtypeError, "reduce: a ", dtype_name(iter.input.dtype()),
+                 " input accumulates into float32 or its own dtype, not ", dtype_name(out_dtype));
+      run(opmath_t{});
+    } else {
+      TINY_THROW(DtypeError, "reduce: output dtype ", dtype_name(out_dtype), " differs from the input's ",
+                 dtype_name(iter.input.dtype()));
     }
   });
 }
@@ -30,7 +47,7 @@ void arg_reduce_kernel(ReduceIter& iter, bool is_max) {
     // outputs[0] holds values, outputs[1] (optional) the int64 indices; for
     // argmax alone outputs[0] is the int64 index tensor.
     const bool values_are_indices = iter.num_outputs == 1;
-    auto store = [&](int64_t o, ValueIndex<scalar_t> acc) {
+    auto store = [&](int64_t o, ValueIndex<opmath_t> acc) {
       int64_t offs[3];
       iter.out_calc.get(o, offs);
       if (values_are_indices) {
@@ -41,9 +58,9 @@ void arg_reduce_kernel(ReduceIter& iter, bool is_max) {
       }
     };
     if (is_max) {
-      reduce_loop<scalar_t>(iter, ArgExtremumOp<scalar_t, true>{}, store);
+      reduce_loop<scalar_t>(iter, ArgExtremumOp<opmath_t, true>{}, store);
     } else {
-      reduce_loop<scalar_t>(iter, ArgExtremumOp<scalar_t, false>{}, store);
+      reduce_loop<scalar_t>(iter, ArgExtremumOp<opmath_t, false>{}, store);
     }
   });
 }

@@ -25,7 +25,8 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
   TINY_DISPATCH_FLOATING(in.dtype(), log ? "log_softmax" : "softmax", [&] {
     const scalar_t* x = in.data_ptr<scalar_t>();
     scalar_t* y = out.data_ptr<scalar_t>();
-    const OnlineSoftmaxOp<scalar_t> op;
+    // 16-bit inputs: statistics and results in float, one rounding per output (as PyTorch).
+    const OnlineSoftmaxOp<opmath_t> op;
     const int64_t rows = s.outer * s.inner;
     const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(s.size, 1));
     runtime::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
@@ -36,11 +37,15 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
         if (log) {
           // (x - max) - log(sum), in that order: x - max is exact, while
           // max + log(sum) would round to the ulp of max (PyTorch issue 11752).
-          const scalar_t log_sum = t_log(stats.sum);
-          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = (x[base + i * s.inner] - stats.max) - log_sum;
+          const opmath_t log_sum = t_log(stats.sum);
+          for (int64_t i = 0; i < s.size; ++i) {
+            y[base + i * s.inner] = (static_cast<opmath_t>(x[base + i * s.inner]) - stats.max) - log_sum;
+          }
         } else {
-          const scalar_t inv = scalar_t(1) / stats.sum;
-          for (int64_t i = 0; i < s.size; ++i) y[base + i * s.inner] = t_exp(x[base + i * s.inner] - stats.max) * inv;
+          const opmath_t inv = opmath_t(1) / stats.sum;
+          for (int64_t i = 0; i < s.size; ++i) {
+            y[base + i * s.inner] = t_exp(static_cast<opmath_t>(x[base + i * s.inner]) - stats.max) * inv;
+          }
         }
       }
     });
@@ -59,15 +64,17 @@ void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, cons
     runtime::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t base = (r / s.inner) * s.size * s.inner + r % s.inner;
-        scalar_t dot = 0;
+        opmath_t dot = 0;
         for (int64_t i = 0; i < s.size; ++i) {
           const int64_t j = base + i * s.inner;
-          dot += log ? g[j] : g[j] * y[j];
+          const opmath_t gj = g[j], yj = y[j];
+          dot += log ? gj : gj * yj;
         }
         for (int64_t i = 0; i < s.size; ++i) {
           const int64_t j = base + i * s.inner;
+          const opmath_t gj = g[j], yj = y[j];
           // softmax: y * (g - sum(g*y));  log_softmax: g - exp(y) * sum(g)
-          gi[j] = log ? g[j] - t_exp(y[j]) * dot : y[j] * (g[j] - dot);
+          gi[j] = log ? gj - t_exp(yj) * dot : yj * (gj - dot);
         }
       }
     });

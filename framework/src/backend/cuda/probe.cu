@@ -9,6 +9,7 @@
 #include "kernels/philox.h"
 #include "kernels/pointwise_ops.h"
 #include "kernels/reduce_ops.h"
+#include "tiny/half.h"
 
 namespace tiny::cuda_backend {
 
@@ -26,8 +27,8 @@ int real_device_count() {
 
 namespace {
 
-template <typename F>
-__global__ void unary_grid_stride(float* out, const float* in, int64_t n, F f) {
+template <typename T, typename F>
+__global__ void unary_grid_stride(T* out, const T* in, int64_t n, F f) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     out[i] = f(in[i]);
@@ -52,13 +53,31 @@ __global__ void strided_sum(float* out, const float* in, kernels::OffsetCalculat
   atomicAdd(out, op.project(acc));
 }
 
+// A 16-bit input summed in float (the accumulator type of every 16-bit reduction).
+template <typename T>
+__global__ void strided_sum_reduced(float* out, const T* in, kernels::OffsetCalculator<1> calc, int64_t n) {
+  kernels::SumOp<float> op;
+  float acc = op.identity();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int64_t off[1];
+    calc.get(i, off);
+    acc = op.reduce(acc, in[off[0]], i);
+  }
+  atomicAdd(out, op.project(acc));
+}
+
 }  // namespace
 
 // Never called: taking the kernels' addresses makes nvcc compile them.
 void instantiate_kernels() {
-  (void)&unary_grid_stride<kernels::GeluOp<float>>;
-  (void)&unary_grid_stride<kernels::SigmoidOp<float>>;
-  (void)&unary_grid_stride<kernels::ClampOp<float>>;
+  (void)&unary_grid_stride<float, kernels::GeluOp<float>>;
+  (void)&unary_grid_stride<float, kernels::SigmoidOp<float>>;
+  (void)&unary_grid_stride<float, kernels::ClampOp<float>>;
+  // 16-bit storage, float math: tiny::Half and tiny::BFloat16 convert in device code.
+  (void)&unary_grid_stride<Half, kernels::GeluOp<float>>;
+  (void)&unary_grid_stride<BFloat16, kernels::ExpOp<float>>;
+  (void)&strided_sum_reduced<Half>;
+  (void)&strided_sum_reduced<BFloat16>;
   (void)&philox_uniform;
   (void)&strided_sum;
 }

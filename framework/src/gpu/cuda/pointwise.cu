@@ -48,7 +48,8 @@ void launch_unary(void* out, const void* in, Dtype dtype, kernels::UnaryKind kin
   TINY_DISPATCH_ALL(dtype, "launch_unary", [&] {
     auto* o = static_cast<scalar_t*>(out);
     const auto* x = static_cast<const scalar_t*>(in);
-    const bool found = kernels::visit_unary_op<scalar_t>(kind, params, [&](auto op) {
+    // 16-bit floats: the op struct computes in float; loads widen, stores round.
+    const bool found = kernels::visit_unary_op<opmath_t>(kind, params, [&](auto op) {
       if (numel == 0) return;
       const unsigned int grid = grid_size(numel);
       if (is_contiguous(calc)) {
