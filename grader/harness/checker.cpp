@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace workbook {
 
@@ -82,6 +84,75 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
+// Processes and threads a student's run may have at once: tiny's thread pool
+// (one per CPU) and the emulated GPUs' workers, with room to spare.
+int default_process_limit() {
+  return static_cast<int>(std::max(256u, 4 * std::thread::hardware_concurrency()));
+}
+
+// Every string of `values` that starts with `prefix` (the work folder and a
+// slash) loses it: a path relative to the run's own folder.
+void relative_to_own_folder(nlohmann::json& values, const std::string& prefix) {
+  if (values.is_string()) {
+    const std::string& text = values.get_ref<const std::string&>();
+    if (text.size() > prefix.size() && text.compare(0, prefix.size(), prefix) == 0) values = text.substr(prefix.size());
+  } else if (values.is_structured()) {
+    for (auto& item : values) relative_to_own_folder(item, prefix);
+  }
+}
+
+// "" when `dir` (a student's results) holds only plain files and folders; else
+// what is wrong: a link could make us read, as root, what the student cannot.
+std::string not_plain_results(const fs::path& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return "";  // no results: Bundle::load says so
+  if (!S_ISDIR(st.st_mode)) return dir.filename().string() + " is not a plain folder";
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (lstat(it->path().c_str(), &st) != 0) continue;
+    const std::string name = fs::relative(it->path(), dir.parent_path()).string();
+    if (S_ISLNK(st.st_mode)) return name + " is a link (results must be plain files)";
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return name + " is not a plain file";
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1) return name + " is a hard link to another file";
+  }
+  return ec ? "its results folder cannot be read (" + ec.message() + ")" : "";
+}
+
+// The source tree this checker was built from (this file is <source>/grader/harness/checker.cpp), if still there.
+fs::path source_tree() {
+  const fs::path here = __FILE__;
+  if (!here.is_absolute()) return {};
+  const fs::path root = here.parent_path().parent_path().parent_path();
+  std::error_code ec;
+  return fs::is_directory(root / "solutions", ec) ? root : fs::path();
+}
+
+// What a student's run must not read: the reference's sources, the checks and
+// the committed mistakes (the repository is world-readable), the git history,
+// the folder of the reference runner (its build folder, with the mistakes'
+// sources), and the paths of WORKBOOK_SANDBOX_HIDE (separated by ':').
+std::vector<fs::path> paths_to_hide(const fs::path& reference_runner) {
+  std::vector<fs::path> out;
+  if (const fs::path src = source_tree(); !src.empty()) {
+    for (const char* sub : {"solutions", "tests", ".git"}) out.push_back(src / sub);
+  }
+  out.push_back(reference_runner.parent_path());
+  if (const char* env = std::getenv("WORKBOOK_SANDBOX_HIDE"); env != nullptr) {
+    std::istringstream in(env);
+    std::string item;
+    while (std::getline(in, item, ':')) {
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  std::vector<fs::path> existing;
+  for (const fs::path& p : out) {
+    std::error_code ec;
+    if (fs::exists(p, ec)) existing.push_back(p);
+  }
+  return existing;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Run, Context
@@ -103,16 +174,26 @@ tiny::Generator Context::generator(uint64_t stream) const {
 Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
                  const RunOptions& options, int repeat) {
   const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
+  const bool hostile = who == "student";
   Bundle input = in;
   if (!input.values.contains("_seed")) input.values["_seed"] = seed;
+  // A file a check names in the work folder is, for a student's run, a file of
+  // its own folder: the rest of the work folder is out of its reach.
+  if (hostile) relative_to_own_folder(input.values, work_dir.string() + "/");
   input.save(dir / "in");
+  // Each run's folder is closed to others (a student's is then given to its
+  // sandbox's uid alone): the work folder above can be passed through, not read.
+  chmod(dir.c_str(), 0700);
 
+  // The runner works in its own folder with relative paths: a student's run,
+  // as another uid, could not name anything above it (root's, mode 0700).
   ProcessOptions p;
-  p.argv = {runner.string(), exercise, (dir / "in").string(), (dir / "out").string()};
+  p.argv = {runner.string(), exercise, "in", "out"};
   if (repeat > 0) {
     p.argv.push_back("--repeat");
     p.argv.push_back(std::to_string(repeat));
   }
+  p.cwd = dir;
   p.env = options.env;
   p.env["TINY_EMULATED_GPUS"] = std::to_string(options.gpus);
   p.env["TINY_EMULATED_GPU_MODE"] = options.mode;
@@ -120,15 +201,30 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   p.timeout_s = timeout_cap_s > 0 ? std::min(options.timeout_s, timeout_cap_s) : options.timeout_s;
   p.memory_limit = options.memory_limit;
   p.log = dir / "log.txt";
+  if (hostile) {
+    p.sandbox = true;
+    p.hidden = hidden_paths;
+    p.output_limit = options.output_limit;
+    p.cpu_limit_s = 2 * p.timeout_s + 5;
+    p.process_limit = options.process_limit > 0 ? options.process_limit : default_process_limit();
+  }
 
   Run result;
   result.call = options.call;
   const ProcessResult process = run_process(p);
+  if (hostile) details["sandbox"] = process.isolation.describe();
   if (!process.ok()) {
     result.status = "crash";
     result.message = process.describe();
     if (!process.log_tail.empty()) result.message += "\nits last output:\n" + indent(process.log_tail, "  ");
     return result;
+  }
+  if (hostile) {
+    if (const std::string why = not_plain_results(dir / "out"); !why.empty()) {
+      result.status = "crash";
+      result.message = "left results that are not to be trusted: " + why;
+      return result;
+    }
   }
   try {
     result.out = Bundle::load(dir / "out");
@@ -414,6 +510,7 @@ int checker_main(int argc, char** argv) {
   ctx.reference_runner = fs::absolute(reference);
   ctx.student_is_reference = fs::equivalent(student, reference);
   ctx.timeout_cap_s = timeout;
+  ctx.hidden_paths = paths_to_hide(ctx.reference_runner);
   std::string tmpl = (fs::temp_directory_path() / "workbook-lesson-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) {
     std::fprintf(stderr, "%s: cannot make a work folder in %s: %s\n", argv[0], fs::temp_directory_path().c_str(),
@@ -421,6 +518,9 @@ int checker_main(int argc, char** argv) {
     return 1;
   }
   ctx.work_dir = tmpl;
+  // Passable but not readable: a student's run reaches its own folder by its
+  // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
+  chmod(tmpl.c_str(), 0711);
 
   std::vector<Result> results;
   size_t width = 0;

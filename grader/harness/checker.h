@@ -46,10 +46,15 @@ struct Outcome {
   Verdict verdict = Verdict::pass;  ///< what the check concluded
   std::string message;              ///< why (empty for a plain pass)
   std::string note;                 ///< an extra line shown with any verdict (e.g. timing inconclusive)
+  /// @brief Right (with an optional note, e.g. the timing figures).
   static Outcome pass(std::string note = "") { return {Verdict::pass, "", std::move(note)}; }
+  /// @brief Wrong, and why, in words a student can act on.
   static Outcome fail(std::string why) { return {Verdict::fail, std::move(why), ""}; }
+  /// @brief The stub is still there: what is left to do.
   static Outcome todo(std::string what) { return {Verdict::todo, std::move(what), ""}; }
+  /// @brief Not run here, and the requirement that is missing.
   static Outcome skip(std::string reason) { return {Verdict::skip, std::move(reason), ""}; }
+  /// @brief The workbook failed (not the student's fault), and how.
   static Outcome error(std::string what) { return {Verdict::error, std::move(what), ""}; }
 };
 
@@ -61,9 +66,20 @@ struct RunOptions {
   size_t memory_limit = size_t{3} << 30;    ///< bytes of host memory for the child (cgroup), 0 = none
   std::map<std::string, std::string> env;   ///< more environment for the child
   std::string call;                         ///< how failures name this run, e.g. `choose_device("cpu") with 2 GPUs`
+  size_t output_limit = size_t{64} << 20;   ///< student's run: bytes any one file it writes may reach, its log included
+  int process_limit = 0;                    ///< student's run: processes and threads at once, 0 = max(256, 4 per CPU)
 };
 
 /// @brief One run of an exercise in a child process.
+///
+/// A student's run is hostile until proven otherwise: it runs in a sandbox
+/// (ProcessOptions::sandbox: its own uid as root, no network, the reference
+/// and the checks hidden) in its own folder of the work folder, which is
+/// root's and mode 0700, so it sees only its own inputs; only the files of
+/// its `out` folder count (what it prints goes to its log), and a link there
+/// is refused. A path under `work_dir` in its inputs (a file the check names
+/// there, e.g. a checkpoint to write) becomes the same name in its own folder.
+/// The reference's runs are trusted.
 struct Run {
   std::string status;      ///< ok, todo, error (an exception), crash (the process died or hung)
   std::string message;     ///< the exception's text, or how the process ended and its last output
@@ -118,8 +134,16 @@ class Context {
   /// @brief Facts to show with the result (counters, timings) in the JSON and the report.
   nlohmann::json details = nlohmann::json::object();
 
-  // Set by checker_main.
-  std::filesystem::path student_runner, reference_runner, work_dir;
+  /// @brief The runner built from the student's code (set by checker_main).
+  std::filesystem::path student_runner;
+  /// @brief The runner built from the reference solution (set by checker_main).
+  std::filesystem::path reference_runner;
+  /// @brief This checker's work folder (mkdtemp: mode 0700), one folder per run inside.
+  std::filesystem::path work_dir;
+  /// @brief What a student's run must not read: the reference's sources and
+  /// runner, the checks (hidden in its sandbox, see process.h).
+  std::vector<std::filesystem::path> hidden_paths;
+  /// @brief The student's runner is the reference (the `solution_N.*` tests).
   bool student_is_reference = false;
   double timeout_cap_s = 0;  ///< --timeout: caps every run's timeout_s (0: none)
 
@@ -131,7 +155,7 @@ class Context {
 
 /// @brief One check of a lesson.
 struct Check {
-  std::string name;                       ///< CTest's lesson_N.<name>
+  std::string name;                       ///< CTest's lesson_N.NAME
   std::string summary;                    ///< what a pass means, one line
   std::function<Outcome(Context&)> run;   ///< the check
   bool timed = false;                     ///< a timing check: never run beside another one
@@ -139,6 +163,7 @@ struct Check {
 
 /// @brief Registers a check (WORKBOOK_CHECK and WORKBOOK_TIMED_CHECK make one).
 struct CheckRegistrar {
+  /// @brief Adds the check to this checker's list, in the order of the file.
   CheckRegistrar(const char* name, const char* summary, Outcome (*fn)(Context&), bool timed);
 };
 
@@ -147,6 +172,7 @@ int checker_main(int argc, char** argv);
 
 /// @brief The lesson number, title and folder the checker belongs to (set by WORKBOOK_LESSON).
 struct LessonInfo {
+  /// @brief Records the lesson's number and folder.
   LessonInfo(int number, const char* folder);
 };
 
@@ -155,6 +181,7 @@ struct LessonInfo {
 /// @brief Names the lesson these checks belong to (once per checks.cpp).
 #define WORKBOOK_LESSON(number, folder) static const ::workbook::LessonInfo workbook_lesson_info(number, folder)
 
+/// @brief What WORKBOOK_CHECK and WORKBOOK_TIMED_CHECK expand to: declares, registers and opens the check's body.
 #define WORKBOOK_CHECK_IMPL(name, summary, timed)                                                    \
   static ::workbook::Outcome workbook_check_##name(::workbook::Context& ctx);                        \
   static const ::workbook::CheckRegistrar workbook_check_registrar_##name(#name, summary,            \

@@ -1,13 +1,38 @@
 /// @file process.h
-/// @brief Runs a child program with a wall-time limit and a memory limit, and
-/// says in plain words how it ended (exit code, crash signal, timeout, out of memory).
+/// @brief Runs a child program under limits, optionally as a hostile program
+/// in a sandbox, and says in plain words how it ended (exit code, crash signal,
+/// timeout, out of memory, too much output, too many processes).
 ///
-/// The memory limit uses a cgroup (v2 `memory.max`, or v1
-/// `memory.limit_in_bytes`) where this process may create one, never
-/// RLIMIT_AS, which breaks programs linked with CUDA or sanitizers (they
-/// reserve terabytes of address space). Where no cgroup can be made, the
-/// program runs without a memory limit and `memory_limit_enforced` says so.
+/// Limits (any program):
+/// - wall time: the process group is killed at `timeout_s`;
+/// - memory: a cgroup (v2 `memory.max`, or v1 `memory.limit_in_bytes`) where
+///   this process may create one, never RLIMIT_AS, which breaks programs linked
+///   with CUDA or sanitizers (they reserve terabytes of address space);
+/// - processes and threads: a cgroup's `pids.max` (v1 `pids` hierarchy or v2),
+///   else RLIMIT_NPROC (which root ignores, except on a sandbox's own uid);
+/// - CPU time (RLIMIT_CPU) and no core files (RLIMIT_CORE 0);
+/// - output: its log and its folder are measured as it runs (every 20 ms) and
+///   it is stopped past `output_limit`. Not RLIMIT_FSIZE: the emulated GPU's
+///   memory is a memfd twice the device's size, which it would forbid.
+/// Where a cgroup cannot be made, `memory_limit_enforced` or
+/// `process_limit_enforced` says so.
+///
+/// The sandbox (`sandbox = true`, for a student's code) adds, as root: its own
+/// unprivileged uid (one of a pool, one per run at a time, so that two
+/// submissions graded at once cannot reach each other's processes; its folder
+/// is given back to root when it ends), its own network namespace (a loopback
+/// of its own, nothing else), a mount namespace in which the
+/// `hidden` paths are covered by an empty, unreadable tmpfs (a file by
+/// /dev/null), no new privileges (setuid programs do not raise it), and no
+/// inherited file descriptors but its standard ones, and every file system
+/// read-only to it but its own folder (`cwd`, which is
+/// given to its uid); everything else keeps its permissions, so a folder of
+/// mode 0700 owned by root above it is out of its reach. Not as root, a user
+/// namespace gives the network and mount isolation where the system allows
+/// unprivileged ones; the uid stays ours. `isolation` says what was in place.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <filesystem>
@@ -25,6 +50,23 @@ struct ProcessOptions {
   size_t memory_limit = 0;                     ///< bytes; 0 = none
   std::filesystem::path log;                   ///< stdout and stderr go here (empty: /dev/null, or ours with passthrough)
   bool passthrough = false;                    ///< with no log: the child writes to our stdout and stderr
+  std::filesystem::path cwd;                   ///< the child's working folder (empty: ours)
+  size_t output_limit = 0;                     ///< bytes it may write, its log and its folder (`cwd`) together, measured as it runs; 0 = none
+  double cpu_limit_s = 0;                      ///< seconds of CPU time (RLIMIT_CPU, SIGXCPU); 0 = none
+  int process_limit = 0;                       ///< processes and threads at once (pids.max, else RLIMIT_NPROC); 0 = none
+  bool sandbox = false;                        ///< a hostile program: own uid, no network, `hidden` unreadable (see the file's comment)
+  std::vector<std::filesystem::path> hidden;   ///< with sandbox: paths it must not read (covered in its mount namespace)
+};
+
+/// @brief Which parts of the sandbox were in place for a run (ProcessOptions::sandbox).
+struct Isolation {
+  bool own_user = false;      ///< ran as an unprivileged uid of its own (root only)
+  unsigned uid = 0;           ///< that uid
+  bool no_network = false;    ///< in a network namespace of its own: no interface but its own loopback
+  bool paths_hidden = false;  ///< every `hidden` path was covered in its mount namespace
+  bool read_only = false;     ///< every file system is read-only to it, but its folder (`cwd`)
+  /// @brief "own uid 2000000003, no network, sources hidden, read-only but its folder", or what is missing.
+  std::string describe() const;
 };
 
 /// @brief How the child ended.
@@ -33,20 +75,35 @@ struct ProcessResult {
   int signal = 0;                      ///< the signal that ended it, if any
   bool timed_out = false;              ///< killed at the time limit
   bool out_of_memory = false;          ///< killed by the cgroup's memory limit
-  bool memory_limit_enforced = false;  ///< a cgroup limit was in place
+  bool output_limit_hit = false;       ///< wrote more than ProcessOptions::output_limit (its log and folder)
+  bool cpu_limit_hit = false;          ///< used up ProcessOptions::cpu_limit_s of CPU time
+  bool process_limit_hit = false;      ///< tried to have more than ProcessOptions::process_limit processes and threads
+  bool memory_limit_enforced = false;  ///< a cgroup memory limit was in place
+  bool process_limit_enforced = false; ///< a cgroup pids limit (or RLIMIT_NPROC) was in place
+  Isolation isolation;                 ///< with sandbox: what was in place
+  size_t memory_limit = 0;             ///< the limits it ran under (for the messages)
+  size_t output_limit = 0;             ///< "
+  double cpu_limit_s = 0;              ///< "
+  int process_limit = 0;               ///< "
   double seconds = 0;                  ///< wall time
+  double cpu_seconds = 0;              ///< user + system CPU time of the program itself
   std::string log_tail;                ///< the last lines of its output
 
-  /// @brief True for exit code 0.
-  bool ok() const { return !timed_out && signal == 0 && exit_code == 0; }
-  /// @brief "exited with code 3", "crashed: SIGSEGV (segmentation fault: ...)", "ran past ...".
+  /// @brief True for exit code 0 within every limit.
+  bool ok() const {
+    return !timed_out && signal == 0 && exit_code == 0 && !output_limit_hit && !process_limit_hit && !cpu_limit_hit;
+  }
+  /// @brief "exited with code 3", "crashed: SIGSEGV (segmentation fault: ...)", "wrote more than 64 MiB of output ...".
   std::string describe() const;
 };
 
 /// @brief Runs the program and waits (at most timeout_s). Throws tiny::Error if it cannot start.
 ProcessResult run_process(const ProcessOptions& options);
 
-/// @brief The last `max_lines` lines of a text file ("" if it cannot be read).
+/// @brief True when this process may run a sandbox with its own uid (it runs as root).
+bool sandbox_has_own_user();
+
+/// @brief The last `max_lines` lines of a text file ("" if it cannot be read); long lines are cut.
 std::string tail_of_file(const std::filesystem::path& path, size_t max_lines = 30);
 
 }  // namespace workbook

@@ -26,6 +26,7 @@ using ExerciseFn = void (*)(const Bundle& in, Bundle& out);
 
 /// @brief Registers an exercise by name (WORKBOOK_EXERCISE makes one).
 struct ExerciseRegistrar {
+  /// @brief Adds the exercise to the runner's table, by name.
   ExerciseRegistrar(const char* name, ExerciseFn fn);
 };
 

@@ -1,9 +1,13 @@
 // Child processes under limits: how a student's program ended, in words.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "harness/process.h"
@@ -83,6 +87,229 @@ TEST(Process, MemoryLimitStopsAHungryProgram) {
   if (!r.memory_limit_enforced) GTEST_SKIP() << "no cgroup with a memory controller can be made here (needs root or a delegated cgroup): limits are not enforced on this machine";
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(r.out_of_memory || r.signal == SIGKILL) << r.describe();
+}
+
+// ---------------------------------------------------------------- limits for a hostile program
+
+TEST(Process, OutputLimitStopsAFloodOnStdout) {
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "while :; do echo 'all passed all passed all passed all passed'; done"};
+  o.timeout_s = 30;
+  o.output_limit = size_t{1} << 20;
+  o.log = temp_log("flood");
+  const ProcessResult r = run_process(o);
+  const auto size = fs::file_size(o.log);
+  fs::remove(o.log);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.output_limit_hit) << r.describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(r.seconds, 20);
+  EXPECT_EQ(r.describe(), "wrote more than 1 MiB of output (the limit of this check) and was stopped");
+  EXPECT_GT(size, size_t{1} << 20);
+  EXPECT_LE(r.log_tail.size(), 4000u);
+}
+
+TEST(Process, OutputLimitCountsTheFilesOfItsFolder) {
+  const fs::path dir = temp_log("folder");
+  fs::create_directories(dir);
+  ProcessOptions o;
+  // A 4 MiB file, then waiting: only the limit stops it.
+  o.argv = {"/bin/sh", "-c", "head -c 4194304 /dev/zero > big; sleep 20"};
+  o.cwd = dir;
+  o.output_limit = size_t{1} << 20;
+  o.log = dir / "log.txt";
+  const ProcessResult r = run_process(o);
+  fs::remove_all(dir);
+  EXPECT_TRUE(r.output_limit_hit) << r.describe();
+  EXPECT_LT(r.seconds, 15);
+  // Under the limit, nothing is said.
+  EXPECT_TRUE(sh("head -c 1000 /dev/zero").ok());
+}
+
+TEST(Process, CpuLimitStopsASpinningProgram) {
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  o.timeout_s = 30;
+  o.cpu_limit_s = 1;
+  o.log = temp_log("cpu");
+  const ProcessResult r = run_process(o);
+  fs::remove(o.log);
+  EXPECT_TRUE(r.cpu_limit_hit) << r.describe() << ", " << r.cpu_seconds << " s of CPU, signal " << r.signal;
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_GE(r.cpu_seconds, 0.5) << r.describe();  // rusage and RLIMIT_CPU count a little differently
+  EXPECT_EQ(r.describe(), "used more than 1 s of CPU time (the limit of this check) and was stopped");
+}
+
+TEST(Process, ProcessLimitStopsAForkBomb) {
+  ProcessOptions o;
+  // 200 sleepers at most (bounded even without a limit), far past the limit of 20.
+  o.argv = {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; wait"};
+  o.timeout_s = 20;
+  o.process_limit = 20;
+  o.sandbox = geteuid() == 0;  // as root, RLIMIT_NPROC applies only to the sandbox's own uid
+  o.log = temp_log("bomb");
+  const ProcessResult r = run_process(o);
+  fs::remove(o.log);
+  if (!r.process_limit_enforced) GTEST_SKIP() << "no pids cgroup can be made here and RLIMIT_NPROC does not bind root: processes are not limited on this machine";
+  EXPECT_FALSE(r.ok()) << r.describe();
+  EXPECT_FALSE(r.timed_out) << "the limit should have stopped it long before the time limit";
+  if (r.process_limit_hit) {
+    EXPECT_EQ(r.describe(), "tried to run more than 20 processes and threads at once (the limit of this check; a fork bomb?) and was stopped");
+  } else {  // RLIMIT_NPROC only: the shell's fork fails
+    EXPECT_NE(r.log_tail.find("fork"), std::string::npos) << r.log_tail;
+  }
+}
+
+TEST(Process, ALegitimateProgramRunsInTheSandbox) {
+  const fs::path dir = temp_log("legit");
+  fs::create_directories(dir);
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "echo hello > mine.txt && cat mine.txt && echo threads: $(ls /proc/self/task | wc -l)"};
+  o.cwd = dir;
+  o.sandbox = true;
+  o.output_limit = size_t{1} << 20;
+  o.process_limit = 64;
+  o.cpu_limit_s = 10;
+  o.log = dir / "log.txt";
+  const ProcessResult r = run_process(o);
+  std::ifstream in(dir / "mine.txt");
+  std::string line;
+  std::getline(in, line);
+  fs::remove_all(dir);
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.log_tail;
+  EXPECT_EQ(line, "hello");
+  EXPECT_EQ(r.log_tail.rfind("hello\n", 0), 0u) << r.log_tail;
+}
+
+// ---------------------------------------------------------------- the sandbox
+
+// Its own uid needs root; the namespaces need root or unprivileged user
+// namespaces. Each test checks what the run says was in place, and skips,
+// with the reason, what this machine cannot do.
+#define NEED_ROOT() \
+  if (geteuid() != 0) GTEST_SKIP() << "not root: a sandbox of its own uid needs root (grader/README.md, Limits)"
+
+class Sandbox : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A work folder like the checker's: root's, mode 0700, with the run's folder and a secret beside it.
+    work_ = temp_log("sandbox");
+    fs::create_directories(work_ / "run");
+    fs::create_directories(work_ / "secret");
+    fs::permissions(work_, fs::perms::owner_all);
+    std::ofstream(work_ / "secret" / "expected.txt") << "42\n";
+    // A world-readable folder elsewhere, to be hidden (like the repository's solutions/).
+    hidden_ = temp_log("solutions");
+    fs::create_directories(hidden_);
+    fs::permissions(hidden_, fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write);
+    std::ofstream(hidden_ / "exercise.cpp") << "the reference\n";
+    fs::permissions(hidden_ / "exercise.cpp", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!work_.empty()) fs::remove_all(work_, ec);
+    if (!hidden_.empty()) fs::remove_all(hidden_, ec);
+  }
+  ProcessResult run(const std::string& script, double timeout_s = 20) {
+    ProcessOptions o;
+    o.argv = {"/bin/sh", "-c", script};
+    o.cwd = work_ / "run";
+    o.sandbox = true;
+    o.hidden = {hidden_};
+    o.timeout_s = timeout_s;
+    o.process_limit = 64;
+    o.log = work_ / "run" / "log.txt";
+    return run_process(o);
+  }
+  fs::path work_, hidden_;
+};
+
+TEST_F(Sandbox, RunsAsItsOwnUnprivilegedUser) {
+  NEED_ROOT();
+  const ProcessResult r = run("id -u; id -G; stat -c %u .");
+  ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.log_tail;
+  EXPECT_TRUE(r.isolation.own_user);
+  EXPECT_GE(r.isolation.uid, 1000u);
+  // Its uid, its groups (none but its own), and its folder was given to it while it ran.
+  const std::string uid = std::to_string(r.isolation.uid);
+  EXPECT_EQ(r.log_tail, uid + "\n" + uid + "\n" + uid + "\n");
+  // Afterwards its folder is root's again (the next run given this uid must not read it).
+  struct stat st {};
+  ASSERT_EQ(stat((work_ / "run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(Sandbox, CannotReachTheWorkFolderAboveIt) {
+  NEED_ROOT();
+  const ProcessResult r = run("cat ../secret/expected.txt || echo blocked; ls .. || echo blocked; touch ../mine || echo blocked");
+  EXPECT_EQ(r.log_tail.find("42"), std::string::npos) << r.log_tail;
+  EXPECT_EQ(std::count(r.log_tail.begin(), r.log_tail.end(), 'b') >= 3 ? 3 : 0, 3) << r.log_tail;
+  EXPECT_FALSE(fs::exists(work_ / "mine"));
+}
+
+TEST_F(Sandbox, HiddenPathsCannotBeRead) {
+  const ProcessResult r = run("cat " + (hidden_ / "exercise.cpp").string() + " || echo blocked; ls " + hidden_.string() + " || echo blocked");
+  if (!r.isolation.paths_hidden) GTEST_SKIP() << "no mount namespace can be made here (" << r.isolation.describe() << ")";
+  EXPECT_EQ(r.log_tail.find("the reference"), std::string::npos) << r.log_tail;
+  // Outside the sandbox the file is there and readable by anyone.
+  std::ifstream in(hidden_ / "exercise.cpp");
+  std::string line;
+  EXPECT_TRUE(std::getline(in, line) && line == "the reference");
+}
+
+TEST_F(Sandbox, WritesNowhereButItsFolder) {
+  const fs::path outside = temp_log("written-from-the-sandbox");
+  fs::remove(outside);
+  const ProcessResult r = run("touch " + outside.string() + " || echo blocked; echo mine > mine.txt && echo wrote");
+  if (!r.isolation.read_only) GTEST_SKIP() << "no mount namespace can be made here (" << r.isolation.describe() << ")";
+  EXPECT_FALSE(fs::exists(outside));
+  EXPECT_NE(r.log_tail.find("blocked"), std::string::npos) << r.log_tail;
+  EXPECT_NE(r.log_tail.find("wrote"), std::string::npos) << r.log_tail;
+  EXPECT_TRUE(fs::exists(work_ / "run" / "mine.txt"));
+}
+
+TEST_F(Sandbox, HasNoNetwork) {
+  // /proc/net/dev: two header lines, then one line per interface; only the loopback in a namespace of its own.
+  const ProcessResult r = run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  if (!r.isolation.no_network) GTEST_SKIP() << "no network namespace can be made here (" << r.isolation.describe() << ")";
+  EXPECT_EQ(r.log_tail, "lo\n");
+}
+
+TEST_F(Sandbox, NothingItStartedOutlivesIt) {
+  // A daemon of its own session leaves the process group; it must die with the run all the same.
+  NEED_ROOT();
+  const ProcessResult r = run("setsid sleep 60 & sleep 0.2; echo started");
+  ASSERT_TRUE(r.isolation.own_user);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int left = 0;  // alive: a zombie is dead already, waiting for init to reap it
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    bool zombie = false;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) zombie = line.find('Z') != std::string::npos;
+      if (line.rfind("Uid:", 0) == 0) {
+        left += !zombie && std::stoul(line.substr(4)) == r.isolation.uid;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(left, 0) << "processes of uid " << r.isolation.uid << " outlived the run";
+}
+
+TEST_F(Sandbox, RunsAtTheSameTimeGetDifferentUsers) {
+  NEED_ROOT();
+  auto one = std::async(std::launch::async, [&]() {
+    ProcessOptions o;
+    o.argv = {"/bin/sh", "-c", "sleep 0.5"};
+    o.sandbox = true;
+    return run_process(o);
+  });
+  const ProcessResult two = run("sleep 0.5");
+  const ProcessResult first = one.get();
+  ASSERT_TRUE(first.isolation.own_user && two.isolation.own_user);
+  EXPECT_NE(first.isolation.uid, two.isolation.uid);
 }
 
 }  // namespace

@@ -1,0 +1,415 @@
+// Lesson 6's checks: each exercise runs in 2 (or 4) ranks started by tinyrun
+// from inside the runner (see runner.cpp). Training is compared with one
+// process doing full-batch SGD on the whole data set: 16 examples, 8 per rank
+// and batches of 8, so each epoch is one step, and DDP's average of the two
+// ranks' gradients is exactly the full batch's gradient. Probes name the
+// classic mistakes: the indices each rank's data set served (no sampler, no
+// set_epoch), a checkpoint path of its own for every rank (every rank saving),
+// a single-process run with the learning rate times the world size (gradients
+// summed again on top of DDP), the process group after train() returned.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "harness/checker.h"
+#include "harness/compare.h"
+#include "model.h"
+
+using workbook::Bundle;
+using workbook::Context;
+using workbook::Outcome;
+using workbook::Run;
+namespace fs = std::filesystem;
+using lesson6_checks::kClasses;
+using lesson6_checks::kExamples;
+using lesson6_checks::kFeatures;
+using lesson6_checks::kWorld;
+
+WORKBOOK_LESSON(6, "6_ddp");
+
+namespace {
+
+constexpr double kLr = 0.5;
+constexpr int kEpochs = 3;
+constexpr int64_t kBatch = kExamples / kWorld;  // one step per epoch on each rank
+// DDP adds the two halves' gradients in another order than one process: compare with slack.
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+
+// tinyrun, built beside the lessons: the path CMake gave (mistakes.cmake
+// defines LESSON6_TINYRUN), else <build>/framework/tinyrun found from this
+// checker's own place (<build>/tests/lessons/lesson_6_checks).
+fs::path tinyrun_path() {
+#ifdef LESSON6_TINYRUN
+  if (fs::exists(LESSON6_TINYRUN)) return LESSON6_TINYRUN;
+#endif
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : self.parent_path().parent_path().parent_path() / "framework" / "tinyrun";
+}
+
+// The inputs every check starts from; nullopt-like error outcome when tinyrun is missing.
+std::optional<Outcome> base_inputs(Bundle& in) {
+  const fs::path tinyrun = tinyrun_path();
+  if (tinyrun.empty() || !fs::exists(tinyrun)) {
+    return Outcome::error("tinyrun is not built (looked for " + tinyrun.string() +
+                          "): build it with `cmake --build build/default --target tinyrun`");
+  }
+  in.values["tinyrun"] = tinyrun.string();
+  return std::nullopt;
+}
+
+workbook::RunOptions options_for(const std::string& call) {
+  workbook::RunOptions options;
+  options.call = call;
+  options.timeout_s = 40;  // the glue stops its ranks after 25 s; collectives give up after 5 s
+  return options;
+}
+
+// The first rank that did not finish normally, as a failure (nullopt when all did).
+// A rank that died comes first: the others' errors ("rank 1 is gone") follow from it.
+std::optional<Outcome> rank_failure(const Run& run) {
+  std::vector<nlohmann::json> failed;
+  for (const auto& r : run.out.values["ranks"])
+    if (r["status"] == "crash") failed.push_back(r);
+  for (const auto& r : run.out.values["ranks"])
+    if (r["status"] != "crash" && r["status"] != "ok") failed.push_back(r);
+  for (const auto& r : failed) {
+    const std::string status = r["status"].get<std::string>();
+    if (r["message"].get<std::string>().find("Network is unreachable") != std::string::npos) {
+      return Outcome::error(run.call + ": rank " + std::to_string(r["rank"].get<int>()) + " could not reach the "
+                            "other ranks over 127.0.0.1 (Network is unreachable): the sandbox these checks run in "
+                            "has no loopback network, which a multi-process run needs. Not your code: please "
+                            "report it.\n  " + r["message"].get<std::string>());
+    }
+    const auto describe = [](const nlohmann::json& rank) {
+      return "rank " + std::to_string(rank["rank"].get<int>()) + " " +
+             (rank["status"] == "error"
+                  ? "threw " + rank["error_type"].get<std::string>() + ":\n  " + rank["message"].get<std::string>()
+                  : rank["message"].get<std::string>());
+    };
+    std::string why = run.call + ": " + describe(r);
+    if (status == "crash" && failed.size() > 1) why += "\nwhile " + describe(failed[1]);
+    const std::string log = run.out.values.value("launcher_log", "");
+    if (!log.empty()) why += "\ntinyrun said:\n" + log;
+    return Outcome::fail(why);
+  }
+  return std::nullopt;
+}
+
+// Student and reference on the same inputs, every rank of both finished.
+std::optional<Outcome> run_both(Context& ctx, const std::string& exercise, const Bundle& in, Run& mine, Run& ref,
+                                const workbook::RunOptions& options) {
+  if (auto early = ctx.both(exercise, in, mine, ref, options)) return early;
+  if (auto bad = rank_failure(ref)) {
+    return Outcome::error("the reference solution failed (a bug in the workbook, not in your code: please report it "
+                          "with the seed)\n" + bad->message);
+  }
+  return rank_failure(mine);
+}
+
+const nlohmann::json& rank_values(const Run& run, int rank) {
+  return run.out.values["rank_values"][static_cast<size_t>(rank)];
+}
+
+std::string list(const nlohmann::json& values, size_t limit = 16) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < values.size() && i < limit; ++i) s << (i ? ", " : "") << values[i].dump();
+  if (values.size() > limit) s << ", ...";
+  s << "]";
+  return s.str();
+}
+
+bool close(double a, double b) { return std::fabs(a - b) <= kAtol + kRtol * std::fabs(b); }
+
+// The model, the data and the training settings of the training checks.
+void put_training(Bundle& in, const Context& ctx) {
+  tiny::manual_seed(ctx.seed);
+  in.put_state("init", lesson6_checks::make_model()->state_dict());
+  in.put("features", tiny::randn({kExamples, kFeatures}, {}, ctx.generator(11)));
+  in.put("labels", tiny::randint(0, kClasses, {kExamples}, tiny::kInt64, ctx.generator(12)));
+  in.values["lr"] = kLr;
+  in.values["epochs"] = kEpochs;
+  in.values["batch_size"] = kBatch;
+  in.values["seed"] = ctx.seed % 1000;
+}
+
+// One process, full-batch SGD on all the examples (the reference), optionally with another learning rate.
+Run single_process(Context& ctx, Bundle in, double lr) {
+  in.values["lr"] = lr;
+  return ctx.reference("train_single", in, options_for("one process, full batch, lr " + std::to_string(lr)));
+}
+
+// Why the weights `prefix.*` of `mine` differ from the single-process run's (nullopt when they match).
+std::optional<std::string> weights_differ(const std::string& what, const Bundle& mine, const std::string& prefix,
+                                          const Run& single) {
+  for (const auto& [name, expected] : single.out.state("final")) {
+    if (!mine.has(prefix + name)) return what + ": there is no " + name + " among the weights";
+    if (auto why = workbook::differ(what + ", " + name + " (compared with one process on the full batch)",
+                                    mine.tensor(prefix + name), expected, kRtol, kAtol)) {
+      return why;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(setup, "setup() joins the process group and picks cuda:LOCAL_RANK (the CPU without GPUs)") {
+  struct Case {
+    int nnodes, nproc, gpus;
+    std::string call;
+  };
+  const Case cases[] = {
+      {2, 2, 2, "setup(\"gloo\") on 2 machines with 2 GPUs each (4 ranks)"},
+      {1, 2, 0, "setup(\"gloo\") on a machine without GPUs (2 ranks)"},
+  };
+  for (const Case& c : cases) {
+    Bundle in;
+    if (auto missing = base_inputs(in)) return *missing;
+    in.values["backend"] = "gloo";
+    in.values["nnodes"] = c.nnodes;
+    in.values["nproc"] = c.nproc;
+    workbook::RunOptions options = options_for(c.call);
+    options.gpus = c.gpus;
+    Run mine, ref;
+    if (auto early = run_both(ctx, "setup", in, mine, ref, options)) return *early;
+    for (int r = 0; r < c.nnodes * c.nproc; ++r) {
+      const nlohmann::json& v = rank_values(mine, r);
+      const std::string rank = "rank " + std::to_string(r);
+      if (!v.value("initialized", false)) {
+        return Outcome::fail(c.call + ": on " + rank + " the process group is not initialized after setup(): call "
+                             "tiny::distributed::init_process_group(backend) first");
+      }
+      if (v["world_size"].get<int>() != c.nnodes * c.nproc || v["rank"].get<int>() != v["env_rank"].get<int>()) {
+        return Outcome::fail(c.call + ": " + rank + " joined as rank " + v["rank"].dump() + " of " +
+                             v["world_size"].dump() + ": let init_process_group read RANK and WORLD_SIZE from the "
+                             "environment (leave world_size and rank at -1)");
+      }
+      const int local = v["env_local_rank"].get<int>(), global = v["env_rank"].get<int>();
+      const std::string want = c.gpus == 0 ? "cpu" : "cuda:" + std::to_string(local);
+      const std::string got = v["device"].get<std::string>();
+      if (got == want) {
+        if (c.gpus > 0 && v["current_device"].get<int>() != local) {
+          return Outcome::fail(c.call + ": on " + rank + " (LOCAL_RANK " + std::to_string(local) +
+                               ") the current device is cuda:" + v["current_device"].dump() +
+                               ": make the rank's GPU the current one too (tiny::cuda::set_device(local_rank)), as "
+                               "torch.cuda.set_device does, so that nothing lands on cuda:0 by default");
+        }
+        continue;
+      }
+      if (c.gpus > 0 && local != global && got == "cuda:" + std::to_string(global)) {
+        return Outcome::fail(c.call + ": " + rank + " (LOCAL_RANK " + std::to_string(local) + ") chose " + got +
+                             ": you picked the GPU from the global rank. Ranks count GPUs over every machine, and "
+                             "each machine numbers its own GPUs from 0: use tiny::distributed::local_rank()");
+      }
+      return Outcome::fail(c.call + ": " + rank + " (RANK " + std::to_string(global) + ", LOCAL_RANK " +
+                           std::to_string(local) + ") chose " + got + ", expected " + want +
+                           (c.gpus == 0 ? " (no GPU here: tiny::cuda::is_available() is false)"
+                                        : " (cuda:LOCAL_RANK, from tiny::distributed::local_rank())"));
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ranks on every rank") {
+  Bundle in;
+  if (auto missing = base_inputs(in)) return *missing;
+  tiny::Generator g = ctx.generator(31);
+  std::vector<double> values;
+  for (int r = 0; r < kWorld; ++r) {
+    // Multiples of 1/64: exact in float32 too, so any dtype gives the exact mean.
+    values.push_back(std::round(tiny::rand({1}, {}, g).item<double>() * 640.0 + 64.0 * r) / 64.0);
+  }
+  in.values["values"] = values;
+  const std::string call = "all_reduce_mean(" + std::to_string(values[0]) + " on rank 0, " +
+                           std::to_string(values[1]) + " on rank 1)";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "all_reduce_mean", in, mine, ref, options_for(call))) return *early;
+  double sum = 0;
+  for (double v : values) sum += v;
+  const double mean = sum / kWorld;
+  for (int r = 0; r < kWorld; ++r) {
+    const double got = rank_values(mine, r)["result"].get<double>();
+    if (std::fabs(got - mean) <= 1e-9 * std::fabs(mean) + 1e-12) continue;
+    std::string why = call + ": rank " + std::to_string(r) + " got " + std::to_string(got) + ", expected the mean " +
+                      std::to_string(mean);
+    if (std::fabs(got - sum) <= 1e-9 * std::fabs(sum)) {
+      why += ": that is the sum over the ranks. all_reduce adds by default (ReduceOp::SUM): divide by "
+             "tiny::distributed::get_world_size(), or all-reduce with ReduceOp::AVG";
+    } else if (std::fabs(got - values[static_cast<size_t>(r)]) <= 1e-9 * std::fabs(values[static_cast<size_t>(r)])) {
+      why += ": that is this rank's own value. Put it in a tensor and tiny::distributed::all_reduce() that tensor; "
+             "the result is in the tensor afterwards";
+    }
+    return Outcome::fail(why);
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(make_loader, "make_loader() gives each rank its own shuffled half of the data through a DistributedSampler") {
+  Bundle in;
+  if (auto missing = base_inputs(in)) return *missing;
+  put_training(in, ctx);
+  constexpr int64_t kLoaderBatch = 3;  // 8 examples per rank: batches of 3, 3, 2
+  in.values["batch_size"] = kLoaderBatch;
+  const std::string call = "make_loader(16 examples, batch_size=3, seed) on 2 ranks";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "make_loader", in, mine, ref, options_for(call))) return *early;
+  std::vector<std::set<int64_t>> seen(kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& v = rank_values(mine, r);
+    if (!v["has_sampler"].get<bool>() || !v["has_loader"].get<bool>()) {
+      return Outcome::fail(call + ": the ShardedLoader you returned has no " +
+                           std::string(v["has_loader"].get<bool>() ? "sampler" : "loader") +
+                           ": return both, the loop needs the sampler for set_epoch");
+    }
+    for (const auto& i : v["served"]) seen[static_cast<size_t>(r)].insert(i.get<int64_t>());
+  }
+  // Probe: both ranks loaded (some of) the same examples.
+  std::vector<int64_t> common;
+  std::set_intersection(seen[0].begin(), seen[0].end(), seen[1].begin(), seen[1].end(), std::back_inserter(common));
+  if (!common.empty()) {
+    return Outcome::fail(call + ": every rank loaded the same examples (rank 0 " + std::to_string(seen[0].size()) +
+                         " and rank 1 " + std::to_string(seen[1].size()) + " distinct examples, " +
+                         std::to_string(common.size()) + " of them in common): each rank trains on the whole data "
+                         "set, so an epoch does the work twice. Give the DataLoader a DistributedSampler "
+                         "(options.sampler), which hands each rank its own part");
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    if (!rank_values(mine, r)["loader_uses_sampler"].get<bool>()) {
+      return Outcome::fail(call + ": on rank " + std::to_string(r) + " the DataLoader does not use the sampler you "
+                           "returned: set_epoch on it would change nothing. Put that same sampler in "
+                           "DataLoaderOptions::sampler");
+    }
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& got = rank_values(mine, r)["served"];
+    const nlohmann::json& want = rank_values(ref, r)["served"];
+    if (got != want) {
+      return Outcome::fail(call + ": rank " + std::to_string(r) + " loaded the examples " + list(got) +
+                           ", expected " + list(want) + " (DistributedSampler(dataset->size(), get_world_size(), "
+                           "get_rank(), shuffle=true, seed): every rank the same seed)");
+    }
+    const nlohmann::json& sizes = rank_values(mine, r)["batch_sizes"];
+    if (sizes != rank_values(ref, r)["batch_sizes"]) {
+      return Outcome::fail(call + ": rank " + std::to_string(r) + " got batches of " + list(sizes) + ", expected " +
+                           list(rank_values(ref, r)["batch_sizes"]) + " (batch_size examples per batch)");
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains like one process on the full batch, reshuffling every epoch") {
+  Bundle in;
+  if (auto missing = base_inputs(in)) return *missing;
+  put_training(in, ctx);
+  const std::string call = "3 epochs of train_one_epoch on 2 ranks, 8 examples each";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "train_one_epoch", in, mine, ref, options_for(call))) return *early;
+  // Probe: the same order every epoch means the sampler's epoch never changed.
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& served = rank_values(mine, r)["served"];
+    bool all_same = served.size() > 1;
+    for (size_t e = 1; e < served.size(); ++e) all_same = all_same && served[e] == served[0];
+    if (all_same) {
+      return Outcome::fail(call + ": rank " + std::to_string(r) + " loaded the same examples in the same order in "
+                           "every epoch (" + list(served[0]) + "): call data.sampler->set_epoch(epoch) before the "
+                           "loop. The sampler shuffles with seed + epoch, so without it every epoch repeats the first");
+    }
+  }
+  const Run single = single_process(ctx, in, kLr);
+  if (!single.ok()) return Outcome::error("the single-process reference failed: " + single.message);
+  if (auto why = weights_differ("after 3 epochs, rank 0's weights", mine.out, "rank0.final.", single)) {
+    // Probe: the gradients came out world-size times too large (summed again on top of DDP's average).
+    const Run doubled = single_process(ctx, in, kLr * kWorld);
+    if (doubled.ok() && !weights_differ("", mine.out, "rank0.final.", doubled)) {
+      return Outcome::fail(call + ": the weights are those of one process with the learning rate times 2: you "
+                           "all-reduced the gradients yourself on top of DDP. DDP already leaves every rank with "
+                           "the mean of the ranks' gradients when backward() returns; summing them again doubles "
+                           "them. Remove the all_reduce of the gradients");
+    }
+    return Outcome::fail(*why + "\n(per batch: to device, zero_grad, forward through the DDP model, cross_entropy, "
+                         "backward, step)");
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& got = rank_values(mine, r)["losses"];
+    const nlohmann::json& want = rank_values(ref, r)["losses"];
+    for (size_t e = 0; e < want.size(); ++e) {
+      if (!close(got[e].get<double>(), want[e].get<double>())) {
+        return Outcome::fail(call + ": on rank " + std::to_string(r) + " epoch " + std::to_string(e) + " returned " +
+                             got[e].dump() + ", expected " + want[e].dump() + " (this rank's mean loss per example: "
+                             "sum of loss * batch size, divided by the examples it saw)");
+      }
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint match one process; only rank 0 logs and saves; clean shutdown") {
+  Bundle in;
+  if (auto missing = base_inputs(in)) return *missing;
+  put_training(in, ctx);
+  const std::string call = "train(3 epochs, 16 examples, batch_size 8) on 2 ranks";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "train", in, mine, ref, options_for(call))) return *early;
+  const nlohmann::json& printed = mine.out.values["stdout"];
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& v = rank_values(mine, r);
+    if (v["initialized_after"].get<bool>()) {
+      return Outcome::fail(call + ": on rank " + std::to_string(r) + " the process group is still initialized after "
+                           "train() returned: call tiny::distributed::destroy_process_group() at the end, which "
+                           "closes the connections to the other ranks cleanly");
+    }
+  }
+  if (rank_values(mine, 1)["saved"].get<bool>()) {
+    return Outcome::fail(call + ": rank 1 saved a checkpoint too (each rank was given its own path, to see who "
+                         "saves). Every rank holds the same weights, and with one shared path the ranks would write "
+                         "one file at once and could corrupt it: save only on rank 0 (get_rank() == 0)");
+  }
+  const nlohmann::json& rank0 = rank_values(mine, 0);
+  if (!rank0["saved"].get<bool>()) {
+    return Outcome::fail(call + ": rank 0 saved nothing to options.checkpoint: tiny::save(model->state_dict(), "
+                         "options.checkpoint) on rank 0, after the last epoch");
+  }
+  if (rank0.contains("checkpoint_error")) {
+    return Outcome::fail(call + ": rank 0's checkpoint cannot be read: " + rank0["checkpoint_error"].get<std::string>());
+  }
+  for (const std::string& name : mine.out.tensor_names()) {
+    if (name.rfind("rank0.checkpoint.module.", 0) == 0) {
+      return Outcome::fail(call + ": the checkpoint's keys start with \"module.\" (" + name.substr(17) +
+                           "): you saved the DDP wrapper's state_dict. Save the plain model's "
+                           "(model->state_dict() or ddp->module()->state_dict()), which loads without DDP");
+    }
+  }
+  const Run single = single_process(ctx, in, kLr);
+  if (!single.ok()) return Outcome::error("the single-process reference failed: " + single.message);
+  if (auto why = weights_differ("rank 0's checkpoint after 3 epochs", mine.out, "rank0.checkpoint.", single)) {
+    return Outcome::fail(*why);
+  }
+  const nlohmann::json& want = single.out.values["losses"];
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& got = rank_values(mine, r)["losses"];
+    bool same = got.size() == want.size();
+    for (size_t e = 0; same && e < want.size(); ++e) same = close(got[e].get<double>(), want[e].get<double>());
+    if (!same) {
+      return Outcome::fail(call + ": rank " + std::to_string(r) + " returned the losses " + list(got) +
+                           ", expected " + list(want) + " (one per epoch: the all_reduce_mean of train_one_epoch's "
+                           "loss, the same on every rank)");
+    }
+  }
+  if (!printed[1].empty()) {
+    return Outcome::fail(call + ": rank 1 printed " + std::to_string(printed[1].size()) + " line(s), e.g. \"" +
+                         printed[1][0].get<std::string>() + "\": only rank 0 logs, or every line shows up once per "
+                         "rank");
+  }
+  if (printed[0].size() < static_cast<size_t>(kEpochs)) {
+    return Outcome::fail(call + ": rank 0 printed " + std::to_string(printed[0].size()) + " line(s) for " +
+                         std::to_string(kEpochs) + " epochs: print one line per epoch with the epoch and its mean "
+                         "loss on rank 0");
+  }
+  ctx.details["losses"] = rank0["losses"];
+  ctx.details["rank0_log"] = printed[0];
+  return Outcome::pass();
+}
