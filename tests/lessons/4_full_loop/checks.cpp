@@ -373,6 +373,7 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   const nlohmann::json& losses = mine.out.values["pass_losses"];
   const nlohmann::json& want = ref.out.values["pass_losses"];
   const size_t batches = ref.out.values["batch_sizes"].size();
+  ctx.details["curves"]["training loss per step"] = {{"yours", losses}, {"reference", want}};  // the report plots it
   if (losses.size() != want.size()) {
     return Outcome::fail("over one epoch of " + std::to_string(batches) + " batches (200 examples, batch size 32) your "
                          "loop ran the model " + std::to_string(losses.size()) + " times: one train_step per batch of "
