@@ -191,6 +191,15 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   return 0;
 }
 
+// Checks one lesson of the student's own tree in a scratch folder that is removed afterwards.
+LessonResult check_own(const Recipe& recipe, const Lesson& lesson, const GradeOptions& options) {
+  const fs::path work = work_root();
+  LessonResult r = grade_lesson(recipe, lesson, recipe.source_dir / "lessons", recipe.student_dir, work, options);
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  return r;
+}
+
 // ---------------------------------------------------------------- watch
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -214,9 +223,7 @@ int watch(const Recipe& recipe, GradeOptions options) {
       if (ec || t == seen[l.folder]) continue;
       seen[l.folder] = t;
       options.seed = fresh_seed();
-      const fs::path work = work_root();
-      const LessonResult r = grade_lesson(recipe, l, lessons_dir, recipe.student_dir, work, options);
-      fs::remove_all(work, ec);
+      const LessonResult r = check_own(recipe, l, options);
       std::time_t now = std::time(nullptr);
       char when[16];
       std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&now));
@@ -334,10 +341,7 @@ int main(int argc, char** argv) {
     if (*check) {
       const Lesson& l = recipe.lesson(number);
       options.verbose = true;
-      const fs::path work = work_root();
-      const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work, options);
-      std::error_code ec;
-      fs::remove_all(work, ec);
+      const LessonResult r = check_own(recipe, l, options);
       if (r.status == "does not compile") {
         std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l.number, l.folder.c_str(), r.problem.c_str());
         return 1;
@@ -442,27 +446,19 @@ int main(int argc, char** argv) {
     }
     if (*next) {
       options.timing = false;
-      const fs::path work = work_root();
       for (const Lesson& l : recipe.lessons) {
-        const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work / l.folder, options);
+        const LessonResult r = check_own(recipe, l, options);
         if (r.status == "passed" || r.status == "skipped") continue;
-        std::error_code ec;
-        fs::remove_all(work, ec);
         print_next(std::cout, r);
         return 0;
       }
-      std::error_code ec;
-      fs::remove_all(work, ec);
       std::printf("Every lesson passes: nothing left to do here. Well done.\n");
       return 0;
     }
     if (*solution) {
       const Lesson& l = recipe.lesson(number);
       options.timing = false;
-      const fs::path work = work_root();
-      const LessonResult r = grade_lesson(recipe, l, own_lessons, recipe.student_dir, work, options);
-      std::error_code ec;
-      fs::remove_all(work, ec);
+      const LessonResult r = check_own(recipe, l, options);
       if (r.status != "passed") {
         std::printf("The solution of lesson %d opens once your lesson passes: now %s, %d of %d checks pass.\n"
                     "Keep going: ./workbook check %d shows what is left, ./workbook hint %d helps.\n",
