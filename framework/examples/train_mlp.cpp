@@ -15,7 +15,6 @@
 //                  [--lr LR] [--seed S] [--min-accuracy A]
 // With --min-accuracy the program exits with status 1 when the final test
 // accuracy is lower (the tests use it to hold the demo to its promise).
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -42,16 +41,6 @@ Split load(const std::string& name) {
   }
   return {std::make_shared<tiny::data::FashionMNIST>(tiny::data::FashionMNIST::kDebianRoot, true),
           std::make_shared<tiny::data::FashionMNIST>(tiny::data::FashionMNIST::kDebianRoot, false), 784};
-}
-
-// A one-line progress bar, redrawn in place; only drawn on a terminal.
-void progress(int64_t done, int64_t total, double loss) {
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
-  std::printf("\r  [%s%s] %lld/%lld  loss %.4f", std::string(filled, '#').c_str(),
-              std::string(kWidth - filled, '.').c_str(), static_cast<long long>(done), static_cast<long long>(total),
-              loss);
-  std::fflush(stdout);
 }
 
 double accuracy(nn::Module& model, tiny::data::DataLoader& loader) {
@@ -107,12 +96,12 @@ int main(int argc, char** argv) {
     std::cout << "device: cpu (" << tiny::get_num_threads() << " threads), data: " << dataset << " ("
               << data.train->size() << " train / " << data.test->size() << " test)\n"
               << *model << "\n";
-    const bool tty = isatty(STDOUT_FILENO) != 0;
     double final_accuracy = 0.0;
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       double loss_sum = 0.0;
       int64_t steps = 0;
+      tiny::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch));  // drawn on a terminal only
       for (const tiny::data::Batch& batch : train_loader) {
         optimizer.zero_grad();
         tiny::Tensor loss = F::cross_entropy((*model)(batch.data), batch.target);
@@ -120,11 +109,11 @@ int main(int argc, char** argv) {
         optimizer.step();
         loss_sum += loss.item<double>();  // .item(): a number, not a tensor that keeps the graph alive
         ++steps;
-        if (tty && (steps % 20 == 0 || steps == train_loader.size())) progress(steps, train_loader.size(), loss_sum / steps);
+        bar.update(steps, "loss " + std::to_string(loss_sum / steps).substr(0, 6));
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       final_accuracy = accuracy(*model, test_loader);
-      if (tty) std::printf("\r%*s\r", 70, "");
+      bar.finish();
       std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, epochs,
                   loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
                   1000.0 * seconds / std::max<int64_t>(steps, 1));

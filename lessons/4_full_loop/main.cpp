@@ -5,6 +5,7 @@
 //   ./workbook run 4 --dataset digits         (the small 8x8 digits shipped in data/digits, 20 epochs)
 // Options: --epochs N, --limit N (training examples, 0 = all), --batch-size B, --lr LR,
 //          --seed S, --device auto|cpu|cuda:N, --dataset fashion-mnist|digits
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +62,24 @@ bool parse(int argc, char** argv, Options& o) {
   }
   return true;
 }
+
+// The training set, counting the batches the loader takes from it, so that a
+// progress bar (drawn on a terminal only) follows your train_one_epoch.
+class WithProgress : public tiny::data::Dataset {
+ public:
+  explicit WithProgress(std::shared_ptr<tiny::data::Dataset> inner) : inner_(std::move(inner)) {}
+  int64_t size() const override { return inner_->size(); }
+  tiny::data::Example get(int64_t index) const override { return inner_->get(index); }
+  tiny::data::Batch get_batch(const std::vector<int64_t>& indices) const override {
+    if (tiny::ProgressBar* bar = bar_) bar->step();
+    return inner_->get_batch(indices);
+  }
+  void show(tiny::ProgressBar* bar) { bar_ = bar; }
+
+ private:
+  std::shared_ptr<tiny::data::Dataset> inner_;
+  std::atomic<tiny::ProgressBar*> bar_{nullptr};
+};
 
 struct Data {
   std::string name;
@@ -121,6 +140,8 @@ int main(int argc, char** argv) {
     model->to(device);
     tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{o.lr});
 
+    auto counted = std::make_shared<WithProgress>(data.train);
+    data.train = counted;
     const bool pin = device.is_cuda();  // pinned memory only helps copies to a GPU
     auto train_loader = lesson4::make_loader(data.train, o.batch_size, /*shuffle=*/true, pin, tiny::Generator(o.seed));
     auto test_loader = lesson4::make_loader(data.test, 1000, /*shuffle=*/false, pin, tiny::Generator(o.seed));
@@ -134,7 +155,11 @@ int main(int argc, char** argv) {
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
       if (device.is_cuda()) tiny::cuda::reset_device_counters(device.index());
       const auto start = std::chrono::steady_clock::now();
+      tiny::ProgressBar bar(static_cast<int64_t>(train_loader->size()), "epoch " + std::to_string(epoch));
+      counted->show(&bar);
       const double train_loss = lesson4::train_one_epoch(*model, *train_loader, optimizer, device);
+      counted->show(nullptr);
+      bar.finish();
       const tiny::cuda::DeviceCounters c =
           device.is_cuda() ? tiny::cuda::device_counters(device.index()) : tiny::cuda::DeviceCounters{};
       if (device.is_cuda()) tiny::cuda::synchronize(device.index());

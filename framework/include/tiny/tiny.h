@@ -18,6 +18,7 @@
 #include "tiny/ops.h"
 #include "tiny/optim/optim.h"
 #include "tiny/parallel.h"
+#include "tiny/progress.h"
 #include "tiny/scalar.h"
 #include "tiny/serialize.h"
 #include "tiny/state_dict.h"
