@@ -8,7 +8,11 @@
 // (TINY_USE_AGENT_STORE=1 tells the ranks not to serve one themselves). Every
 // output line is prefixed with its rank. When a rank fails, the others get a
 // moment to report, then are stopped, and tinyrun exits non-zero naming the
-// first rank that failed, with its last lines of error output.
+// first rank that failed, with its last lines of error output. A rank that
+// exits with status 0 while others still run is not stopped for: its peers'
+// next collective fails (at once when its sockets close, at the latest after
+// the collective timeout), and the report then names the rank that left early.
+// --timeout sets that collective timeout; tinyrun has no overall deadline.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +55,13 @@ struct Rank {
   Stream streams[2];
   std::deque<std::string> last_errors;  // the last lines it wrote to stderr
 };
+
+// "rank 0", "ranks 0, 2": the ranks in `ranks` that were still running.
+std::string running_names(const std::vector<int>& ranks) {
+  std::string names;
+  for (int r : ranks) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + names + (ranks.size() == 1 ? " was" : " were");
+}
 
 std::string describe(int status) {
   if (WIFSIGNALED(status)) {
@@ -104,7 +116,9 @@ int main(int argc, char** argv) {
   app.add_option("--node-rank,--node_rank", node_rank, "this machine's index, 0..nnodes-1")->check(CLI::NonNegativeNumber);
   app.add_option("--rdzv,--rdzv-endpoint", rdzv,
                  "tcp://HOST:PORT of node 0, which serves the rendezvous store there (needed with --nnodes > 1)");
-  app.add_option("--timeout", timeout, "seconds every collective may wait (sets TINY_DIST_TIMEOUT)")
+  app.add_option("--timeout", timeout,
+                 "seconds every collective and the rendezvous may wait (sets TINY_DIST_TIMEOUT; not a deadline for "
+                 "the whole run)")
       ->check(CLI::PositiveNumber);
   app.add_option("--stop-grace", grace, "seconds the other ranks get to report after one failed, before being stopped")
       ->check(CLI::NonNegativeNumber);
@@ -213,6 +227,8 @@ int main(int argc, char** argv) {
   }
 
   int failed = -1;  // index of the first rank that failed
+  int left_early = -1;  // index of the first rank that exited with status 0 while others still ran
+  std::vector<int> left_while;  // the ranks still running when it did
   using clock = std::chrono::steady_clock;
   clock::time_point term_at{}, kill_at{};
   bool termed = false, killed = false;
@@ -233,15 +249,23 @@ int main(int argc, char** argv) {
     if (fds.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     for (size_t k = 0; ready > 0 && k < fds.size(); ++k)
       if (fds[k].revents) pump(ranks[owners[k].first], owners[k].second);
+    // Reap first, then judge: of the ranks that ended since the last look, the
+    // ones that succeeded most likely ended first (the others failed on it).
+    std::vector<int> ended;
     for (int i = 0; i < nproc; ++i) {
       Rank& r = ranks[i];
-      if (!r.running) continue;
-      int status = 0;
-      if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
-      r.running = false;
-      r.status = status;
-      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && failed < 0 && !termed) {
+      if (r.running && ::waitpid(r.pid, &r.status, WNOHANG) == r.pid) ended.push_back(i);
+    }
+    auto succeeded = [&](int i) { return WIFEXITED(ranks[i].status) && WEXITSTATUS(ranks[i].status) == 0; };
+    std::stable_partition(ended.begin(), ended.end(), succeeded);
+    for (int i : ended) {
+      ranks[i].running = false;
+      if (succeeded(i) && left_early < 0 && failed < 0 && !termed) {
+        for (auto& other : ranks)
+          if (other.running) left_while.push_back(other.rank);
+        if (!left_while.empty()) left_early = i;
+      }
+      if (!succeeded(i) && failed < 0 && !termed) {
         failed = i;
         term_at = clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
       }
@@ -270,6 +294,16 @@ int main(int argc, char** argv) {
 
   if (failed >= 0) {
     Rank& r = ranks[failed];
+    if (left_early >= 0) {
+      // The usual cause of the failure: ranks that run different numbers of collectives.
+      const Rank& early = ranks[left_early];
+      std::fprintf(stderr,
+                   "tinyrun: rank %d exited (status 0) while %s still running; rank %d then failed%s%s\n"
+                   "tinyrun: every rank must call the same collectives (do all ranks run the same number of "
+                   "steps and batches?)\n",
+                   early.rank, running_names(left_while).c_str(), r.rank, r.last_errors.empty() ? "" : ": ",
+                   r.last_errors.empty() ? "" : r.last_errors.back().c_str());
+    }
     std::fprintf(stderr, "tinyrun: rank %d (local rank %d, pid %d) %s: it failed first%s\n", r.rank, r.local_rank,
                  static_cast<int>(r.pid), describe(r.status).c_str(),
                  termed ? "; the other ranks were stopped" : "");

@@ -392,6 +392,29 @@ TEST(Distributed, RankKilledMidStepIsNamedByTheOthers) {
   EXPECT_LT(outcomes[0].seconds, 5.0) << "the survivor should notice at once, well within the timeout";
 }
 
+// Before the call was folded into Gloo's tag, rank 0 died here of an uncatchable
+// gloo::EnforceNotMet (SIGABRT) thrown in Gloo's I/O thread.
+TEST(Distributed, CollectivesOfDifferentSizesAreAnErrorNotAnAbort) {
+  auto start = Clock::now();
+  auto outcomes = run_ranks(2, {"sizes"}, file_init("sizes"), {"TINY_DIST_TIMEOUT=1.5"});
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& o = outcomes[r];
+    EXPECT_TRUE(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 1) << "rank " << r << " aborted\n" << describe(outcomes);
+    EXPECT_EQ(o.err.find("EnforceNotMet"), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.err.find("Detected mismatch between collectives on ranks. Rank " + std::to_string(r) +
+                         " is running collective all_reduce of " + (r == 0 ? "2" : "41") +
+                         " float32 elements, but Rank " + std::to_string(1 - r) +
+                         " is running collective all_reduce of " + (r == 0 ? "41" : "2") + " float32 elements"),
+              std::string::npos)
+        << describe(outcomes);
+    EXPECT_NE(o.err.find("every rank must call the same collectives with the same shapes"), std::string::npos);
+  }
+  // The timeout, the 0.5 s look for a gone peer, and well under the 3 s given to the peer to publish its call.
+  EXPECT_LT(seconds, 1.5 + 0.5 + 2.0) << describe(outcomes);
+}
+
 TEST(DistributedDataParallel, MatchesSingleProcessTrainingOnTwoAndThreeCpuRanks) {
   expect_ddp_matches_single_process(2, "cpu", false);
   expect_ddp_matches_single_process(3, "cpu", false);
@@ -459,4 +482,28 @@ TEST(Tinyrun, StopsTheOthersAndNamesTheRankThatFailed) {
   EXPECT_NE(o.err.find("signal 9"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("[rank0]: rank 0 error: "), std::string::npos) << o.err;
   EXPECT_LT(o.seconds, 8.0);
+}
+
+// Through tinyrun the store is the agent's TCP store, not a directory: the same diagnosis.
+TEST(Tinyrun, CollectivesOfDifferentSizesAreNamedThroughTheAgentStore) {
+  auto o = run_tinyrun(2, {"sizes"}, {"TINY_DIST_TIMEOUT=1.5"});
+  EXPECT_FALSE(o.ok());
+  EXPECT_EQ(o.err.find("EnforceNotMet"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("[rank0]: rank 0 error: all_reduce failed on rank 0: Detected mismatch between collectives"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("but Rank 0 is running collective all_reduce of 2 float32 elements"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 1.5 + 0.5 + 2.0 + 1.0) << o.err;
+}
+
+TEST(Tinyrun, NamesTheRankThatExitedEarlyWithStatusZero) {
+  // Rank 1 returns 0 at once; ranks 0 and 2 then all-reduce without it.
+  auto o = run_tinyrun(3, {"leave"}, {"TINY_DIST_TIMEOUT=3"});
+  EXPECT_FALSE(o.ok());
+  EXPECT_NE(o.err.find("tinyrun: rank 1 exited (status 0) while ranks 0, 2 were still running; rank "),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("then failed: rank "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("rank 1 is gone"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 3.0) << "the run must end within the collective timeout\n" << o.err;
 }

@@ -308,7 +308,11 @@ void init_process_group(const std::string& backend_name, const std::string& init
   std::vector<std::string> ready;
   for (int r = 0; r < world_size; ++r) ready.push_back("ready." + std::to_string(r));
   store.wait(ready, timeout);
-  g_group = std::make_unique<ProcessGroup>(context, std::move(peers), backend, timeout, tcp, std::move(keep_alive));
+  // Where the ranks compare their calls after a collective failed (see ProcessGroup::diagnose).
+  auto call_store = std::make_shared<TimedStore>(*base, check, file_store, "coll.", timeout);
+  keep_alive.push_back(call_store);
+  g_group = std::make_unique<ProcessGroup>(context, std::move(peers), backend, timeout, tcp, call_store,
+                                           std::move(keep_alive));
 }
 
 bool is_initialized() { return detail::g_group != nullptr; }

@@ -6,6 +6,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
 #include <gloo/math.h>
+#include <gloo/rendezvous/store.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +35,15 @@ bool process_gone(long pid) {
   if (close == std::string::npos || close + 2 >= text.size()) return false;
   char state = text[close + 2];
   return state == 'Z' || state == 'X';
+}
+
+// FNV-1a: the same 32 bits on every rank for the same collective call.
+uint32_t fingerprint(uint64_t sequence, const std::string& call) {
+  uint32_t h = 2166136261u;
+  auto mix = [&](unsigned char c) { h = (h ^ c) * 16777619u; };
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(sequence >> (8 * i)));
+  for (char c : call) mix(static_cast<unsigned char>(c));
+  return h;
 }
 
 template <typename T>
@@ -80,12 +90,14 @@ bool Work::completed() {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<gloo::Context> context, std::vector<PeerInfo> peers, std::string backend,
                            std::chrono::milliseconds timeout, std::shared_ptr<TCPStore> tcp_store,
+                           std::shared_ptr<gloo::rendezvous::Store> store,
                            std::vector<std::shared_ptr<void>> keep_alive)
     : context_(std::move(context)),
       peers_(std::move(peers)),
       backend_(std::move(backend)),
       timeout_(timeout),
       tcp_store_(std::move(tcp_store)),
+      store_(std::move(store)),
       keep_alive_(std::move(keep_alive)),
       rank_(context_->rank),
       size_(context_->size) {
@@ -115,11 +127,12 @@ void ProcessGroup::run() {
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::function<void(uint32_t)> fn) {
+std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::string call, std::function<void(uint32_t)> fn) {
   auto work = std::make_shared<Work>();
   std::lock_guard<std::mutex> lock(mutex_);
-  uint32_t tag = next_tag_++;
-  queue_.emplace_back(work, [this, work, what, tag, fn = std::move(fn)] {
+  uint64_t sequence = next_sequence_++;
+  uint32_t tag = fingerprint(sequence, call);
+  queue_.emplace_back(work, [this, work, what, sequence, tag, call = std::move(call), fn = std::move(fn)] {
     std::exception_ptr error;
     std::string broken;
     {
@@ -136,7 +149,7 @@ std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::function<void(
       } catch (const distributed::DistributedError&) {
         error = std::current_exception();
       } catch (const std::exception& e) {
-        std::string message = diagnose(what, e.what());
+        std::string message = diagnose(what, sequence, call, e.what());
         {
           std::lock_guard<std::mutex> guard(mutex_);
           broken_ = message;
@@ -153,7 +166,16 @@ std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::function<void(
   return work;
 }
 
-std::string ProcessGroup::diagnose(const char* what, const std::string& cause) {
+std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const std::string& call,
+                                   const std::string& cause) {
+  // Publish this rank's call first: a peer diagnosing the same failure compares with it.
+  if (store_) {
+    try {
+      store_->set(std::to_string(sequence) + "." + std::to_string(rank_), std::vector<char>(call.begin(), call.end()));
+    } catch (const std::exception&) {
+      // the store's server went away with its host (rank 0, or the launcher)
+    }
+  }
   // A killed peer closes its sockets a moment before it becomes a zombie: look for a while.
   std::set<int> gone;
   const std::string host = this_host();
@@ -172,8 +194,12 @@ std::string ProcessGroup::diagnose(const char* what, const std::string& cause) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < until);
 
+  // Different calls are the cause even when the peer has left since: it failed on them first.
+  std::string mismatch = find_mismatch(sequence, call, /*wait_for_peers=*/gone.empty());
   std::string message = std::string(what) + " failed on rank " + std::to_string(rank_) + ": ";
-  if (!gone.empty()) {
+  if (!mismatch.empty()) {
+    message += mismatch;
+  } else if (!gone.empty()) {
     std::string names;
     for (int r : gone) names += (names.empty() ? "" : ", ") + std::to_string(r);
     message += (gone.size() == 1 ? "rank " : "ranks ") + names +
@@ -181,17 +207,44 @@ std::string ProcessGroup::diagnose(const char* what, const std::string& cause) {
                                  : " are gone (their processes exited or were killed)");
   } else if (size_ == 2) {
     message += "rank " + std::to_string(1 - rank_) + " did not answer within the timeout of " +
-               std::to_string(timeout_.count()) + " ms (is it stuck, or calling other collectives in another order?)";
+               std::to_string(timeout_.count()) +
+               " ms (is it stuck, or calling other collectives, or the same ones on other sizes, in another order?)";
   } else {
     message += "a peer did not answer within the timeout of " + std::to_string(timeout_.count()) +
-               " ms (does every rank call the same collectives in the same order?)";
+               " ms (does every rank call the same collectives with the same shapes, in the same order?)";
   }
   return message + ". Gloo said: " + cause;
 }
 
+std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers) {
+  if (!store_) return "";
+  // A peer that called other collectives times out on them about when this rank did: give it a moment.
+  const auto grace = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(3));
+  const auto deadline = std::chrono::steady_clock::now() + (wait_for_peers ? grace : std::chrono::milliseconds(50));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const std::string key = std::to_string(sequence) + "." + std::to_string(r);
+    std::string theirs;
+    try {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      store_->wait({key}, std::max(left, std::chrono::milliseconds(1)));
+      auto bytes = store_->get(key);
+      theirs.assign(bytes.begin(), bytes.end());
+    } catch (const std::exception&) {
+      continue;  // it did not publish in time (it is stuck elsewhere, or gone), or the store is gone
+    }
+    if (theirs != call)
+      return "Detected mismatch between collectives on ranks. Rank " + std::to_string(rank_) +
+             " is running collective " + call + ", but Rank " + std::to_string(r) + " is running collective " +
+             theirs + ": every rank must call the same collectives with the same shapes, in the same order";
+  }
+  return "";
+}
+
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, Dtype dtype, ReduceOp op,
                                                      std::function<void()> on_start, std::function<void()> on_end) {
-  return submit("all_reduce", [=](uint32_t tag) {
+  std::string call = "all_reduce of " + std::to_string(count) + " " + dtype_name(dtype) + " elements";
+  return submit("all_reduce", std::move(call), [=](uint32_t tag) {
     if (on_start) on_start();
     if (size_ > 1 && count > 0) {
       switch (dtype) {
@@ -210,7 +263,8 @@ void ProcessGroup::all_reduce(void* data, size_t count, Dtype dtype, ReduceOp op
 }
 
 void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
-  submit("broadcast", [=](uint32_t tag) {
+  submit("broadcast", "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root),
+         [=](uint32_t tag) {
     if (size_ == 1 || bytes == 0) return;
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<char*>(data), bytes);
@@ -222,7 +276,7 @@ void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
 }
 
 void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
-  submit("all_gather", [=](uint32_t tag) {
+  submit("all_gather", "all_gather of " + std::to_string(bytes) + " bytes per rank", [=](uint32_t tag) {
     if (size_ == 1 || bytes == 0) {
       std::memcpy(out, in, bytes);
       return;
@@ -237,7 +291,7 @@ void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
 }
 
 void ProcessGroup::barrier() {
-  submit("barrier", [=](uint32_t tag) {
+  submit("barrier", "barrier", [=](uint32_t tag) {
     if (size_ == 1) return;
     gloo::BarrierOptions opts(context_);
     opts.setTag(tag);

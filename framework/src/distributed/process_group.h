@@ -49,9 +49,11 @@ struct PeerInfo {
 
 class ProcessGroup {
  public:
+  /// `store` (keys under their own prefix) is where, after a collective failed,
+  /// the ranks compare what each of them was calling.
   ProcessGroup(std::shared_ptr<gloo::Context> context, std::vector<PeerInfo> peers, std::string backend,
                std::chrono::milliseconds timeout, std::shared_ptr<TCPStore> tcp_store,
-               std::vector<std::shared_ptr<void>> keep_alive);
+               std::shared_ptr<gloo::rendezvous::Store> store, std::vector<std::shared_ptr<void>> keep_alive);
   ~ProcessGroup();
 
   int rank() const { return rank_; }
@@ -72,15 +74,22 @@ class ProcessGroup {
   std::vector<std::string> all_gather_strings(const std::string& mine);
 
  private:
-  std::shared_ptr<Work> submit(const char* what, std::function<void(uint32_t tag)> fn);
+  // `call` describes the collective ("all_reduce of 2 float32 elements"); it is
+  // folded into the Gloo tag, so that ranks calling different collectives (or
+  // the same one on other sizes) never exchange data: their wait times out
+  // instead of Gloo aborting the process on a size check in its I/O thread.
+  std::shared_ptr<Work> submit(const char* what, std::string call, std::function<void(uint32_t tag)> fn);
   void run();
-  std::string diagnose(const char* what, const std::string& cause);
+  std::string diagnose(const char* what, uint64_t sequence, const std::string& call, const std::string& cause);
+  // What the other ranks published for their collective number `sequence`, after this rank published `call`.
+  std::string find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers);
 
   std::shared_ptr<gloo::Context> context_;
   std::vector<PeerInfo> peers_;
   std::string backend_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<TCPStore> tcp_store_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
   std::vector<std::shared_ptr<void>> keep_alive_;  // the stores and the server, when this rank hosts it
   int rank_ = 0;
   int size_ = 1;
@@ -89,7 +98,7 @@ class ProcessGroup {
   std::condition_variable queue_cv_;
   std::deque<std::pair<std::shared_ptr<Work>, std::function<void()>>> queue_;
   bool stopping_ = false;
-  uint32_t next_tag_ = 1;
+  uint64_t next_sequence_ = 1;  // the same on every rank that calls the same collectives
   std::string broken_;  // the first failure: every later collective fails with it
   std::thread thread_;
 };

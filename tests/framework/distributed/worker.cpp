@@ -5,6 +5,8 @@
 //   overlap OUT               DDP with small buckets; rank 0 writes the events to OUT
 //   die                       DDP training in which rank 1 kills itself mid-step
 //   mismatch                  DDP over models that differ between ranks
+//   sizes                     rank 0 all-reduces 2 elements, the others 41
+//   leave                     rank 1 exits (status 0) at once; the others then all-reduce
 //   join                      init_process_group only
 // The rendezvous is TINY_TEST_INIT (default env://). Errors go to stderr, exit code 1.
 #include <signal.h>
@@ -149,6 +151,16 @@ int main(int argc, char** argv) {
     } else if (scenario == "mismatch") {  // rank 1 builds a wider first layer
       auto model = std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(4, rank == 1 ? 6 : 5));
       DistributedDataParallel ddp(model);
+    } else if (scenario == "sizes") {  // the same collective on different sizes: must not abort
+      tiny::Tensor t = tiny::ones({rank == 0 ? 2 : 41});
+      dist::all_reduce(t);
+    } else if (scenario == "leave") {  // a rank that returns early, as if its loop had fewer steps
+      if (rank == 1) {
+        std::cout << "rank 1 leaves early" << std::endl;
+        return 0;
+      }
+      tiny::Tensor t = tiny::ones({3});
+      for (int step = 0; step < 3; ++step) dist::all_reduce(t);
     } else if (scenario != "join") {
       throw std::runtime_error("unknown scenario '" + scenario + "'");
     }
