@@ -202,27 +202,44 @@ unsigned uid_base() {
   return kDefaultUidBase;
 }
 
-// The uids of [first, first + count) that have a process now: any (zombies
-// count against RLIMIT_NPROC until their parent reaps them), or live ones only.
-std::vector<bool> uids_in_use(unsigned first, int count, bool live_only = false) {
-  std::vector<bool> used(static_cast<size_t>(count), false);
+// What /proc/PID/status says of each process that matters here.
+struct ProcessStatus {
+  unsigned long uid = 0;  // real uid
+  bool zombie = false;
+  long threads = 0;
+};
+
+// Calls `fn` with the status of every process on the machine.
+template <typename Fn>
+void for_each_process(Fn fn) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream status(entry.path() / "status");
-    std::string line;
-    bool zombie = false;
-    while (std::getline(status, line)) {
-      if (line.rfind("State:", 0) == 0) zombie = line.find('Z') != std::string::npos;
-      if (line.rfind("Uid:", 0) != 0) continue;
-      const unsigned long uid = std::strtoul(line.c_str() + 4, nullptr, 10);
-      if (uid >= first && uid < first + static_cast<unsigned long>(count) && !(live_only && zombie)) {
-        used[uid - first] = true;
+    ProcessStatus p;
+    bool seen_uid = false;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("State:", 0) == 0) p.zombie = line.find('Z') != std::string::npos;
+      if (line.rfind("Uid:", 0) == 0) {
+        p.uid = std::strtoul(line.c_str() + 4, nullptr, 10);
+        seen_uid = true;
       }
-      break;
+      if (line.rfind("Threads:", 0) == 0) p.threads = std::atol(line.c_str() + 8);
     }
+    if (seen_uid) fn(p);
   }
+}
+
+// The uids of [first, first + count) that have a process now: any (zombies
+// count against RLIMIT_NPROC until their parent reaps them), or live ones only.
+std::vector<bool> uids_in_use(unsigned first, int count, bool live_only = false) {
+  std::vector<bool> used(static_cast<size_t>(count), false);
+  for_each_process([&](const ProcessStatus& p) {
+    if (p.uid >= first && p.uid < first + static_cast<unsigned long>(count) && !(live_only && p.zombie)) {
+      used[p.uid - first] = true;
+    }
+  });
   return used;
 }
 
@@ -308,23 +325,9 @@ void give_to(const fs::path& dir, unsigned uid) {
 // The tasks (processes and threads) `uid` has now, from /proc: RLIMIT_NPROC counts them all.
 long tasks_of_uid(uid_t uid) {
   long tasks = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream status(entry.path() / "status");
-    std::string line;
-    bool mine = false;
-    while (std::getline(status, line)) {
-      if (line.rfind("Uid:", 0) == 0) {
-        std::istringstream s(line.substr(4));
-        uid_t real = 0;
-        mine = (s >> real) && real == uid;
-      } else if (line.rfind("Threads:", 0) == 0 && mine) {
-        tasks += std::atol(line.c_str() + 8);
-      }
-    }
-  }
+  for_each_process([&](const ProcessStatus& p) {
+    if (p.uid == uid) tasks += p.threads;
+  });
   return tasks;
 }
 
