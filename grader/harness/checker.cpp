@@ -1,5 +1,6 @@
 #include "checker.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -153,6 +154,13 @@ std::vector<fs::path> paths_to_hide(const fs::path& reference_runner) {
   return existing;
 }
 
+// The libtiny.so this checker runs with ("" if it cannot be found).
+fs::path libtiny_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&tiny::get_num_threads), &info) == 0 || info.dli_fname == nullptr) return {};
+  return info.dli_fname;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Run, Context
@@ -169,6 +177,18 @@ tiny::Generator Context::generator(uint64_t stream) const {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return tiny::Generator(z ^ (z >> 31));
+}
+
+fs::path Context::share(const fs::path& file) {
+  if (library_dir.empty() || file.empty()) return {};
+  const fs::path shared = library_dir / file.filename();
+  std::error_code ec;
+  if (fs::exists(shared, ec)) return shared;
+  fs::create_hard_link(file, shared, ec);
+  if (ec) fs::copy_file(file, shared, fs::copy_options::overwrite_existing, ec);
+  if (ec) return {};
+  chmod(shared.c_str(), 0755);
+  return shared;
 }
 
 Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
@@ -207,6 +227,10 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     p.output_limit = options.output_limit;
     p.cpu_limit_s = 2 * p.timeout_s + 5;
     p.process_limit = options.process_limit > 0 ? options.process_limit : default_process_limit();
+    if (!library_dir.empty()) {
+      const char* inherited = std::getenv("LD_LIBRARY_PATH");
+      p.env["LD_LIBRARY_PATH"] = library_dir.string() + (inherited != nullptr && *inherited != '\0' ? std::string(":") + inherited : "");
+    }
   }
 
   Run result;
@@ -521,6 +545,13 @@ int checker_main(int argc, char** argv) {
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
   chmod(tmpl.c_str(), 0711);
+  // Beside it, open to all: what a student's run needs from the build tree.
+  std::string lib = (fs::temp_directory_path() / "workbook-lib-XXXXXX").string();
+  if (mkdtemp(lib.data()) != nullptr) {
+    chmod(lib.c_str(), 0755);
+    ctx.library_dir = lib;
+    if (ctx.share(libtiny_path()).empty()) ctx.library_dir.clear();
+  }
 
   std::vector<Result> results;
   size_t width = 0;
@@ -547,8 +578,9 @@ int checker_main(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back(std::move(r));
   }
+  std::error_code ec;
+  if (!ctx.library_dir.empty()) fs::remove_all(ctx.library_dir, ec);
   if (!keep) {
-    std::error_code ec;
     fs::remove_all(ctx.work_dir, ec);
   } else {
     std::printf("inputs, outputs and logs kept in %s\n", ctx.work_dir.c_str());

@@ -143,6 +143,15 @@ class Context {
   /// @brief What a student's run must not read: the reference's sources and
   /// runner, the checks (hidden in its sandbox, see process.h).
   std::vector<std::filesystem::path> hidden_paths;
+  /// @brief A folder open to all, beside the work folder, holding libtiny.so
+  /// for a student's run (its LD_LIBRARY_PATH): as its sandbox's uid it may
+  /// not reach the build tree (e.g. a clone in a mode-0700 folder), so the
+  /// runner's RUNPATH would not find the library.
+  std::filesystem::path library_dir;
+  /// @brief Makes a program or library of the build tree reachable from a
+  /// student's sandbox (linked or copied into library_dir); returns its new path,
+  /// or "" when that is not possible.
+  std::filesystem::path share(const std::filesystem::path& file);
   /// @brief The student's runner is the reference (the `solution_N.*` tests).
   bool student_is_reference = false;
   double timeout_cap_s = 0;  ///< --timeout: caps every run's timeout_s (0: none)

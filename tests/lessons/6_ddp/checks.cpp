@@ -50,13 +50,15 @@ fs::path tinyrun_path() {
 }
 
 // The inputs every check starts from; nullopt-like error outcome when tinyrun is missing.
-std::optional<Outcome> base_inputs(Bundle& in) {
+std::optional<Outcome> base_inputs(Context& ctx, Bundle& in) {
   const fs::path tinyrun = tinyrun_path();
   if (tinyrun.empty() || !fs::exists(tinyrun)) {
     return Outcome::error("tinyrun is not built (looked for " + tinyrun.string() +
                           "): build it with `cmake --build build/default --target tinyrun`");
   }
-  in.values["tinyrun"] = tinyrun.string();
+  // Linked beside the work folder: the student's sandbox may not reach the build tree.
+  const fs::path shared = ctx.share(tinyrun);
+  in.values["tinyrun"] = (shared.empty() ? tinyrun : shared).string();
   return std::nullopt;
 }
 
@@ -168,7 +170,7 @@ WORKBOOK_CHECK(setup, "setup() joins the process group and picks cuda:LOCAL_RANK
   };
   for (const Case& c : cases) {
     Bundle in;
-    if (auto missing = base_inputs(in)) return *missing;
+    if (auto missing = base_inputs(ctx, in)) return *missing;
     in.values["backend"] = "gloo";
     in.values["nnodes"] = c.nnodes;
     in.values["nproc"] = c.nproc;
@@ -216,7 +218,7 @@ WORKBOOK_CHECK(setup, "setup() joins the process group and picks cuda:LOCAL_RANK
 
 WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ranks on every rank") {
   Bundle in;
-  if (auto missing = base_inputs(in)) return *missing;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
   tiny::Generator g = ctx.generator(31);
   std::vector<double> values;
   for (int r = 0; r < kWorld; ++r) {
@@ -250,7 +252,7 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
 
 WORKBOOK_CHECK(make_loader, "make_loader() gives each rank its own shuffled half of the data through a DistributedSampler") {
   Bundle in;
-  if (auto missing = base_inputs(in)) return *missing;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
   put_training(in, ctx);
   constexpr int64_t kLoaderBatch = 3;  // 8 examples per rank: batches of 3, 3, 2
   in.values["batch_size"] = kLoaderBatch;
@@ -303,7 +305,7 @@ WORKBOOK_CHECK(make_loader, "make_loader() gives each rank its own shuffled half
 
 WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains like one process on the full batch, reshuffling every epoch") {
   Bundle in;
-  if (auto missing = base_inputs(in)) return *missing;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
   put_training(in, ctx);
   const std::string call = "3 epochs of train_one_epoch on 2 ranks, 8 examples each";
   Run mine, ref;
@@ -349,7 +351,7 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
 
 WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint match one process; only rank 0 logs and saves; clean shutdown") {
   Bundle in;
-  if (auto missing = base_inputs(in)) return *missing;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
   put_training(in, ctx);
   const std::string call = "train(3 epochs, 16 examples, batch_size 8) on 2 ranks";
   Run mine, ref;
