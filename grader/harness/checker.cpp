@@ -261,6 +261,10 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   result.message = result.out.values.value("_message", "");
   result.error_type = result.out.values.value("_error_type", "");
   result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
+  if (!hostile && result.out.values.contains("_devices")) {
+    const nlohmann::json& seen = result.out.values["_devices"];
+    if (seen.is_array() && seen.size() > devices.size()) devices = seen;
+  }
   return result;
 }
 
@@ -588,7 +592,7 @@ int checker_main(int argc, char** argv) {
 
   if (!json_file.empty()) {
     nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
-                          {"checks", nlohmann::json::array()}};
+                          {"devices", ctx.devices}, {"checks", nlohmann::json::array()}};
     for (const Result& r : results) {
       doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
                                {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},

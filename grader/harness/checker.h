@@ -133,6 +133,9 @@ class Context {
 
   /// @brief Facts to show with the result (counters, timings) in the JSON and the report.
   nlohmann::json details = nlohmann::json::object();
+  /// @brief The GPUs the reference's runs saw (name, memory, emulated), for the
+  /// report; taken from trusted runs only, so a submission cannot pose as a GPU.
+  nlohmann::json devices = nlohmann::json::array();
 
   /// @brief The runner built from the student's code (set by checker_main).
   std::filesystem::path student_runner;

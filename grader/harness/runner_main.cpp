@@ -37,6 +37,19 @@ nlohmann::json counters_json(int device) {
 
 int devices() { return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0; }
 
+// What each device is, for the report: "emulated" marks the emulated GPU.
+nlohmann::json devices_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (int d = 0; d < devices(); ++d) {
+    const tiny::cuda::DeviceProperties p = tiny::cuda::get_device_properties(d);
+    out.push_back({{"device", "cuda:" + std::to_string(d)}, {"name", p.name}, {"total_memory", p.total_memory},
+                   {"multi_processor_count", p.multi_processor_count},
+                   {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
+                   {"emulated", p.is_emulated}});
+  }
+  return out;
+}
+
 void start_counting() {
   for (int d = 0; d < devices(); ++d) {
     tiny::cuda::reset_device_counters(d);
@@ -113,6 +126,7 @@ int runner_main(int argc, char** argv) {
       // Read before anything below synchronizes or copies.
       for (int d = 0; d < devices(); ++d) out.values["_counters"]["cuda:" + std::to_string(d)] = counters_json(d);
       out.values["_elapsed_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      out.values["_devices"] = devices_json();
     } else {
       // Timing: each call gets fresh inputs and the clock stops once the devices are idle.
       nlohmann::json times = nlohmann::json::array();

@@ -163,6 +163,7 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
     r.problem = "the checker " + ran.describe() + " without results (a bug in the workbook)\n" + ran.log_tail;
     return finish();
   }
+  if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
   for (const auto& c : doc.at("checks")) {
     CheckResult cr;
     cr.name = c.at("name");

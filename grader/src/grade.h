@@ -30,6 +30,7 @@ struct LessonResult {
   std::string problem;  // compiler errors, or why the checker could not run
   std::vector<CheckResult> checks;
   int passed = 0, total = 0, todo = 0;  // total excludes skipped checks
+  nlohmann::json devices = nlohmann::json::array();  // the GPUs the checks ran on (from the reference's runs)
   double seconds = 0;
 
   double score() const { return total == 0 ? 0.0 : static_cast<double>(passed) / total; }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <fstream>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 namespace workbook {
@@ -243,6 +245,60 @@ std::string memory_plot(const json& memory) {
   return line_plot("GPU memory over time", series, marks, true, true, "ms");
 }
 
+// "Intel(R) Xeon(R) ..." from /proc/cpuinfo; "" when it cannot be read.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      std::string name = line.substr(line.find(':') + 1);
+      name.erase(0, name.find_first_not_of(" \t"));
+      return name;
+    }
+  }
+  return "";
+}
+
+// "cuda:0 EMULATED on your CPU (4 GiB), ..." for one lesson's devices.
+std::string device_line(const json& devices) {
+  std::string out;
+  for (const json& d : devices) {
+    if (!d.is_object()) continue;
+    if (!out.empty()) out += ", ";
+    out += d.value("device", std::string("?")) + " " + d.value("name", std::string("?")) + " (" +
+           human_bytes(number_or(d, "total_memory", 0)) + ")";
+  }
+  return out.empty() ? "CPU only" : out;
+}
+
+// The machine the checks ran on: the host, and every GPU a lesson used, marked "emulated" when it was.
+std::string machine_section(const std::vector<LessonResult>& results) {
+  const json* widest = nullptr;
+  for (const LessonResult& r : results) {
+    if (r.devices.is_array() && !r.devices.empty() && (widest == nullptr || r.devices.size() > widest->size())) {
+      widest = &r.devices;
+    }
+  }
+  std::ostringstream o;
+  o << "<h2>Machine</h2>\n<table class=\"machine\">\n<tbody>\n<tr><th>host</th><td>" << esc(cpu_model())
+    << (cpu_model().empty() ? "" : ", ") << std::thread::hardware_concurrency() << " cores</td></tr>\n";
+  if (widest == nullptr) {
+    o << "<tr><th>GPU</th><td>none used</td></tr>\n";
+  } else {
+    for (const json& d : *widest) {
+      if (!d.is_object()) continue;
+      const bool emulated = d.value("emulated", false);
+      o << "<tr><th>" << esc(d.value("device", std::string("?"))) << "</th><td>" << esc(d.value("name", std::string("?")))
+        << ", " << human_bytes(number_or(d, "total_memory", 0))
+        << (emulated ? ", <b>emulated</b> on the host's CPU: memory, asynchrony and rounding as on a GPU, speed not"
+                     : ", compute capability " + esc(d.value("compute_capability", std::string("?"))))
+        << "</td></tr>\n";
+    }
+  }
+  o << "</tbody>\n</table>\n";
+  return o.str();
+}
+
 const char* badge(const std::string& verdict) {
   if (verdict == "pass") return "PASS";
   if (verdict == "fail") return "FAIL";
@@ -286,13 +342,16 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
   }
   o << "</tbody>\n</table>\n";
   if (results.empty()) o << "<p class=\"dim\">No lessons were checked.</p>\n";
+  o << machine_section(results);
 
   for (const LessonResult& r : results) {
     o << "<section id=\"lesson-" << number(r) << "\">\n<h2>Lesson " << number(r) << ": "
       << esc(r.lesson ? r.lesson->title : "") << " <span class=\"status\" style=\"color:" << status_color(r.status)
       << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
     if (r.todo > 0) o << ", " << r.todo << " still to do";
-    o << "; " << fixed(r.seconds, 1) << " s.</p>\n";
+    o << "; " << fixed(r.seconds, 1) << " s";
+    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << esc(device_line(r.devices));
+    o << ".</p>\n";
     // A lesson that does not compile gives every check the same message: show the log once.
     const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
     if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";

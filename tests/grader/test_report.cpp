@@ -68,6 +68,10 @@ struct Sample {
                                         {{"t", 8}, {"allocated", 1 << 20}, {"reserved", 1 << 20}}}}};
     r.checks.push_back(check("trains", "pass", "", details));
     r.checks.push_back(check("todo", "todo", "lesson 3: fill in copy()"));
+    r.devices = json::array({{{"device", "cuda:0"}, {"name", "tiny EMULATED GPU <0>"}, {"total_memory", 1 << 30},
+                              {"compute_capability", "8.0"}, {"emulated", true}},
+                             {{"device", "cuda:1"}, {"name", "tiny EMULATED GPU <1>"}, {"total_memory", 1 << 30},
+                              {"compute_capability", "8.0"}, {"emulated", true}}});
     r.passed = 2;
     r.total = 4;
     r.todo = 1;
@@ -169,3 +173,28 @@ TEST(Report, OddDetailsDoNotBreakThePage) {
 }
 
 }  // namespace
+
+TEST(Report, NamesTheMachineAndMarksEmulatedGpus) {
+  Sample s;
+  std::string html = workbook::html_report(s.results, 1, "Results");
+  const std::string machine = between(html, "<h2>Machine</h2>", "</table>");
+  ASSERT_FALSE(machine.empty());
+  EXPECT_NE(machine.find("cores"), std::string::npos);
+  EXPECT_NE(machine.find("tiny EMULATED GPU &lt;1&gt;"), std::string::npos);  // escaped, each device listed
+  EXPECT_EQ(count(machine, "<b>emulated</b>"), 2u);
+  EXPECT_NE(machine.find("1 GiB"), std::string::npos);
+  EXPECT_NE(html.find("ran on cuda:0 tiny EMULATED GPU &lt;0&gt; (1 GiB), cuda:1"), std::string::npos);
+
+  // A real GPU shows its compute capability and is not called emulated.
+  s.results[0].devices = json::array({{{"device", "cuda:0"}, {"name", "NVIDIA H100"}, {"total_memory", 80.0 * (1 << 30)},
+                                       {"compute_capability", "9.0"}, {"emulated", false}}});
+  html = workbook::html_report(s.results, 1, "Results");
+  const std::string real = between(html, "<h2>Machine</h2>", "</table>");
+  EXPECT_NE(real.find("NVIDIA H100, 80 GiB, compute capability 9.0"), std::string::npos) << real;
+  EXPECT_EQ(real.find("emulated"), std::string::npos);
+
+  // No lesson used a GPU.
+  for (auto& r : s.results) r.devices = json::array();
+  html = workbook::html_report(s.results, 1, "Results");
+  EXPECT_NE(between(html, "<h2>Machine</h2>", "</table>").find("none used"), std::string::npos);
+}
