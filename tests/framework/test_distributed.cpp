@@ -374,6 +374,94 @@ TEST(Distributed, StaleRendezvousDirectoryIsRefused) {
   }
 }
 
+// A private redis-server on a free port for one test; skips (with the reason)
+// where Debian's redis-server is not installed (./workbook setup installs it).
+class RedisServer {
+ public:
+  RedisServer() {
+    for (const char* path : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"})
+      if (::access(path, X_OK) == 0) binary_ = path;
+    if (binary_.empty()) return;
+    {
+      tiny::distributed::TCPStoreServer probe("127.0.0.1", 0);  // a port that was free a moment ago
+      port_ = probe.port();
+    }
+    dir_ = fresh_dir("redis");
+    pid_ = spawn({binary_, "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                  "--dir", dir_.string()},
+                 {}, dir_, "redis");
+    // Ready when it accepts connections.
+    for (int i = 0; i < 400 && !ready(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~RedisServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  bool installed() const { return !binary_.empty(); }
+  bool ready() const {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  }
+  std::string url(const std::string& run_id) const { return "redis://127.0.0.1:" + std::to_string(port_) + "/" + run_id; }
+  int port() const { return port_; }
+
+ private:
+  std::string binary_;
+  fs::path dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+TEST(Distributed, RedisRendezvousRunsCollectivesAndRefusesAReusedRunId) {
+  RedisServer redis;
+  if (!redis.installed()) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server): redis:// untested";
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start on port " << redis.port();
+  auto outcomes = run_ranks(3, {"collectives", "cpu"}, redis.url("coll"));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok() && o.out.find("collectives ok") != std::string::npos)
+                                     << describe(outcomes);
+  // Another job on the same server with its own run id is independent of the first.
+  auto other = run_ranks(2, {"join"}, redis.url("job2"));
+  for (const auto& o : other) EXPECT_TRUE(o.ok()) << describe(other);
+  // The same run id again: its keys are still in Redis.
+  auto again = run_ranks(2, {"join"}, redis.url("job2"));
+  for (const auto& o : again) {
+    EXPECT_FALSE(o.ok());
+    EXPECT_NE(o.err.find("Redis already holds run id 'job2'"), std::string::npos) << describe(again);
+    EXPECT_NE(o.err.find("use a fresh run id"), std::string::npos) << describe(again);
+  }
+}
+
+TEST(Distributed, RedisUrlWithoutRunIdOrServerIsAClearError) {
+  try {
+    tiny::distributed::init_process_group("gloo", "redis://127.0.0.1:6379", 1, 0);
+    ADD_FAILURE() << "a redis:// URL without a run id was accepted";
+  } catch (const tiny::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("redis://HOST[:PORT]/RUN_ID"), std::string::npos) << e.what();
+  }
+  int port;
+  {
+    tiny::distributed::TCPStoreServer probe("127.0.0.1", 0);  // nothing listens there afterwards
+    port = probe.port();
+  }
+  try {
+    tiny::distributed::init_process_group("gloo", "redis://127.0.0.1:" + std::to_string(port) + "/x", 1, 0);
+    ADD_FAILURE() << "init_process_group returned without a Redis server";
+  } catch (const tiny::distributed::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reach Redis at 127.0.0.1:" + std::to_string(port)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(tiny::distributed::is_initialized());
+}
+
 TEST(Distributed, RankThatNeverJoinsIsNamedWithinTheTimeout) {
   auto outcomes = run_ranks(3, {"join"}, file_init("never"), {"TINY_DIST_TIMEOUT=1.5"}, /*started=*/2);
   for (const auto& o : outcomes) {

@@ -4,6 +4,8 @@
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#define HIREDIS_NESTED_INCLUDE 1  // Debian installs hiredis.h in include/hiredis/
+#include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "distributed/process_group.h"
@@ -92,6 +95,44 @@ class TimedStore : public gloo::rendezvous::Store {
   bool poll_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+};
+
+// Gloo's RedisStore under one run's prefix. Keys stay in Redis after a job
+// (and Gloo sets them with SETNX, so a key cannot be set twice): every job
+// needs its own run id. One hiredis connection is not thread-safe, hence the lock.
+class RedisRunStore : public gloo::rendezvous::Store {
+ public:
+  RedisRunStore(const std::string& host, int port, std::string prefix)
+      : redis_(host, port), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    redis_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return redis_.get(prefix_ + key);
+  }
+  // Waits are TimedStore's polls of check(); these are never reached.
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!check(keys)) {
+      TINY_CHECK(std::chrono::steady_clock::now() < deadline, distributed::DistributedError,
+                 "rendezvous: timed out after ", timeout.count(), " ms waiting for ", keys.size(), " key(s) in Redis");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  bool check(const std::vector<std::string>& keys) {
+    std::vector<std::string> named;
+    for (const auto& k : keys) named.push_back(prefix_ + k);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return redis_.check(named);
+  }
+
+ private:
+  gloo::rendezvous::RedisStore redis_;
+  std::string prefix_;
+  std::mutex mutex_;
 };
 
 // The TCP store behind Gloo's Store interface.
@@ -201,7 +242,8 @@ void init_process_group(const std::string& backend_name, const std::string& init
   std::vector<std::shared_ptr<void>> keep_alive;
   std::shared_ptr<gloo::rendezvous::Store> base;
   std::shared_ptr<TCPStore> tcp;
-  bool file_store = false;
+  bool file_store = false;  // a store of files or Redis: waits poll check(), and an earlier run's keys stay
+  std::string used_before;  // what the message says when this rank's key is already there
   TimedStore::Check check;
   std::string master;
   if (init_method == "env://" || init_method.rfind("tcp://", 0) == 0) {
@@ -235,12 +277,30 @@ void init_process_group(const std::string& backend_name, const std::string& init
     check = [files](const std::vector<std::string>& keys) { return files->check(keys); };
     base = files;
     file_store = true;
+    used_before = "the rendezvous directory '" + dir + "'";
   } else if (init_method.rfind("redis://", 0) == 0) {
-    // Debian's Gloo declares its RedisStore in a header that needs hiredis's
-    // development files, which tiny does not depend on.
-    TINY_THROW(ValueError, "init_process_group: init_method '", init_method,
-               "' is not available in this build (Gloo's RedisStore needs hiredis); use env://, "
-               "tcp://HOST:PORT or file:///path/to/fresh/dir");
+    // redis://HOST[:PORT]/RUN_ID, served by a Redis server (Gloo's RedisStore).
+    const std::string rest = init_method.substr(8);
+    const size_t slash = rest.find('/');
+    TINY_CHECK(slash != std::string::npos && slash > 0 && slash + 1 < rest.size(), ValueError,
+               "init_process_group: init_method '", init_method, "' needs a host and a run id, "
+               "redis://HOST[:PORT]/RUN_ID, e.g. redis://127.0.0.1:6379/job42 (a fresh run id for every job, as "
+               "torchrun's --rdzv-id: the keys stay in Redis after a job)");
+    const std::string hostport = rest.substr(0, slash);
+    const std::string run_id = rest.substr(slash + 1);
+    Address a = hostport.find(':') == std::string::npos ? Address{hostport, 6379}
+                                                        : parse_host_port(hostport, "the init_method");
+    std::shared_ptr<RedisRunStore> redis;
+    try {
+      redis = std::make_shared<RedisRunStore>(a.host, a.port, "tiny/" + run_id + "/");
+    } catch (const std::exception& e) {
+      TINY_THROW(distributed::DistributedError, "init_process_group: cannot reach Redis at ", a.host, ":", a.port,
+                 " (", e.what(), "): is redis-server running there? (init_method '", init_method, "')");
+    }
+    check = [redis](const std::vector<std::string>& keys) { return redis->check(keys); };
+    base = redis;
+    file_store = true;  // polled waits, and keys that must be fresh
+    used_before = "Redis already holds run id '" + run_id + "'";
   } else {
     TINY_THROW(ValueError, "init_process_group: unknown init_method '", init_method,
                "' (use env://, tcp://HOST:PORT, file:///path/to/fresh/dir or redis://HOST:PORT)");
@@ -250,9 +310,9 @@ void init_process_group(const std::string& backend_name, const std::string& init
   // ---- the join ----------------------------------------------------------------
   TimedStore store(*base, check, file_store, "tiny.", timeout);
   const std::string my_key = "join." + std::to_string(rank);
-  TINY_CHECK(!(file_store && store.has(my_key)), distributed::DistributedError, "init_process_group: the rendezvous directory '",
-             init_method.substr(7), "' holds the keys of an earlier run (rank ", rank,
-             " already joined there): use a fresh directory for every run");
+  TINY_CHECK(!(file_store && store.has(my_key)), distributed::DistributedError, "init_process_group: ", used_before,
+             " with the keys of an earlier run (rank ", rank, " already joined there): use a fresh ",
+             init_method.rfind("redis://", 0) == 0 ? "run id" : "directory", " for every run");
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   std::string me = std::string(host) + "\n" + std::to_string(::getpid());

@@ -51,7 +51,10 @@ std::chrono::milliseconds default_timeout();
 /// - "tcp://HOST:PORT": the same with the address given here;
 /// - "file:///path/to/dir": a Gloo FileStore in that directory, which must be
 ///   fresh for each run (a directory with keys of an earlier run is refused);
-/// - "redis://HOST:PORT": a Gloo RedisStore.
+/// - "redis://HOST[:PORT]/RUN_ID": a Gloo RedisStore on a Redis server (port
+///   6379 by default), the keys under RUN_ID; keys stay in Redis after a job,
+///   so every job needs a fresh RUN_ID (as torchrun's `--rdzv-id`), and a
+///   reused one is refused.
 /// `world_size` and `rank` (-1: from the environment: `RANK`/`WORLD_SIZE` as
 /// tinyrun and torchrun set them, else those of `mpirun` (OMPI_COMM_WORLD_*,
 /// PMI_*) or SLURM (SLURM_PROCID, SLURM_NTASKS)). `timeout` bounds the
