@@ -480,6 +480,18 @@ TEST(Distributed, RankKilledMidStepIsNamedByTheOthers) {
   EXPECT_LT(outcomes[0].seconds, 5.0) << "the survivor should notice at once, well within the timeout";
 }
 
+TEST(Distributed, LivePeerThatNeverReachesTheCollectiveIsNamedAmongThree) {
+  auto outcomes = run_ranks(3, {"stuck"}, file_init("stuck"), {"TINY_DIST_TIMEOUT=1.5"});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[2].ok()) << describe(outcomes);
+  for (int r : {0, 1}) {
+    EXPECT_FALSE(outcomes[r].ok());
+    EXPECT_NE(outcomes[r].err.find("rank 2 did not reach this collective within the timeout of 1500 ms"),
+              std::string::npos)
+        << describe(outcomes);
+  }
+}
+
 // Before the call was folded into Gloo's tag, rank 0 died here of an uncatchable
 // gloo::EnforceNotMet (SIGABRT) thrown in Gloo's I/O thread.
 TEST(Distributed, CollectivesOfDifferentSizesAreAnErrorNotAnAbort) {

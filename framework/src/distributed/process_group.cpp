@@ -195,7 +195,8 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
   } while (std::chrono::steady_clock::now() < until);
 
   // Different calls are the cause even when the peer has left since: it failed on them first.
-  std::string mismatch = find_mismatch(sequence, call, /*wait_for_peers=*/gone.empty());
+  std::vector<int> silent;
+  std::string mismatch = find_mismatch(sequence, call, /*wait_for_peers=*/gone.empty(), &silent);
   std::string message = std::string(what) + " failed on rank " + std::to_string(rank_) + ": ";
   if (!mismatch.empty()) {
     message += mismatch;
@@ -209,6 +210,13 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
     message += "rank " + std::to_string(1 - rank_) + " did not answer within the timeout of " +
                std::to_string(timeout_.count()) +
                " ms (is it stuck, or calling other collectives, or the same ones on other sizes, in another order?)";
+  } else if (!silent.empty() && silent.size() < static_cast<size_t>(size_ - 1)) {
+    // The others reached this collective (they published it): the silent ones are the cause.
+    std::string names;
+    for (int r : silent) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    message += (silent.size() == 1 ? "rank " : "ranks ") + names + " did" +
+               " not reach this collective within the timeout of " + std::to_string(timeout_.count()) +
+               " ms while the other ranks did (is it stuck, or calling other collectives?)";
   } else {
     message += "a peer did not answer within the timeout of " + std::to_string(timeout_.count()) +
                " ms (does every rank call the same collectives with the same shapes, in the same order?)";
@@ -216,7 +224,8 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
   return message + ". Gloo said: " + cause;
 }
 
-std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers) {
+std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers,
+                                        std::vector<int>* silent) {
   if (!store_) return "";
   // A peer that called other collectives times out on them about when this rank did: give it a moment.
   const auto grace = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(3));
@@ -231,6 +240,7 @@ std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& ca
       auto bytes = store_->get(key);
       theirs.assign(bytes.begin(), bytes.end());
     } catch (const std::exception&) {
+      if (silent) silent->push_back(r);
       continue;  // it did not publish in time (it is stuck elsewhere, or gone), or the store is gone
     }
     if (theirs != call)

@@ -82,7 +82,9 @@ class ProcessGroup {
   void run();
   std::string diagnose(const char* what, uint64_t sequence, const std::string& call, const std::string& cause);
   // What the other ranks published for their collective number `sequence`, after this rank published `call`.
-  std::string find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers);
+  // `silent` gets the ranks that did not publish their call in time (stuck elsewhere, or gone).
+  std::string find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers,
+                            std::vector<int>* silent = nullptr);
 
   std::shared_ptr<gloo::Context> context_;
   std::vector<PeerInfo> peers_;

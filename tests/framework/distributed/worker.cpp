@@ -12,11 +12,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "scenario.h"
 #include "tiny/distributed/distributed.h"
@@ -161,6 +163,14 @@ int main(int argc, char** argv) {
       }
       tiny::Tensor t = tiny::ones({3});
       for (int step = 0; step < 3; ++step) dist::all_reduce(t);
+    } else if (scenario == "stuck") {  // the last rank is alive but never reaches the collective
+      if (rank == dist::get_world_size() - 1) {
+        std::this_thread::sleep_for(std::chrono::seconds(4));
+        std::cout << "rank " << rank << " woke up" << std::endl;
+        return 0;
+      }
+      tiny::Tensor t = tiny::ones({3});
+      dist::all_reduce(t);
     } else if (scenario != "join") {
       throw std::runtime_error("unknown scenario '" + scenario + "'");
     }
