@@ -46,8 +46,8 @@ bool parse(int argc, char** argv, Options& o) {
 
 // tinyrun: where CMake built it, else beside this program's build folder.
 std::string tinyrun_path() {
-#ifdef LESSON6_TINYRUN
-  if (fs::exists(LESSON6_TINYRUN)) return LESSON6_TINYRUN;
+#ifdef WORKBOOK_TINYRUN
+  if (fs::exists(WORKBOOK_TINYRUN)) return WORKBOOK_TINYRUN;
 #endif
   const fs::path self = fs::read_symlink("/proc/self/exe");
   return (self.parent_path().parent_path().parent_path() / "framework" / "tinyrun").string();

@@ -37,12 +37,12 @@ constexpr int64_t kBatch = kExamples / kWorld;  // one step per epoch on each ra
 // DDP adds the two halves' gradients in another order than one process: compare with slack.
 constexpr double kRtol = 1e-4, kAtol = 1e-5;
 
-// tinyrun, built beside the lessons: the path CMake gave (mistakes.cmake
-// defines LESSON6_TINYRUN), else <build>/framework/tinyrun found from this
+// tinyrun, built beside the lessons: the path CMake gave (tests/lessons/CMakeLists.txt
+// defines WORKBOOK_TINYRUN), else <build>/framework/tinyrun found from this
 // checker's own place (<build>/tests/lessons/lesson_6_checks).
 fs::path tinyrun_path() {
-#ifdef LESSON6_TINYRUN
-  if (fs::exists(LESSON6_TINYRUN)) return LESSON6_TINYRUN;
+#ifdef WORKBOOK_TINYRUN
+  if (fs::exists(WORKBOOK_TINYRUN)) return WORKBOOK_TINYRUN;
 #endif
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);

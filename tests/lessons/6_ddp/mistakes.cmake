@@ -1,16 +1,6 @@
 # Lesson 6's classic mistakes: each is the reference with one change, and must
 # fail its check with a message that names the mistake.
 
-# Not a mistake, but the place CMake reads for this lesson only: the checks and
-# the demo start the ranks with tinyrun, so they need it built, and they are
-# told where it is (the checker passes the path on to the runner's glue).
-add_dependencies(lesson_6_checks tinyrun)
-add_dependencies(solution_6_demo tinyrun)
-add_dependencies(lesson_6_demo tinyrun)
-target_compile_definitions(lesson_6_checks PRIVATE LESSON6_TINYRUN="$<TARGET_FILE:tinyrun>")
-target_compile_definitions(solution_6_demo PRIVATE LESSON6_TINYRUN="$<TARGET_FILE:tinyrun>")
-target_compile_definitions(lesson_6_demo PRIVATE LESSON6_TINYRUN="$<TARGET_FILE:tinyrun>")
-
 workbook_mistake(device_from_rank CHECK setup MESSAGE "you picked the GPU from the global rank"
   FIND [=[return tiny::Device(tiny::kCUDA, local);]=]
   REPLACE [=[return tiny::Device(tiny::kCUDA, dist::get_rank());]=])
