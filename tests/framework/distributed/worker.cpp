@@ -102,7 +102,7 @@ void ddp(const std::string& kind, const std::string& path, bool accum, bool die)
       tiny::nn::functional::mse_loss((*ddp)(x.narrow(0, half, half)), y.narrow(0, half, half)).mul(0.5).backward();
     } else {
       tiny::Tensor loss = tiny::nn::functional::mse_loss((*ddp)(x), y);
-      if (die && rank == 1 && step == 2) ::kill(::getpid(), SIGKILL);  // mid-step: after forward, before backward
+      if (die && rank == dist::get_world_size() - 1 && step == 2) ::kill(::getpid(), SIGKILL);  // mid-step: after forward, before backward
       loss.backward();
     }
     optimizer.step();
