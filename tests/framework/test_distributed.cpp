@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -478,6 +479,22 @@ TEST(Distributed, RankKilledMidStepIsNamedByTheOthers) {
   EXPECT_FALSE(outcomes[0].ok());
   EXPECT_NE(outcomes[0].err.find("rank 1 is gone"), std::string::npos) << describe(outcomes);
   EXPECT_LT(outcomes[0].seconds, 5.0) << "the survivor should notice at once, well within the timeout";
+}
+
+// Fault injection: the last rank is killed at a random step (seeded; TINY_TEST_SEED repeats it).
+TEST(Distributed, RankKilledAtARandomStepIsNamedAndNobodyHangs) {
+  const char* fixed = std::getenv("TINY_TEST_SEED");
+  const uint64_t seed = fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  const int step = static_cast<int>(seed % 12);
+  SCOPED_TRACE("seed " + std::to_string(seed) + ": rank 2 of 3 killed at step " + std::to_string(step));
+  auto outcomes = run_ranks(3, {"die"}, file_init("die_random"), {"TINY_TEST_DIE_STEP=" + std::to_string(step)});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(WIFSIGNALED(outcomes[2].status)) << describe(outcomes);
+  for (int r : {0, 1}) {
+    EXPECT_FALSE(outcomes[r].ok());
+    EXPECT_NE(outcomes[r].err.find("rank 2 is gone"), std::string::npos) << describe(outcomes);
+    EXPECT_LT(outcomes[r].seconds, 5.0) << "the survivors should notice at once, well within the timeout";
+  }
 }
 
 TEST(Distributed, LivePeerThatNeverReachesTheCollectiveIsNamedAmongThree) {

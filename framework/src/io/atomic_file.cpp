@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/fault_injection.h"
 #include "tiny/error.h"
 
 namespace tiny::io::detail {
@@ -89,6 +90,7 @@ void AtomicFileWriter::write(const void* data, size_t n) {
                  errno == ENOSPC ? " (the disk is full: free some space)" : "", "; the file was left unchanged");
     }
     done += static_cast<size_t>(put);
+    fault::file_bytes_written(static_cast<uint64_t>(put));  // a planned crash mid-write (TINY_FAULT_INJECT)
   }
 }
 

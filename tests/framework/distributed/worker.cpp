@@ -91,6 +91,8 @@ void ddp(const std::string& kind, const std::string& path, bool accum, bool die)
   auto indices = sampler.indices();
   tiny::Tensor x = dist_scenario::rows(data.x, indices).to(device), y = dist_scenario::rows(data.y, indices).to(device);
   const int steps = die ? 1000 : dist_scenario::kSteps;
+  const char* die_at = std::getenv("TINY_TEST_DIE_STEP");
+  const int die_step = die_at != nullptr ? std::atoi(die_at) : 2;
   for (int step = 0; step < steps; ++step) {
     optimizer.zero_grad();
     if (accum) {
@@ -102,7 +104,8 @@ void ddp(const std::string& kind, const std::string& path, bool accum, bool die)
       tiny::nn::functional::mse_loss((*ddp)(x.narrow(0, half, half)), y.narrow(0, half, half)).mul(0.5).backward();
     } else {
       tiny::Tensor loss = tiny::nn::functional::mse_loss((*ddp)(x), y);
-      if (die && rank == dist::get_world_size() - 1 && step == 2) ::kill(::getpid(), SIGKILL);  // mid-step: after forward, before backward
+      // The last rank dies mid-step (after forward, before backward) at step TINY_TEST_DIE_STEP (default 2).
+      if (die && rank == dist::get_world_size() - 1 && step == die_step) ::kill(::getpid(), SIGKILL);
       loss.backward();
     }
     optimizer.step();

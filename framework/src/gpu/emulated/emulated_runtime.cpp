@@ -34,6 +34,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/fault_injection.h"
 #include "gpu/emulated/device_memory.h"
 #include "runtime/cpu_allocator.h"
 #include "runtime/thread_pool.h"
@@ -294,6 +295,7 @@ void* EmulatedRuntime::raw_malloc(int index, size_t nbytes) {
   DeviceState& d = device(index, "raw_malloc");
   if (nbytes == 0) return nullptr;
   d.count([](Counters& c) { ++c.raw_mallocs; });
+  if (fault::device_malloc_fails()) return nullptr;  // a planned out-of-memory (TINY_FAULT_INJECT)
   return d.memory->allocate(nbytes);
 }
 
