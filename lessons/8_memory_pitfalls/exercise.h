@@ -1,0 +1,83 @@
+/// @file lessons/8_memory_pitfalls/exercise.h
+/// @brief Lesson 8: GPU memory pitfalls: a training loop that keeps no graph
+/// alive, evaluation without a graph, a batch too big for the GPU trained by
+/// gradient accumulation, and reading the caching allocator's figures.
+///
+/// Implement these in exercise.cpp; `./workbook check 8` (or `ctest -R lesson_8`) checks them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tiny/tiny.h"
+
+namespace lesson8 {
+
+/// @brief What train_epoch() reports.
+struct TrainLog {
+  double mean_loss = 0;         ///< mean cross-entropy per example over the epoch
+  std::vector<double> losses;   ///< the loss of every step, in order (the history a plot needs)
+};
+
+/// @brief One epoch of training over `batches` (already on the model's device); returns the loss history.
+///
+/// For each batch: zero_grad, forward, cross_entropy (mean over the batch),
+/// backward, step. Keep the running total and the history as plain numbers
+/// (`loss.item<double>()`): a loss *tensor* kept after its step keeps that
+/// step's graph alive (and its own GPU memory), step after step.
+/// memory_allocated() must be the same at the start of every step after the first two.
+///
+/// PyTorch: `running += loss.item() * len(y); history.append(loss.item())`.
+TrainLog train_epoch(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     const std::vector<tiny::data::Batch>& batches);
+
+/// @brief What evaluate() measures.
+struct EvalResult {
+  double loss = 0;      ///< mean cross-entropy per example
+  double accuracy = 0;  ///< fraction of examples classified right, in [0, 1]
+};
+
+/// @brief The mean loss and the accuracy of `model` over `batches` (already on its device), recording no graph.
+///
+/// Under `tiny::NoGradGuard` (PyTorch's `with torch.no_grad():`) a forward pass
+/// keeps no activations for a backward that never comes: its peak memory is
+/// that of one layer at a time. Weight each batch's loss by its size.
+EvalResult evaluate(tiny::nn::Module& model, const std::vector<tiny::data::Batch>& batches);
+
+/// @brief One optimizer step on the whole batch (`inputs`, `targets`, on the
+/// GPU), computed `micro_batch` rows at a time (gradient accumulation);
+/// returns the batch's mean loss.
+///
+/// The batch's activations do not fit on the GPU at once; a micro-batch's do.
+/// zero_grad once, then for each slice of at most `micro_batch` rows (the last
+/// one may be shorter): forward, loss, backward of the loss scaled by
+/// slice size / batch size, so that the gradients add up to those of the mean
+/// loss over the whole batch; then one optimizer.step(). With equal slices that
+/// scale is 1 / number of micro-batches. Call backward() for each slice: its
+/// graph (the slice's activations) is freed at once.
+double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& inputs,
+                           const tiny::Tensor& targets, int64_t micro_batch);
+
+/// @brief The two figures of a GPU's caching allocator at one moment.
+struct MemoryReading {
+  size_t allocated = 0;  ///< bytes held by live tensors: tiny::cuda::memory_allocated
+  size_t reserved = 0;   ///< bytes the allocator holds from the device, live or cached: tiny::cuda::memory_reserved
+};
+
+/// @brief The readings of free_and_measure().
+struct FreeReport {
+  MemoryReading before;             ///< with `tensor` alive
+  MemoryReading after_free;         ///< once `tensor` is gone
+  MemoryReading after_empty_cache;  ///< after tiny::cuda::empty_cache()
+};
+
+/// @brief Frees `tensor` (the only handle to it; it lives on a GPU) and reads its
+/// device's memory before, after the free, and after empty_cache().
+///
+/// Read the figures of the tensor's own device (`tensor.device().index()`).
+/// A Tensor is a shared handle: its memory goes back to the allocator when the
+/// last handle goes (`tensor = tiny::Tensor();`, PyTorch's `del tensor`).
+FreeReport free_and_measure(tiny::Tensor tensor);
+
+}  // namespace lesson8

@@ -1,0 +1,122 @@
+# Committed wrong solutions of lesson 8: each must fail its check with its message.
+
+workbook_mistake(history_of_tensors CHECK memory_flat MESSAGE "or a history of tensors, `history.push_back(loss)`"
+  FIND [=[  int64_t examples = 0;
+  for (const Batch& batch : batches) {
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
+    const int64_t n = batch.target.size(0);
+    loss_sum += value * static_cast<double>(n);
+    examples += n;
+    log.losses.push_back(value);
+  }
+  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=]
+  REPLACE [=[  int64_t examples = 0;
+  std::vector<tiny::Tensor> history;
+  for (const Batch& batch : batches) {
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
+    const int64_t n = batch.target.size(0);
+    loss_sum += value * static_cast<double>(n);
+    examples += n;
+    history.push_back(loss);  // the tensor, and with it the step's graph
+  }
+  for (const tiny::Tensor& l : history) log.losses.push_back(l.item<double>());
+  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=])
+
+workbook_mistake(total_as_tensor CHECK memory_flat MESSAGE "That is a running total kept as a tensor, `total = total + loss`"
+  FIND [=[  double loss_sum = 0.0;  // a number, not a tensor: a tensor total would chain every step's graph
+  int64_t examples = 0;
+  for (const Batch& batch : batches) {
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
+    const int64_t n = batch.target.size(0);
+    loss_sum += value * static_cast<double>(n);
+    examples += n;
+    log.losses.push_back(value);
+  }
+  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=]
+  REPLACE [=[  tiny::Tensor loss_sum;
+  int64_t examples = 0;
+  for (const Batch& batch : batches) {
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    const double value = loss.item<double>();
+    const int64_t n = batch.target.size(0);
+    const tiny::Tensor term = loss * static_cast<double>(n);
+    loss_sum = loss_sum.defined() ? loss_sum + term : term;  // a tensor: its graph reaches back to every step
+    examples += n;
+    log.losses.push_back(value);
+  }
+  log.mean_loss = examples == 0 ? 0.0 : loss_sum.item<double>() / static_cast<double>(examples);]=])
+
+workbook_mistake(evaluate_without_no_grad CHECK evaluate MESSAGE "evaluate recorded an autograd graph"
+  FIND [=[  tiny::NoGradGuard no_grad;  // no backward() will come: keep no activations for it]=]
+  REPLACE [=[]=])
+
+workbook_mistake(evaluate_grad_mode_off CHECK evaluate MESSAGE "left gradient recording switched off"
+  FIND [=[  tiny::NoGradGuard no_grad;  // no backward() will come: keep no activations for it]=]
+  REPLACE [=[  tiny::set_grad_enabled(false);]=])
+
+workbook_mistake(accumulate_not_scaled CHECK accumulate_matches_big_batch MESSAGE "times too large"
+  FIND [=[    (loss * weight).backward();  // adds this slice's share to .grad and frees its graph now]=]
+  REPLACE [=[    loss.backward();]=])
+
+workbook_mistake(accumulate_zero_grad_inside CHECK accumulate_matches_big_batch MESSAGE "only the last micro-batch's gradient"
+  FIND [=[    const int64_t rows = std::min(micro_batch, total - start);  // the last slice may be shorter]=]
+  REPLACE [=[    optimizer.zero_grad();
+    const int64_t rows = std::min(micro_batch, total - start);  // the last slice may be shorter]=])
+
+workbook_mistake(accumulate_drops_partial CHECK accumulate_matches_big_batch MESSAGE "is missing from the update"
+  FIND [=[  for (int64_t start = 0; start < total; start += micro_batch) {]=]
+  REPLACE [=[  for (int64_t start = 0; start + micro_batch <= total; start += micro_batch) {]=])
+
+workbook_mistake(accumulate_divided_by_count CHECK accumulate_matches_big_batch MESSAGE "divided by the number of micro-batches"
+  FIND [=[    const double weight = static_cast<double>(rows) / static_cast<double>(total);]=]
+  REPLACE [=[    const double weight = 1.0 / static_cast<double>((total + micro_batch - 1) / micro_batch);]=])
+
+workbook_mistake(accumulate_backward_at_end CHECK accumulate_fits MESSAGE "keeps every micro-batch's graph"
+  FIND [=[  double loss_sum = 0.0;
+  for (int64_t start = 0; start < total; start += micro_batch) {
+    const int64_t rows = std::min(micro_batch, total - start);  // the last slice may be shorter
+    const tiny::Tensor loss = F::cross_entropy(model(inputs.narrow(0, start, rows)), targets.narrow(0, start, rows));
+    const double weight = static_cast<double>(rows) / static_cast<double>(total);
+    (loss * weight).backward();  // adds this slice's share to .grad and frees its graph now
+    loss_sum += loss.item<double>() * weight;
+  }]=]
+  REPLACE [=[  tiny::Tensor sum = tiny::zeros({}, tiny::TensorOptions().device(inputs.device()));
+  for (int64_t start = 0; start < total; start += micro_batch) {
+    const int64_t rows = std::min(micro_batch, total - start);
+    const tiny::Tensor loss = F::cross_entropy(model(inputs.narrow(0, start, rows)), targets.narrow(0, start, rows));
+    sum = sum + loss * (static_cast<double>(rows) / static_cast<double>(total));  // every slice's graph stays alive
+  }
+  sum.backward();
+  const double loss_sum = sum.item<double>();]=])
+
+workbook_mistake(accumulate_whole_batch CHECK accumulate_fits MESSAGE "the model got all 450 rows at once"
+  FIND [=[  for (int64_t start = 0; start < total; start += micro_batch) {]=]
+  REPLACE [=[  micro_batch = total;  // no slicing: the whole batch at once
+  for (int64_t start = 0; start < total; start += micro_batch) {]=])
+
+workbook_mistake(reserved_for_allocated CHECK free_and_measure MESSAGE "allocated and reserved are swapped"
+  FIND [=[    return MemoryReading{tiny::cuda::memory_allocated(device), tiny::cuda::memory_reserved(device)};]=]
+  REPLACE [=[    return MemoryReading{tiny::cuda::memory_reserved(device), tiny::cuda::memory_allocated(device)};]=])
+
+workbook_mistake(tensor_not_freed CHECK free_and_measure MESSAGE "the tensor is still alive"
+  FIND [=[  tensor = tiny::Tensor();  // the last handle: its block goes back to the allocator's cache]=]
+  REPLACE [=[]=])
+
+workbook_mistake(current_device_read CHECK free_and_measure MESSAGE "these are the figures of the other GPU"
+  FIND [=[  const int device = tensor.device().index();]=]
+  REPLACE [=[  const int device = tiny::cuda::current_device();]=])

@@ -1,0 +1,67 @@
+// Lesson 8's graded model, shared by the checker (which makes the initial
+// weights) and the glue (which loads them and watches the memory around each
+// forward pass of the student's loops).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tiny/tiny.h"
+
+namespace lesson8_checks {
+
+constexpr int64_t kFeatures = 128;
+constexpr int64_t kHidden = 1024;  // 4 KiB of activation per example: 256 rows fill the small pool's 1 MiB blocks
+constexpr int64_t kHidden2 = 128;   // every weight stays at or under 1 MiB (the small pool)
+constexpr int64_t kClasses = 10;
+
+/// @brief 128-1024-128-10 MLP that records, for every forward pass, the memory
+/// around it and a weak handle on the graph it made.
+struct ProbedMLP : tiny::nn::Module {
+  /// @brief What one forward pass saw.
+  struct Call {
+    bool grad_enabled = false;        ///< tiny::is_grad_enabled() during the pass
+    bool requires_grad = false;       ///< the output's requires_grad (a graph was recorded)
+    int64_t rows = 0;                 ///< examples in the input
+    size_t allocated_before = 0;      ///< memory_allocated at the start of the pass
+    size_t held_after = 0;            ///< memory_allocated after it, less the output and what was there before
+    size_t older_graphs_alive = 0;    ///< graphs of passes before the previous one still alive at its start
+    std::weak_ptr<tiny::autograd::Node> graph;  ///< the output's grad_fn, not kept alive
+  };
+
+  ProbedMLP() {
+    fc1 = register_module("fc1", std::make_shared<tiny::nn::Linear>(kFeatures, kHidden));
+    fc2 = register_module("fc2", std::make_shared<tiny::nn::Linear>(kHidden, kHidden2));
+    fc3 = register_module("fc3", std::make_shared<tiny::nn::Linear>(kHidden2, kClasses));
+  }
+
+  static size_t allocated(const tiny::Tensor& x) {
+    if (!x.device().is_cuda()) return 0;
+    tiny::cuda::synchronize(x.device().index());  // queued work may still hold tensors
+    return tiny::cuda::memory_allocated(x.device().index());
+  }
+
+  tiny::Tensor forward(const tiny::Tensor& x) override {
+    Call call;
+    call.grad_enabled = tiny::is_grad_enabled();
+    call.rows = x.size(0);
+    call.allocated_before = allocated(x);
+    for (size_t k = 0; k + 1 < calls.size(); ++k) call.older_graphs_alive += calls[k].graph.expired() ? 0 : 1;
+    tiny::Tensor h = tiny::relu((*fc1)(x));
+    h = tiny::relu((*fc2)(h));
+    tiny::Tensor y = (*fc3)(h);
+    h = tiny::Tensor();
+    call.requires_grad = y.requires_grad();
+    call.graph = y.grad_fn();
+    const size_t after = allocated(x), output = static_cast<size_t>(y.numel()) * 4;
+    call.held_after = after > call.allocated_before + output ? after - call.allocated_before - output : 0;
+    calls.push_back(call);
+    return y;
+  }
+  std::string name() const override { return "MLP"; }
+
+  std::shared_ptr<tiny::nn::Linear> fc1, fc2, fc3;
+  std::vector<Call> calls;
+};
+
+}  // namespace lesson8_checks
