@@ -365,3 +365,37 @@ TEST_F(CudaStreams, CopyBetweenGpusWaitsForTheDestinationsQueuedReaders) {
 }
 
 }  // namespace
+
+// As on CUDA: a tensor whose last handle goes while its kernels are still
+// queued gives its block back at once (memory_allocated falls at once), and
+// the next allocation on the same stream may take the block; the stream's
+// order keeps the new user behind the old kernels, so results stay right.
+TEST_F(CudaStreams, FreeingATensorWithQueuedKernelsReturnsItsBlockAtOnce) {
+  const Stream side(0);
+  const Tensor a = tiny::full({1024, 256}, 1.5f, tiny::TensorOptions().device(kGpu));
+  tiny::cuda::synchronize(0);
+  HeldStream held(side);
+  Tensor sum;
+  void* first = nullptr;
+  size_t before = 0;
+  {
+    StreamGuard guard(side);
+    before = tiny::cuda::memory_allocated(0);
+    Tensor doubled = a * 2.0;  // 1 MiB, queued behind the gate
+    first = block_address(doubled);
+    sum = doubled.sum();
+    EXPECT_GT(tiny::cuda::memory_allocated(0), before + (1u << 20) - 1);
+  }  // `doubled` is dropped here, its kernels still queued
+  EXPECT_FALSE(side.query());
+  EXPECT_LT(tiny::cuda::memory_allocated(0), before + (1u << 20)) << "the block waited for the queued kernels";
+  Tensor tripled;
+  {
+    StreamGuard guard(side);
+    tripled = a * 3.0;  // the same stream may reuse the block: it runs after the kernels before it
+  }
+  EXPECT_EQ(block_address(tripled), first);
+  held.open();
+  side.synchronize();  // the reads below are queued on the default stream
+  EXPECT_FLOAT_EQ(sum.item<float>(), 1024.0f * 256.0f * 3.0f);
+  EXPECT_FLOAT_EQ(tripled.cpu().max().item<float>(), 4.5f);
+}

@@ -33,9 +33,10 @@ struct Disarm {
 
 std::shared_ptr<tiny::nn::Sequential> mlp() {
   tiny::manual_seed(11);
-  return std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(64, 512),
-                                                std::make_shared<tiny::nn::ReLU>(),
-                                                std::make_shared<tiny::nn::Linear>(512, 10));
+  return std::make_shared<tiny::nn::Sequential>(
+      std::make_shared<tiny::nn::Linear>(64, 512), std::make_shared<tiny::nn::ReLU>(),
+      std::make_shared<tiny::nn::Linear>(512, 512), std::make_shared<tiny::nn::ReLU>(),
+      std::make_shared<tiny::nn::Linear>(512, 10));
 }
 
 std::vector<tiny::Tensor> cpu_copies(const std::vector<tiny::Tensor>& params) {

@@ -1,8 +1,8 @@
 // The emulated GPU's kernels are the CPU kernels, queued on the device's
 // current stream and run by its worker on the worker's view of device memory
-// (host code only ever sees a PROT_NONE address). Each wrapper captures its
-// tensors by value, so their memory lives until the queued work has run, as
-// the caching allocator's stream semantics require.
+// (host code only ever sees a PROT_NONE address). Each wrapper captures
+// worker views of its device tensors (see worker_view: they do not own the
+// memory, as a CUDA kernel's pointers do not) and its CPU tensors by value.
 #include "backend/cpu/kernels.h"
 #include "core/tensor_impl.h"
 #include "gpu/device_context.h"
@@ -14,13 +14,19 @@ namespace {
 
 gpu::EmulatedRuntime& emu() { return *gpu::emulated_runtime(); }
 
-// A CPU tensor over the worker's view of a device tensor's memory.
+// A CPU tensor over the worker's view of a device tensor's memory. It does
+// not own that memory: as on CUDA, a device tensor whose last handle goes
+// while its kernels are still queued returns its block to the caching
+// allocator at once (memory_allocated falls at once), and the stream order
+// keeps the block's next user behind those kernels. Use on another stream must
+// be declared with record_stream, as on a real GPU. CPU operands (a copy's
+// host side) are kept alive by the queued work.
 Tensor worker_view(const Tensor& t) {
   if (!t.defined() || t.is_cpu()) return t;
   const auto& storage = t.unsafe_impl()->storage;
   void* alias = storage->data == nullptr ? nullptr : emu().worker_address(storage->data);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(alias, storage->nbytes, Device(), storage);
+  impl->storage = std::make_shared<Storage>(alias, storage->nbytes, Device(), nullptr);
   impl->sizes = t.sizes();
   impl->strides = t.strides();
   impl->offset = t.storage_offset();
