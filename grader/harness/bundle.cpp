@@ -69,7 +69,7 @@ void Bundle::save(const fs::path& dir) const {
   const fs::path tmp = dir / "values.json.tmp";
   {
     std::ofstream out(tmp);
-    out << doc.dump(1) << "\n";
+    out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     TINY_CHECK(out.good(), IOError, "could not write ", tmp.string());
   }
   fs::rename(tmp, dir / "values.json");
@@ -91,15 +91,30 @@ Bundle Bundle::load(const fs::path& dir) {
   try {
     for (const auto& entry : list) {
       const std::string name = entry.at("name");
+      TINY_CHECK(b.infos_.count(name) == 0, IOError, path.string(), " lists the tensor '", name, "' twice");
       TensorInfo i;
       i.defined = entry.at("defined");
       if (i.defined) {
         i.device = entry.at("device");
         i.dtype = entry.at("dtype");
-        i.shape = entry.at("shape").get<std::vector<int64_t>>();
+        // Integers only: converting a JSON float such as 1e300 to int64_t is undefined behaviour.
+        for (const auto& d : entry.at("shape")) {
+          TINY_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, IOError, path.string(), ": the shape of '",
+                     name, "' must list non-negative integers, got ", d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+          i.shape.push_back(d.get<int64_t>());
+        }
         i.requires_grad = entry.at("requires_grad");
         i.is_pinned = entry.at("is_pinned");
-        b.tensors_[name] = tiny::io::load_npy((dir / entry.at("file").get<std::string>()).string());
+        // A plain file name inside the folder: never a path out of it, a device or a FIFO (which would hang).
+        const std::string file = entry.at("file");
+        TINY_CHECK(!file.empty() && file != "." && file != ".." && file.find('/') == std::string::npos &&
+                       fs::is_regular_file(dir / file),
+                   IOError, path.string(), ": the file of the tensor '", name,
+                   "' must be a .npy file inside the folder, got '", file, "'");
+        b.tensors_[name] = tiny::io::load_npy((dir / file).string());
+        TINY_CHECK(b.tensors_[name].sizes() == i.shape, IOError, path.string(), ": the tensor '", name,
+                   "' is recorded with shape ", tiny::shape_str(i.shape), " but ", file, " holds shape ",
+                   tiny::shape_str(b.tensors_[name].sizes()));
       }
       b.order_.push_back(name);
       b.infos_[name] = i;

@@ -18,6 +18,7 @@
 #include "recipe.h"
 #include "report.h"
 #include "stubs.h"
+#include "submission.h"
 #include "tiny/error.h"
 
 namespace fs = std::filesystem;
@@ -81,7 +82,7 @@ void save_state(const Recipe& recipe, const nlohmann::json& state) { spit(state_
 
 // ---------------------------------------------------------------- grading
 
-fs::path lessons_of(const fs::path& dir) { return fs::exists(dir / "lessons") ? dir / "lessons" : dir; }
+fs::path lessons_of(const fs::path& dir) { return submission_lessons_dir(dir); }
 
 std::vector<const Lesson*> pick(const Recipe& recipe, const std::vector<int>& numbers) {
   std::vector<const Lesson*> out;
@@ -151,10 +152,8 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const fs::path mine = out_dir / submissions[i].filename();
       fs::create_directories(mine);
-      const fs::path quiz = lessons_of(submissions[i]) / "quiz.txt";
-      std::string quiz_text;
-      if (fs::exists(quiz)) quiz_text = slurp(quiz);
-      spit(mine / "results.json", gradescope_results(all[i], seconds[i], options.seed, quiz_text).dump(2) + "\n");
+      const std::string quiz_text = read_quiz(lessons_of(submissions[i]));
+      spit(mine / "results.json", results_json_text(gradescope_results(all[i], seconds[i], options.seed, quiz_text)));
       std::ostringstream board;
       print_scoreboard(board, all[i], options.seed, false);
       spit(mine / "scoreboard.txt", board.str());
@@ -384,9 +383,8 @@ int main(int argc, char** argv) {
       }
       print_scoreboard(std::cout, results, options.seed, use_color());
       if (!json_file.empty()) {
-        std::string quiz;
-        if (fs::exists(lessons_dir / "quiz.txt")) quiz = slurp(lessons_dir / "quiz.txt");
-        spit(json_file, gradescope_results(results, seconds, options.seed, quiz).dump(2) + "\n");
+        const std::string quiz = read_quiz(lessons_dir);
+        spit(json_file, results_json_text(gradescope_results(results, seconds, options.seed, quiz)));
         std::cout << "results.json written to " << json_file << "\n";
       }
       if (!html_file.empty()) {

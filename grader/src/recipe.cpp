@@ -1,6 +1,9 @@
 #include "recipe.h"
 
+#include <algorithm>
 #include <fstream>
+#include <limits>
+#include <optional>
 
 #include "tiny/error.h"
 
@@ -9,6 +12,16 @@ namespace workbook {
 namespace fs = std::filesystem;
 
 namespace {
+// An integer field (or `fallback` when absent): a float, such as 1e300, would convert with undefined behaviour.
+int int_field(const nlohmann::json& obj, const char* key, const fs::path& file, std::optional<int> fallback = {}) {
+  if (fallback && obj.is_object() && !obj.contains(key)) return *fallback;
+  const nlohmann::json& v = obj.at(key);
+  TINY_CHECK(v.is_number_integer() && v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(),
+             IOError, file.string(), ": '", key, "' must be an integer, got ",
+             v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return v.get<int>();
+}
+
 nlohmann::json read_json(const fs::path& file, const std::string& what) {
   std::ifstream in(file);
   TINY_CHECK(in.good(), IOError, "cannot read ", what, " ", file.string());
@@ -35,7 +48,7 @@ Recipe Recipe::load(const fs::path& file) {
     r.link = doc.at("link").get<std::vector<std::string>>();
     for (const auto& entry : doc.at("lessons")) {
       Lesson l;
-      l.number = entry.at("number");
+      l.number = int_field(entry, "number", file);
       l.folder = entry.at("folder");
       l.glue = entry.at("glue").get<std::vector<std::string>>();
       l.reference = entry.at("reference").get<std::string>();
@@ -44,8 +57,8 @@ Recipe Recipe::load(const fs::path& file) {
       const fs::path meta_file = r.source_dir / "lessons" / l.folder / "lesson.json";
       const nlohmann::json meta = read_json(meta_file, "the lesson's metadata");
       l.title = meta.at("title");
-      l.minutes = meta.value("minutes", 0);
-      l.gpus_required = meta.value("requires", nlohmann::json::object()).value("gpus", 0);
+      l.minutes = int_field(meta, "minutes", meta_file, 0);
+      l.gpus_required = int_field(meta.value("requires", nlohmann::json::object()), "gpus", meta_file, 0);
       l.hints = meta.value("hints", std::vector<std::string>{});
       r.lessons.push_back(l);
     }

@@ -242,8 +242,10 @@ IdxFile read_idx(const std::string& path, int expected_dims) {
   for (int d = 0; d < dims; ++d) {
     const uint32_t n = big_endian_u32(bytes.data() + 4 + 4 * static_cast<size_t>(d));
     out.shape.push_back(static_cast<int64_t>(n));
-    expected *= n;
     shape_text += (d ? " x " : "") + std::to_string(n);
+    // A corrupt header can claim 2^64 bytes, which would wrap around to a small count that the data matches.
+    TINY_CHECK(!__builtin_mul_overflow(expected, static_cast<size_t>(n), &expected), IOError, "'", path,
+               "' is corrupt: its header's dimensions ", shape_text, "... multiply to more than 2^64 bytes");
   }
   const size_t present = bytes.size() - header;
   TINY_CHECK(present >= expected, IOError, "'", path, "' is truncated: its header promises ", shape_text, " = ",
