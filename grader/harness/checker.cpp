@@ -599,7 +599,7 @@ int checker_main(int argc, char** argv) {
                                {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
     }
     std::ofstream out(json_file);
-    out << doc.dump(1) << "\n";
+    out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out.good()) {
       std::fprintf(stderr, "%s: could not write %s\n", argv[0], json_file.c_str());
       return 1;

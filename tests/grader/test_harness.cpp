@@ -48,6 +48,18 @@ TEST(Bundle, RoundTripKeepsValuesAndTheFactsOfEachTensor) {
   fs::remove_all(dir);
 }
 
+// A student's exception message (or printed output) need not be UTF-8: it is
+// saved with the bad bytes replaced, never an exception that loses the results.
+TEST(Bundle, TextThatIsNotUtf8IsSavedWithTheBadBytesReplaced) {
+  const fs::path dir = fresh_dir("utf8");
+  Bundle b;
+  b.values["_message"] = std::string("bad byte \xff here");
+  ASSERT_NO_THROW(b.save(dir));
+  const Bundle c = Bundle::load(dir);
+  EXPECT_EQ(c.values["_message"].get<std::string>(), "bad byte \xef\xbf\xbd here");  // U+FFFD
+  fs::remove_all(dir);
+}
+
 TEST(Bundle, MissingOrDamagedFolderIsAnIOError) {
   const fs::path dir = fresh_dir("damaged");
   EXPECT_THROW(Bundle::load(dir), tiny::IOError);
