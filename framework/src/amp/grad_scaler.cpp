@@ -144,7 +144,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   for (auto& [key, grads] : grads_per_device) {
     const Device& device = devices.at(key);
     Tensor found_inf = zeros({1}, TensorOptions(kFloat32).device(device));
-    foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale.to(device, /*non_blocking=*/true));
+    // To another GPU the copy is queued; the CPU runs its kernel at once, so
+    // a CPU gradient waits for the scale's device (a non-blocking copy would
+    // race with it).
+    foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale.to(device, /*non_blocking=*/device.is_cuda()));
     state.found_inf_per_device[key] = found_inf;
   }
   state.stage = Stage::Unscaled;
