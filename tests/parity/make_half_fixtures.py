@@ -39,6 +39,19 @@ are checked against float64 references in test_half.cpp instead).
   cross_entropy       bf16  cross_entropy(x[8,5], target[8]), with backward
   linear              bf16  linear(x[16,32], w[24,32], b[24]), with backward
   mm                  bf16  a[33,70] @ b[70,20]
+
+autocast_mlp_bf16: a small MLP, forward under torch.autocast("cpu",
+dtype=torch.bfloat16), backward outside it, read by test_amp_parity.cpp:
+  inputs x f32[8,12], w1 f32[16,12], b1 f32[16], w2 f32[5,16], b2 f32[5], target i64[8]
+  with torch.autocast("cpu", dtype=torch.bfloat16):
+      out = F.linear(torch.relu(F.linear(x, w1, b1)), w2, b2)   # bfloat16 (linear is lower precision)
+      loss = F.cross_entropy(out, target)                        # float32 (cross_entropy is fp32)
+  loss.backward()
+  files: the inputs, out (bf16 as <u2), loss f32[], grad_w1, grad_b1, grad_w2, grad_b2 (float32: the
+  gradients come back through the casts to the float32 weights).
+  Only ops whose autocast policy torch 1.13's CPU lists share with tiny's
+  (linear, relu, cross_entropy) are used: 1.13's CPU lists leave softmax, sum,
+  exp... in bfloat16, where tiny follows the CUDA lists for both device types.
 """
 import os
 import shutil
@@ -168,6 +181,30 @@ def main():
                    ("b", lambda: torch.randn(24).to(bf16))],
                   lambda x, w, b: F.linear(x, w, b))
     case_binary("mm", lambda a, b: a @ b, bf, (33, 70), (70, 20))
+    autocast_mlp()
+
+
+def autocast_mlp():
+    case = "autocast_mlp_bf16"
+    seed(case)
+    x = torch.randn(8, 12)
+    w1 = (torch.randn(16, 12) / 12 ** 0.5).requires_grad_(True)
+    b1 = (torch.randn(16) * 0.1).requires_grad_(True)
+    w2 = (torch.randn(5, 16) / 4).requires_grad_(True)
+    b2 = (torch.randn(5) * 0.1).requires_grad_(True)
+    target = torch.randint(0, 5, (8,))
+    for name, t in [("x", x), ("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2), ("target", target)]:
+        save(case, name, t)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = F.linear(torch.relu(F.linear(x, w1, b1)), w2, b2)
+        loss = F.cross_entropy(out, target)
+    assert out.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    loss.backward()
+    save(case, "out", out)
+    save(case, "loss", loss)
+    for name, t in [("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2)]:
+        assert t.grad.dtype == torch.float32
+        save(case, "grad_" + name, t.grad)
 
 
 if __name__ == "__main__":

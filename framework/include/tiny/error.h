@@ -64,6 +64,13 @@ class OutOfMemoryError : public Error {
   using Error::Error;
 };
 
+/// @brief Misuse of a stateful API in the wrong order, such as GradScaler's unscale_() twice before update()
+/// (PyTorch raises these as `RuntimeError` with the same message).
+class RuntimeError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// @brief Thrown by the lesson stubs (`TINY_TODO`) and by features not built yet.
 class NotImplemented : public Error {
  public:

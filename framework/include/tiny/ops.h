@@ -182,6 +182,8 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 // ---- linear algebra --------------------------------------------------------
 /// @brief `a @ b` for 2-D matrices.
 Tensor mm(const Tensor& a, const Tensor& b);
+/// @brief Batched `a @ b` of [batch, m, k] and [batch, k, n] tensors (PyTorch's `torch.bmm`).
+Tensor bmm(const Tensor& a, const Tensor& b);
 /// @brief `a @ b` with PyTorch's rules: dot, matrix-vector, batched with broadcasting.
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// @brief `beta * bias + alpha * (a @ b)` (bias broadcast to the result).

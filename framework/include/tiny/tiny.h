@@ -2,6 +2,7 @@
 /// @brief Everything of `tiny` in one include (PyTorch's `#include <torch/torch.h>`).
 #pragma once
 
+#include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/cuda.h"
 #include "tiny/data/data.h"

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "amp/autocast_policy.h"
 #include "tiny/ops.h"
 
 namespace tiny::autograd {
@@ -34,6 +35,10 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grad_outputs) {
   for (const SavedTensor& s : saved_) saved.push_back(s.unpack(name_));
   BackwardArgs args{grad_outputs, saved, {}};
   for (const Edge& e : next_edges()) args.needs.push_back(e.is_valid());
+  // A formula runs in its forward's dtypes even under an enabled autocast
+  // guard (PyTorch's backward ops run in the dtype of their forward). Only the
+  // casts are off: hooks, which run outside formulas, see the user's state.
+  amp::detail::BackwardFormulaGuard in_formula;
   return fn_(args);
 }
 

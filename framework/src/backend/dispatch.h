@@ -77,6 +77,16 @@ using SgdStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor
 using AdamStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                             const Tensor& max_exp_avg_sq, const kernels::AdamParams& params);
 
+// Mixed precision (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every
+// grad (contiguous, floating, on one device) *= inv_scale[0] in place, and
+// found_inf[0] = 1 when any element was inf or NaN (never reset to 0). The
+// scalars are float32 [1] tensors on the grads' device, read by the kernel.
+using NonFiniteCheckAndUnscaleFn = void (*)(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                            const Tensor& inv_scale);
+// PyTorch's _amp_update_scale_ on scale (float32 [1]), growth_tracker (int64 [1]), found_inf (float32 [1]).
+using UpdateScaleFn = void (*)(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                               double growth_factor, double backoff_factor, int64_t growth_interval);
+
 extern DispatchStub<UnaryFn> unary_stub;
 extern DispatchStub<BinaryFn> binary_stub;
 extern DispatchStub<IterFn> where_stub;
@@ -95,6 +105,8 @@ extern DispatchStub<EmbeddingFn> embedding_stub;
 extern DispatchStub<EmbeddingBackwardFn> embedding_backward_stub;
 extern DispatchStub<SgdStepFn> sgd_step_stub;
 extern DispatchStub<AdamStepFn> adam_step_stub;
+extern DispatchStub<NonFiniteCheckAndUnscaleFn> non_finite_check_and_unscale_stub;
+extern DispatchStub<UpdateScaleFn> update_scale_stub;
 
 // Filled by each backend.
 void register_cpu_kernels();

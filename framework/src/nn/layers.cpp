@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "amp/autocast_policy.h"
 #include "tiny/autograd.h"
 #include "tiny/nn/nn.h"
 #include "tiny/ops.h"
@@ -175,8 +176,11 @@ Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
 
 namespace tiny::nn::functional {
 
-Tensor layer_norm(const Tensor& x, const IntArrayRef& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& x_in, const IntArrayRef& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  // In autocast's float32 list: statistics of 16-bit activations are taken in float32.
+  const Tensor x = amp::detail::upcast(x_in), weight = amp::detail::upcast(weight_in),
+               bias = amp::detail::upcast(bias_in);
   const auto k = static_cast<int64_t>(normalized_shape.size());
   bool fits = k >= 1 && x.dim() >= k;
   for (int64_t i = 0; fits && i < k; ++i) fits = x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)];

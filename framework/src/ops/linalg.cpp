@@ -1,6 +1,7 @@
 // Matrix products. Tensors are row-major; the GEMM stub takes cuBLAS's
 // column-major arguments, so C = A @ B is computed as C^T = B^T @ A^T, and a
 // transposed view is passed as a transpose flag rather than copied.
+#include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
 
 namespace tiny {
@@ -56,7 +57,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
 }
 
 // Batched product of [batch, m, k] and [batch, k, n] (batch strides may be 0).
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm_impl(const Tensor& a, const Tensor& b) {
   const int64_t batch = a.size(0), m = a.size(1), n = b.size(2);
   Tensor out = make_tensor({batch, m, n}, a.dtype(), a.device());
   {
@@ -68,8 +69,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
       const Tensor& g = args.grad();
       const Tensor& x = args.saved[0];
       const Tensor& y = args.saved[1];
-      return std::vector<Tensor>{args.needs[0] ? bmm(g, y.transpose(1, 2)) : Tensor(),
-                                 args.needs[1] ? bmm(x.transpose(1, 2), g) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? bmm_impl(g, y.transpose(1, 2)) : Tensor(),
+                                 args.needs[1] ? bmm_impl(x.transpose(1, 2), g) : Tensor()};
     });
   }
   return out;
@@ -92,7 +93,8 @@ Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
 
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   check_mm(a, b, "mm");
   Tensor out = make_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
   gemm_into(out, a, b, 1.0, 0.0);
@@ -106,7 +108,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, const Scalar& beta, const Scalar& alpha) {
+  const Tensor bias = amp::detail::lower(bias_in), a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   check_mm(a, b, "addmm");
   ops::check_same_device(bias, a, "addmm");
   const IntArrayRef shape{a.size(0), b.size(1)};
@@ -136,7 +139,24 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
+  TINY_CHECK(a.dim() == 3, ShapeError, "batch1 must be a 3D tensor, got a ", a.dim(), "-D tensor of shape ",
+             shape_str(a.sizes()));
+  TINY_CHECK(b.dim() == 3, ShapeError, "batch2 must be a 3D tensor, got a ", b.dim(), "-D tensor of shape ",
+             shape_str(b.sizes()));
+  TINY_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2), ShapeError,
+             "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0), ", ", a.size(2),
+             "] but got: [", b.size(0), ", ", b.size(1), "].");
+  TINY_CHECK(a.dtype() == b.dtype(), DtypeError, "expected scalar type ", dtype_name(a.dtype()),
+             " but found ", dtype_name(b.dtype()), " (convert one: b.to(a.dtype()))");
+  TINY_CHECK(a.dtype() != kBool, DtypeError, "\"bmm\" not implemented for 'bool'");
+  ops::check_same_device(a, b, "bmm");
+  return bmm_impl(a, b);
+}
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   TINY_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "both arguments to matmul need to be at least 1D, but they are ",
              a.dim(), "D and ", b.dim(), "D");
   if (a.dim() == 1 && b.dim() == 1) {
@@ -166,7 +186,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   IntArrayRef xs = batch, ys = batch;
   xs.insert(xs.end(), {m, k});
   ys.insert(ys.end(), {k, n});
-  Tensor out = bmm(x.expand(xs).reshape({count, m, k}), y.expand(ys).reshape({count, k, n}));
+  Tensor out = bmm_impl(x.expand(xs).reshape({count, m, k}), y.expand(ys).reshape({count, k, n}));
   IntArrayRef out_shape = batch;
   if (a.dim() > 1) out_shape.push_back(m);
   if (b.dim() > 1) out_shape.push_back(n);

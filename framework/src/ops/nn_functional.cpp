@@ -1,4 +1,5 @@
 // tiny::nn::functional: softmax, dropout, linear and the losses.
+#include "amp/autocast_policy.h"
 #include "kernels/philox.h"
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
@@ -42,10 +43,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(amp::detail::upcast(x), dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(amp::detail::upcast(x), dim, true); }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = amp::detail::lower(x_in), weight = amp::detail::lower(weight_in),
+               bias = amp::detail::lower(bias_in);
   TINY_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
              shape_str(weight.sizes()));
   TINY_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
@@ -136,7 +139,8 @@ Tensor masked_mean(const Tensor& losses, const Tensor& target, int64_t ignore_in
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  const Tensor log_probs = amp::detail::upcast(log_probs_in);
   check_class_input(log_probs, target, "nll_loss");
   const bool single = log_probs.dim() == 1;
   Tensor lp = single ? log_probs.unsqueeze(0) : log_probs;
@@ -147,7 +151,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return reduce_loss(losses, reduction);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& options) {
+  const Tensor logits = amp::detail::upcast(logits_in);
   check_class_input(logits, target, "cross_entropy");
   TINY_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, ValueError,
              "label_smoothing must be between 0.0 and 1.0. Got: ", options.label_smoothing);
@@ -169,7 +174,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   return reduce_loss(losses, options.reduction);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const Tensor input = amp::detail::upcast(input_in), target = amp::detail::upcast(target_in);
   TINY_CHECK(input.sizes() == target.sizes(), ShapeError, "mse_loss: input shape ", shape_str(input.sizes()),
              " and target shape ", shape_str(target.sizes()), " differ; broadcasting them silently gives wrong "
              "results, so reshape one (e.g. target.view({-1, 1}))");

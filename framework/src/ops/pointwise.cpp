@@ -1,6 +1,7 @@
 // Pointwise math with broadcasting, and its gradients.
 #include <cmath>
 
+#include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
 
 namespace tiny {
@@ -175,7 +176,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = amp::detail::upcast(a_in), b = amp::detail::upcast(b_in);
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Pow, result_type(a, b));
   if (should_record({a, b})) {
     record("PowBackward1", {a, b}, {out}, {save(a), save(b), save_output(out)}, [](const BackwardArgs& args) {
@@ -344,7 +346,8 @@ Tensor operator/(const Scalar& s, const Tensor& a) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Scalar& exponent) {
+Tensor pow(const Tensor& a_in, const Scalar& exponent) {
+  const Tensor a = amp::detail::upcast(a_in);
   const Dtype dtype = ops::result_type(a, exponent);
   TINY_CHECK(is_floating_point(dtype) || exponent.to_int64() >= 0, ValueError,
              "Integers to negative integer powers are not allowed (exponent ", exponent.to_int64(),
@@ -373,7 +376,8 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
   Tensor out = ops::unary_kernel(as_floating(a), UnaryKind::Exp);
   if (should_record({a})) {
     record("ExpBackward0", {a}, {out}, {save_output(out)},
@@ -382,7 +386,8 @@ Tensor exp(const Tensor& a) {
   return out;
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
   Tensor x = as_floating(a);
   Tensor out = ops::unary_kernel(x, UnaryKind::Log);
   if (should_record({a})) {

@@ -1,6 +1,7 @@
 // sum, mean, max, min, argmax, argmin, and their gradients.
 #include <algorithm>
 
+#include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
 
 namespace tiny {
@@ -61,7 +62,8 @@ Dtype sum_dtype(Dtype d) { return is_floating_point(d) ? d : kInt64; }
 
 }  // namespace
 
-Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
+Tensor sum(const Tensor& a_in, const IntArrayRef& dims, bool keepdim) {
+  const Tensor a = amp::detail::upcast(a_in);
   const std::vector<bool> mask = reduced_mask(a, dims);
   Tensor out = reduce(a, mask, keepdim, ReduceKind::Sum, sum_dtype(a.dtype()));
   if (should_record({a})) {
@@ -74,7 +76,8 @@ Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   return out;
 }
 
-Tensor sum(const Tensor& a) {
+Tensor sum(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -89,7 +92,8 @@ Tensor sum(const Tensor& a) {
   return out;
 }
 
-Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
+Tensor mean(const Tensor& a_in, const IntArrayRef& dims, bool keepdim) {
+  const Tensor a = amp::detail::upcast(a_in);
   TINY_CHECK(a.is_floating_point(), DtypeError, "mean(): could not infer output dtype. Input dtype must be either a "
              "floating point or complex dtype. Got: ", dtype_name(a.dtype()), " (convert first: x.to(tiny::kFloat32))");
   const std::vector<bool> mask = reduced_mask(a, dims);
@@ -124,7 +128,8 @@ Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim) {
   return out;
 }
 
-Tensor mean(const Tensor& a) {
+Tensor mean(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
   Tensor out;
   {
     NoGradGuard no_grad;

@@ -25,5 +25,6 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
 // Families whose kernels live in their own files register themselves.
 void register_embedding_kernels();  // embedding_kernels.cpp
 void register_optimizer_kernels();  // optimizer_kernels.cpp
+void register_amp_kernels();        // amp_kernels.cpp
 
 }  // namespace tiny::cpu

@@ -20,6 +20,7 @@ void register_cpu_kernels() {
   random_stub.table[cpu] = &cpu::random_kernel;
   cpu::register_embedding_kernels();
   cpu::register_optimizer_kernels();
+  cpu::register_amp_kernels();
 }
 
 }  // namespace tiny

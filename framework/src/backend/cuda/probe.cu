@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/probe.h"
+#include "kernels/amp_ops.h"
 #include "kernels/offset_calculator.h"
 #include "kernels/philox.h"
 #include "kernels/pointwise_ops.h"
@@ -66,6 +67,28 @@ __global__ void strided_sum_reduced(float* out, const T* in, kernels::OffsetCalc
   atomicAdd(out, op.project(acc));
 }
 
+// GradScaler's fused unscale + inf/NaN check (the CPU driver is
+// backend/cpu/amp_kernels.cpp): each thread folds its elements' flags with
+// FoundInfOp and writes found_inf only if it found one (every writer writes 1).
+template <typename T>
+__global__ void non_finite_check_and_unscale(T* grad, int64_t n, float* found_inf, const float* inv_scale) {
+  const kernels::UnscaleOp<float> op{*inv_scale};
+  const kernels::FoundInfOp reduce;
+  float flag = reduce.identity();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    float v = static_cast<float>(grad[i]);
+    flag = reduce.combine(flag, op(v));
+    grad[i] = static_cast<T>(v);
+  }
+  if (flag > 0.0f) *found_inf = 1.0f;
+}
+
+__global__ void update_scale(float* scale, int64_t* growth_tracker, const float* found_inf, double growth_factor,
+                             double backoff_factor, int64_t growth_interval) {
+  kernels::update_scale(*scale, *growth_tracker, *found_inf, growth_factor, backoff_factor, growth_interval);
+}
+
 }  // namespace
 
 // Never called: taking the kernels' addresses makes nvcc compile them.
@@ -80,6 +103,10 @@ void instantiate_kernels() {
   (void)&strided_sum_reduced<BFloat16>;
   (void)&philox_uniform;
   (void)&strided_sum;
+  (void)&non_finite_check_and_unscale<float>;
+  (void)&non_finite_check_and_unscale<Half>;
+  (void)&non_finite_check_and_unscale<BFloat16>;
+  (void)&update_scale;
 }
 
 }  // namespace tiny::cuda_backend

@@ -165,6 +165,24 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
           vx = worker_view(vmax), p] { fn(pa, g, m1, v1, vx, p); });
 }
 
+void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                  const Tensor& inv_scale) {
+  const auto fn = non_finite_check_and_unscale_stub.table[static_cast<int>(Backend::CPU)];
+  std::vector<Tensor> views;
+  views.reserve(grads.size());
+  for (const Tensor& g : grads) views.push_back(worker_view(g));
+  launch(device_index(found_inf), "_amp_foreach_non_finite_check_and_unscale_",
+         [fn, gs = std::move(views), f = worker_view(found_inf), s = worker_view(inv_scale)] { fn(gs, f, s); });
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                  double backoff_factor, int64_t growth_interval) {
+  const auto fn = update_scale_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(scale), "_amp_update_scale_",
+         [fn, s = worker_view(scale), t = worker_view(growth_tracker), f = worker_view(found_inf), growth_factor,
+          backoff_factor, growth_interval] { fn(s, t, f, growth_factor, backoff_factor, growth_interval); });
+}
+
 }  // namespace
 
 // Registration never touches the emulator itself (it is created on first
@@ -189,6 +207,8 @@ void register_emulated_kernels() {
   embedding_backward_stub.table[emulated] = &embedding_backward;
   sgd_step_stub.table[emulated] = &sgd_step;
   adam_step_stub.table[emulated] = &adam_step;
+  non_finite_check_and_unscale_stub.table[emulated] = &non_finite_check_and_unscale;
+  update_scale_stub.table[emulated] = &update_scale;
 }
 
 }  // namespace tiny

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "autograd/function.h"
+#include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/cuda.h"
 #include "tiny/nn/parallel/comm.h"
@@ -148,6 +149,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
              "parallel_apply: expected as many replicas, inputs and devices, got ", replicas.size(), ", ",
              inputs.size(), " and ", devices.size());
   const ThreadLocalState state = ThreadLocalState::capture();
+  const amp::AutocastState autocast_state = amp::current_state();
   // Each replica works on the stream that is current on its device in the
   // caller's thread, so the gather that follows (queued by the caller on that
   // stream) sees its results, as PyTorch's parallel_apply does.
@@ -158,6 +160,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   auto run = [&](size_t i) {
     try {
       ThreadLocalStateGuard carry(state);      // grad mode (and the caller's current device)
+      amp::StateGuard carry_autocast(autocast_state);  // a forward under autocast runs under it in every replica
       cuda::StreamGuard on_device(streams[i]);  // then the replica's device and stream
       outputs[i] = replicas[i]->forward(inputs[i]);
     } catch (...) {

@@ -1,0 +1,64 @@
+// CPU drivers of the mixed-precision kernels (kernels/amp_ops.h). The emulated
+// GPU queues these same functions on its streams (backend/emulated/kernels.cpp).
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/loops.h"
+#include "backend/dtype_dispatch.h"
+#include "core/tensor_impl.h"
+#include "kernels/amp_ops.h"
+#include "runtime/thread_pool.h"
+
+namespace tiny::cpu {
+namespace {
+
+template <typename T>
+T* data_of(const Tensor& t) {
+  return reinterpret_cast<T*>(t.unsafe_impl()->data());
+}
+
+// Every grad is contiguous (the op layer makes sure). inv_scale and found_inf
+// are read and written here, by the "device", never by the host that queued it.
+void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                         const Tensor& inv_scale) {
+  const float inv = *data_of<float>(inv_scale);
+  const kernels::FoundInfOp reduce;
+  float found = reduce.identity();
+  for (const Tensor& grad : grads) {
+    const int64_t n = grad.numel();
+    if (n == 0) continue;
+    std::vector<float> chunk_flags(static_cast<size_t>(runtime::num_chunks(0, n, kPointwiseGrain)), reduce.identity());
+    TINY_DISPATCH_FLOATING(grad.dtype(), "_amp_foreach_non_finite_check_and_unscale_", [&] {
+      const kernels::UnscaleOp<opmath_t> op{static_cast<opmath_t>(inv)};
+      scalar_t* p = data_of<scalar_t>(grad);
+      runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+        float flag = reduce.identity();
+        for (int64_t i = begin; i < end; ++i) {
+          opmath_t v = p[i];
+          flag = reduce.combine(flag, op(v));
+          p[i] = static_cast<scalar_t>(v);
+        }
+        chunk_flags[static_cast<size_t>(begin / kPointwiseGrain)] = flag;
+      });
+    });
+    for (float f : chunk_flags) found = reduce.combine(found, f);
+  }
+  float* out = data_of<float>(found_inf);
+  *out = reduce.combine(*out, found);  // sets 1.0, never clears an earlier 1.0
+}
+
+void update_scale_kernel(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                         double growth_factor, double backoff_factor, int64_t growth_interval) {
+  kernels::update_scale(*data_of<float>(scale), *data_of<int64_t>(growth_tracker), *data_of<float>(found_inf),
+                        growth_factor, backoff_factor, growth_interval);
+}
+
+}  // namespace
+
+void register_amp_kernels() {
+  constexpr int cpu = static_cast<int>(Backend::CPU);
+  non_finite_check_and_unscale_stub.table[cpu] = &non_finite_check_and_unscale_kernel;
+  update_scale_stub.table[cpu] = &update_scale_kernel;
+}
+
+}  // namespace tiny::cpu
