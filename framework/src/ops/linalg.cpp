@@ -93,6 +93,7 @@ Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  TINY_OP_SCOPE("mm");
   check_mm(a, b, "mm");
   Tensor out = make_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
   gemm_into(out, a, b, 1.0, 0.0);
@@ -107,6 +108,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  TINY_OP_SCOPE("addmm");
   check_mm(a, b, "addmm");
   ops::check_same_device(bias, a, "addmm");
   const IntArrayRef shape{a.size(0), b.size(1)};
@@ -137,6 +139,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  TINY_OP_SCOPE("matmul");
   TINY_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "both arguments to matmul need to be at least 1D, but they are ",
              a.dim(), "D and ", b.dim(), "D");
   if (a.dim() == 1 && b.dim() == 1) {

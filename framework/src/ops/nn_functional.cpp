@@ -20,6 +20,7 @@ namespace {
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
+  TINY_OP_SCOPE(name);
   TINY_CHECK(x.is_floating_point(), DtypeError, "\"", name, "\" not implemented for '", dtype_name(x.dtype()),
              "' (convert to float first: x.to(tiny::kFloat32))");
   const int64_t d = wrap_dim(dim, x.dim());
@@ -46,6 +47,7 @@ Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  TINY_OP_SCOPE("linear");
   TINY_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
              shape_str(weight.sizes()));
   TINY_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
@@ -57,6 +59,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator> generator) {
+  TINY_OP_SCOPE("dropout");
   TINY_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
@@ -137,6 +140,7 @@ Tensor masked_mean(const Tensor& losses, const Tensor& target, int64_t ignore_in
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  TINY_OP_SCOPE("nll_loss");
   check_class_input(log_probs, target, "nll_loss");
   const bool single = log_probs.dim() == 1;
   Tensor lp = single ? log_probs.unsqueeze(0) : log_probs;
@@ -148,6 +152,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  TINY_OP_SCOPE("cross_entropy");
   check_class_input(logits, target, "cross_entropy");
   TINY_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, ValueError,
              "label_smoothing must be between 0.0 and 1.0. Got: ", options.label_smoothing);
@@ -170,6 +175,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  TINY_OP_SCOPE("mse_loss");
   TINY_CHECK(input.sizes() == target.sizes(), ShapeError, "mse_loss: input shape ", shape_str(input.sizes()),
              " and target shape ", shape_str(target.sizes()), " differ; broadcasting them silently gives wrong "
              "results, so reshape one (e.g. target.view({-1, 1}))");
