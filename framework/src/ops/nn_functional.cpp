@@ -47,9 +47,9 @@ Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  TINY_OP_SCOPE("linear");
   TINY_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
              shape_str(weight.sizes()));
+  TINY_OP_SCOPE("linear");
   TINY_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x", x.dim() >= 1 ? x.size(-1) : 0,
              " and ", weight.size(1), "x", weight.size(0), ")");
@@ -140,8 +140,8 @@ Tensor masked_mean(const Tensor& losses, const Tensor& target, int64_t ignore_in
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  TINY_OP_SCOPE("nll_loss");
   check_class_input(log_probs, target, "nll_loss");
+  TINY_OP_SCOPE("nll_loss");
   const bool single = log_probs.dim() == 1;
   Tensor lp = single ? log_probs.unsqueeze(0) : log_probs;
   Tensor t = single ? target.reshape({1}) : target;
@@ -152,8 +152,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  TINY_OP_SCOPE("cross_entropy");
   check_class_input(logits, target, "cross_entropy");
+  TINY_OP_SCOPE("cross_entropy");
   TINY_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, ValueError,
              "label_smoothing must be between 0.0 and 1.0. Got: ", options.label_smoothing);
   const bool single = logits.dim() == 1;
@@ -175,10 +175,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  TINY_OP_SCOPE("mse_loss");
   TINY_CHECK(input.sizes() == target.sizes(), ShapeError, "mse_loss: input shape ", shape_str(input.sizes()),
              " and target shape ", shape_str(target.sizes()), " differ; broadcasting them silently gives wrong "
              "results, so reshape one (e.g. target.view({-1, 1}))");
+  TINY_OP_SCOPE("mse_loss");
   Tensor diff = input - target;
   return reduce_loss(diff * diff, reduction);
 }
