@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tiny/device.h"
+#include "tiny/memory.h"
 
 namespace tiny {
 class Tensor;
@@ -79,6 +80,8 @@ void reset_peak_memory_stats(int index = -1);
 /// @brief Gives cached, unused memory back to the device, after synchronizing (`torch.cuda.empty_cache`).
 void empty_cache();
 /// @brief A readable table of the allocator's statistics (`torch.cuda.memory_summary`).
+///
+/// For which op holds the memory, see memory_snapshot_summary() (tiny/memory.h).
 std::string memory_summary(int index = -1);
 
 /// @brief What a device has done since start or reset_device_counters: the

@@ -24,3 +24,4 @@
 #include "tiny/serialize.h"
 #include "tiny/state_dict.h"
 #include "tiny/tensor.h"
+#include "tiny/utils/checkpoint.h"

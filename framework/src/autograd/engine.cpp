@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "autograd/function.h"
+#include "core/op_scope.h"
 #include "tiny/cuda.h"
 #include "tiny/ops.h"
 
@@ -186,11 +187,13 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& tensors, const
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, bool retain_graph) {
+  TINY_OP_SCOPE("backward");
   execute(tensors, default_root_grads(tensors, grad_tensors), retain_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  TINY_OP_SCOPE("backward");
   std::map<CaptureKey, Tensor> captures;
   std::vector<CaptureKey> keys;
   for (size_t i = 0; i < inputs.size(); ++i) {

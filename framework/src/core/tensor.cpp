@@ -178,6 +178,7 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
 }  // namespace
 
 Tensor Tensor::clone() const {
+  TINY_OP_SCOPE("clone");
   Tensor out = make_tensor(sizes(), dtype(), device());
   {
     NoGradGuard no_grad;
@@ -197,6 +198,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(Dtype target) const {
   if (dtype() == target) return *this;
+  TINY_OP_SCOPE("to");
   Tensor out = make_tensor(sizes(), target, device());
   {
     NoGradGuard no_grad;
@@ -215,6 +217,7 @@ Tensor Tensor::to(const Device& target, bool non_blocking) const {
   checked(impl_);
   const Device dst_device = canonical_device(target);
   if (dst_device == device()) return *this;
+  TINY_OP_SCOPE("to");
   Tensor src;
   {
     NoGradGuard no_grad;

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "core/op_scope.h"
 #include "runtime/cpu_allocator.h"  // format_bytes
 #include "tiny/error.h"
 
@@ -27,6 +28,7 @@ struct CachingAllocator::Block {
   Block* prev = nullptr;      // neighbours in the same segment
   Block* next = nullptr;
   std::vector<Stream> stream_uses;  // streams added by record_stream
+  const char* op = nullptr;   // the op that allocated it (while allocated or pending); a literal
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
   // In its pool: neither handed out nor waiting for events.
@@ -40,6 +42,8 @@ bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) co
   return std::make_tuple(a->stream.device, a->stream.id, a->size, reinterpret_cast<uintptr_t>(a->ptr)) <
          std::make_tuple(b->stream.device, b->stream.id, b->size, reinterpret_cast<uintptr_t>(b->ptr));
 }
+
+using Kind = cuda::MemoryTimeline::Recording::Kind;
 
 namespace {
 
@@ -146,6 +150,8 @@ void* CachingAllocator::allocate(size_t nbytes, Stream stream) {
   update(stats_.active, small, 1);
   update(stats_.active_bytes, small, static_cast<int64_t>(block->size));
   update(stats_.requested_bytes, small, static_cast<int64_t>(nbytes));
+  block->op = detail::current_op();
+  trace(Kind::kAlloc, block->size, block->op);
   return block->ptr;
 }
 
@@ -162,6 +168,7 @@ void CachingAllocator::free(void* ptr) {
   update(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
   update(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
   block->requested = 0;
+  trace(Kind::kFree, block->size, block->op);
 
   if (block->stream_uses.empty()) {
     // Work queued later on the block's own stream runs after its earlier
@@ -233,6 +240,7 @@ CachingAllocator::Block* CachingAllocator::alloc_segment(size_t size, bool small
   segments_.emplace(ptr, size);
   update(stats_.segment, small, 1);
   update(stats_.reserved_bytes, small, static_cast<int64_t>(size));
+  trace(Kind::kSegmentAlloc, size, detail::current_op());
   Block* block = new Block;
   block->ptr = ptr;
   block->size = size;
@@ -264,6 +272,7 @@ void CachingAllocator::pool_erase(Block* block) {
 // Returns a block that is no longer in use to its pool, merged with the free
 // neighbours of its segment.
 void CachingAllocator::free_block(Block* block) {
+  block->op = nullptr;
   update(stats_.active, block->small, -1);
   update(stats_.active_bytes, block->small, -static_cast<int64_t>(block->size));
   if (block->prev != nullptr && block->prev->is_free()) merge_into(block, block->prev);
@@ -304,6 +313,7 @@ void CachingAllocator::release_segment(Block* block) {
   ++stats_.num_device_free;
   update(stats_.segment, block->small, -1);
   update(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+  trace(Kind::kSegmentFree, block->size, detail::current_op());
   delete block;
 }
 
@@ -351,6 +361,7 @@ Event CachingAllocator::get_event(int device) {
 
 void CachingAllocator::throw_oom(size_t alloc_size) {
   ++stats_.num_ooms;
+  trace(Kind::kOom, alloc_size, detail::current_op());
   const size_t total = runtime_.properties(device_).total_memory;
   const size_t free_bytes = runtime_.free_memory(device_);
   const auto allocated = static_cast<uint64_t>(stats_.allocated_bytes[kAggregatePool].current);
@@ -423,6 +434,75 @@ size_t CachingAllocator::allocation_size(void* ptr) const {
 size_t CachingAllocator::num_segments() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return segments_.size();
+}
+
+std::vector<cuda::SegmentInfo> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Every Block is in a pool, in allocated_, or waiting for events; a
+  // segment's first block starts at the segment's base, the rest follow
+  // through `next`.
+  std::unordered_map<void*, const Block*> first_blocks;
+  auto consider = [&](const Block* block) {
+    if (block->prev == nullptr) first_blocks.emplace(block->ptr, block);
+  };
+  for (const Block* block : small_blocks_) consider(block);
+  for (const Block* block : large_blocks_) consider(block);
+  for (const auto& [ptr, block] : allocated_) consider(block);
+  for (const PendingEvent& pending : pending_events_) consider(pending.block);
+
+  std::vector<cuda::SegmentInfo> segments;
+  for (const auto& [base, size] : segments_) {
+    auto it = first_blocks.find(base);
+    TINY_CHECK(it != first_blocks.end(), Error, "internal: caching allocator of cuda:", device_, " lost segment ",
+               base);
+    const Block* first = it->second;
+    cuda::SegmentInfo segment;
+    segment.device = device_;
+    segment.address = reinterpret_cast<uintptr_t>(base);
+    segment.total_size = size;
+    segment.stream = first->stream.id;
+    segment.segment_type = first->small ? "small" : "large";
+    for (const Block* block = first; block != nullptr; block = block->next) {
+      cuda::BlockInfo info;
+      info.address = reinterpret_cast<uintptr_t>(block->ptr);
+      info.size = block->size;
+      info.requested_size = block->requested;
+      info.stream = block->stream.id;
+      if (block->allocated) {
+        info.state = "active_allocated";
+        segment.allocated_size += block->size;
+        segment.active_size += block->size;
+        segment.requested_size += block->requested;
+      } else if (block->event_count > 0) {
+        info.state = "active_pending_free";
+        segment.active_size += block->size;
+      } else {
+        info.state = "inactive";
+      }
+      if (block->op != nullptr) info.op = block->op;
+      segment.blocks.push_back(std::move(info));
+    }
+    segments.push_back(std::move(segment));
+  }
+  return segments;
+}
+
+void CachingAllocator::attach_timeline(std::shared_ptr<cuda::MemoryTimeline::Recording> recording) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TINY_CHECK(timeline_ == nullptr, Error, "a MemoryTimeline is already recording cuda:", device_,
+             "; stop() it before starting another one");
+  timeline_ = std::move(recording);
+  trace(Kind::kStart, 0, "");
+}
+
+void CachingAllocator::detach_timeline(const cuda::MemoryTimeline::Recording* recording) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (timeline_.get() == recording) timeline_ = nullptr;
+}
+
+void CachingAllocator::trace_slow(Kind kind, size_t bytes, const char* op) {
+  timeline_->add(kind, stats_.allocated_bytes[kAggregatePool].current, stats_.reserved_bytes[kAggregatePool].current,
+                 static_cast<int64_t>(bytes), op);
 }
 
 namespace {

@@ -48,6 +48,11 @@
 // each as current / peak / allocated (cumulative increases) / freed
 // (cumulative decreases), for all pools, the small pool and the large pool.
 //
+// For the memory tools (tiny/memory.h), each block remembers the op that
+// allocated it (core/op_scope.h: a pointer to a literal, set under the lock),
+// snapshot() lists segments and blocks, and while a MemoryTimeline is attached
+// every event appends a sample to it; unattached, the cost is one pointer test.
+//
 // Thread-safe: one mutex guards everything, and calls into the runtime are made
 // under it, so the runtime must never call back into the allocator (its worker
 // threads run kernels, they do not free tensors).
@@ -65,7 +70,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/memory_recording.h"
 #include "gpu/runtime.h"
+#include "tiny/memory.h"
 
 namespace tiny::gpu {
 
@@ -156,6 +163,15 @@ class CachingAllocator {
   // Segments currently held from the runtime (each is one raw_malloc).
   size_t num_segments() const;
 
+  // Every segment with its blocks in address order (tiny::cuda::memory_snapshot).
+  std::vector<cuda::SegmentInfo> snapshot() const;
+  // Attaches a MemoryTimeline's buffer: from now on every allocator event
+  // appends a sample to it, starting with a "start" sample of the current
+  // memory. Throws tiny::Error when one is attached already.
+  void attach_timeline(std::shared_ptr<cuda::MemoryTimeline::Recording> recording);
+  // Detaches `recording` if it is the one attached (else a no-op).
+  void detach_timeline(const cuda::MemoryTimeline::Recording* recording);
+
   int device() const { return device_; }
   Runtime& runtime() const { return runtime_; }
 
@@ -194,6 +210,11 @@ class CachingAllocator {
   Event get_event(int device);
   [[noreturn]] void throw_oom(size_t alloc_size);
   void update(StatArray& stat, bool small, int64_t amount);
+  // Appends a timeline sample when a timeline is attached (lock held).
+  void trace(cuda::MemoryTimeline::Recording::Kind kind, size_t bytes, const char* op) {
+    if (__builtin_expect(timeline_ != nullptr, 0)) trace_slow(kind, bytes, op);
+  }
+  void trace_slow(cuda::MemoryTimeline::Recording::Kind kind, size_t bytes, const char* op);
 
   Runtime& runtime_;
   const int device_;
@@ -206,6 +227,7 @@ class CachingAllocator {
   std::vector<PendingEvent> pending_events_;      // blocks waiting for record_stream events
   std::vector<std::pair<int, Event>> spare_events_;  // (device, event): completed, kept for reuse
   MemoryStats stats_;
+  std::shared_ptr<cuda::MemoryTimeline::Recording> timeline_;  // null unless a MemoryTimeline records
 };
 
 }  // namespace tiny::gpu

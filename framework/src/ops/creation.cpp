@@ -32,21 +32,30 @@ void check_floating(const TensorOptions& options, const char* op) {
 }  // namespace
 
 Tensor empty(const IntArrayRef& shape, TensorOptions options) {
+  TINY_OP_SCOPE("empty");
   return finish(make_tensor(shape, options.dtype(), options.device()), options);
 }
 
 Tensor full(const IntArrayRef& shape, const Scalar& value, TensorOptions options) {
+  TINY_OP_SCOPE("full");
   Tensor t = make_tensor(shape, options.dtype(), options.device());
   t.fill_(value);
   return finish(t, options);
 }
 
-Tensor zeros(const IntArrayRef& shape, TensorOptions options) { return full(shape, 0, options); }
-Tensor ones(const IntArrayRef& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor zeros(const IntArrayRef& shape, TensorOptions options) {
+  TINY_OP_SCOPE("zeros");
+  return full(shape, 0, options);
+}
+Tensor ones(const IntArrayRef& shape, TensorOptions options) {
+  TINY_OP_SCOPE("ones");
+  return full(shape, 1, options);
+}
 
 Tensor arange(int64_t end, TensorOptions options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
+  TINY_OP_SCOPE("arange");
   TINY_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
   TINY_CHECK(std::isfinite(start) && std::isfinite(end), ValueError, "arange: unsupported range: ", start, " -> ", end);
   TINY_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), ValueError,
@@ -59,18 +68,21 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 
 Tensor rand(const IntArrayRef& shape, TensorOptions options, std::optional<Generator> generator) {
+  TINY_OP_SCOPE("rand");
   check_floating(options, "rand");
   const uint64_t draws = options.dtype() == kFloat64 ? kernels::kDrawsUniformDouble : kernels::kDrawsUniformFloat;
   return finish(random_tensor(shape, options, generator, RandomKind::Uniform, draws), options);
 }
 
 Tensor randn(const IntArrayRef& shape, TensorOptions options, std::optional<Generator> generator) {
+  TINY_OP_SCOPE("randn");
   check_floating(options, "randn");
   return finish(random_tensor(shape, options, generator, RandomKind::Normal, kernels::kDrawsNormal), options);
 }
 
 Tensor randint(int64_t low, int64_t high, const IntArrayRef& shape, TensorOptions options,
                std::optional<Generator> generator) {
+  TINY_OP_SCOPE("randint");
   TINY_CHECK(low < high, ValueError, "random_ expects 'from' to be less than 'to', but got from=", low,
              " >= to=", high);
   TINY_CHECK(options.dtype() != kBool || (low >= 0 && high <= 2), ValueError,
@@ -97,6 +109,7 @@ Tensor randperm(int64_t n, std::optional<Generator> generator) {
 }
 
 Tensor tensor(const std::vector<double>& values, const IntArrayRef& shape, TensorOptions options) {
+  TINY_OP_SCOPE("tensor");
   const int64_t n = checked_numel(shape);
   TINY_CHECK(n == static_cast<int64_t>(values.size()), ShapeError, "tensor(): shape ", shape_str(shape), " holds ", n,
              " elements but ", values.size(), " values were given");
@@ -111,6 +124,7 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions options) {
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const IntArrayRef& shape, TensorOptions options) {
+  TINY_OP_SCOPE("from_vector");
   const IntArrayRef s = shape.empty() ? IntArrayRef{static_cast<int64_t>(values.size())} : shape;
   const int64_t n = checked_numel(s);
   TINY_CHECK(n == static_cast<int64_t>(values.size()), ShapeError, "from_vector(): shape ", shape_str(s), " holds ",

@@ -6,7 +6,9 @@
 
 #include "autograd/function.h"
 #include "backend/dispatch.h"
+#include "core/op_scope.h"
 #include "core/tensor_impl.h"
+#include "ops/kind_names.h"
 #include "tiny/ops.h"
 
 namespace tiny::ops {

@@ -5,6 +5,7 @@
 
 #include "backend/dispatch.h"
 #include "core/tensor_impl.h"
+#include "core/op_scope.h"
 #include "optim/optim_helpers.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
@@ -65,6 +66,7 @@ SGDOptions SGD::options(size_t group) const {
 }
 
 void SGD::step() {
+  TINY_OP_SCOPE("optimizer.step");
   NoGradGuard no_grad;
   size_t index = 0;
   for (const ParamGroup& group : param_groups()) {

@@ -1,0 +1,6 @@
+// The thread-local current op of core/op_scope.h.
+#include "core/op_scope.h"
+
+namespace tiny::detail {
+thread_local const char* current_op_name = nullptr;
+}  // namespace tiny::detail

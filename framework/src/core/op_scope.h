@@ -1,0 +1,41 @@
+// The user-facing op that is running on this thread, for the memory tools:
+// the caching allocator tags each block it hands out with it, so that
+// tiny::cuda::memory_snapshot() and the MemoryTimeline can say which op holds
+// which memory ("who holds my memory").
+//
+// An op marks its entry with TINY_OP_SCOPE("linear"). The outermost scope wins:
+// linear calls addmm, addmm may copy, and all of that memory is "linear", the
+// name the learner wrote. A scope costs one thread-local load, a compare and a
+// pointer store; nothing is allocated or formatted. The name must be a string
+// with static storage duration (a literal): blocks keep the pointer.
+#pragma once
+
+namespace tiny::detail {
+
+// The outermost open scope's name on this thread, or nullptr outside any.
+extern thread_local const char* current_op_name;
+
+// The current op, or "unknown" outside every scope.
+inline const char* current_op() { return current_op_name != nullptr ? current_op_name : "unknown"; }
+
+class OpScope {
+ public:
+  explicit OpScope(const char* name) : outermost_(current_op_name == nullptr) {
+    if (outermost_) current_op_name = name;
+  }
+  ~OpScope() {
+    if (outermost_) current_op_name = nullptr;
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  bool outermost_;
+};
+
+}  // namespace tiny::detail
+
+#define TINY_OP_SCOPE_JOIN2(a, b) a##b
+#define TINY_OP_SCOPE_JOIN(a, b) TINY_OP_SCOPE_JOIN2(a, b)
+// Names the op running until the end of the enclosing block (outermost wins).
+#define TINY_OP_SCOPE(name) ::tiny::detail::OpScope TINY_OP_SCOPE_JOIN(tiny_op_scope_, __LINE__)(name)
