@@ -1,0 +1,119 @@
+// What every CUDA driver of tiny shares: where a launch goes (LaunchContext),
+// typed device addresses of tensors, the device side of the error record, and
+// the one generic block reduction. Included only by the .cu files here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/dispatch.h"
+#include "backend/dtype_dispatch.h"
+#include "core/tensor_impl.h"
+#include "gpu/cuda/cuda_runtime.h"
+#include "gpu/cuda/device_error.h"
+#include "gpu/cuda/launch.cuh"
+#include "gpu/device_context.h"
+
+namespace tiny::cuda_backend {
+
+// Threads of a reduction block; block_reduce needs a power of two up to this.
+constexpr int kReduceThreads = 256;
+
+// True when TINY_LAUNCH_BLOCKING=1 (or CUDA's own CUDA_LAUNCH_BLOCKING=1):
+// every launch then waits for its kernel and raises a kernel error at once,
+// from the call that queued the failing op (as the emulator's blocking mode).
+inline bool launch_blocking() {
+  static const bool blocking = [] {
+    for (const char* name : {"TINY_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING"}) {
+      const char* v = std::getenv(name);
+      if (v != nullptr && std::strcmp(v, "1") == 0) return true;
+    }
+    return false;
+  }();
+  return blocking;
+}
+
+// Where one op's kernels go: its device, made CUDA's current device for the
+// scope (kernels launch on the current device, and a stream of another device
+// is an error), and the calling thread's current tiny stream there.
+class LaunchContext {
+ public:
+  explicit LaunchContext(int device_index)
+      : runtime_(gpu::CudaRuntime::instance()), device(device_index), guard_(device_index) {
+    TINY_CHECK(runtime_ != nullptr, DeviceError, "internal: a CUDA kernel was asked for cuda:", device_index,
+               " but there is no CUDA runtime");
+    tiny_stream = gpu::current_stream(device);
+    stream = runtime_->native_stream(tiny_stream);
+  }
+  // The device's error record, as a kernel addresses it.
+  gpu::DeviceErrorRecord* errors() const { return runtime_->device_error_record(device); }
+  // After each launch: checks it (a bad configuration is raised here) and
+  // counts it; in blocking mode also waits and raises a kernel's error.
+  void launched(const char* kernel) const {
+    check_launch(kernel);
+    if (launch_blocking()) runtime_->stream_synchronize(tiny_stream);
+  }
+
+ private:
+  gpu::CudaRuntime* runtime_;
+
+ public:
+  const int device;
+  gpu::Stream tiny_stream{};
+  cudaStream_t stream = nullptr;
+
+ private:
+  gpu::CudaDeviceGuard guard_;
+};
+
+inline int device_of(const Tensor& t) { return t.device().index(); }
+
+// The device address of element 0 of `t` (never dereferenced on the host).
+template <typename T>
+T* dev_ptr(const Tensor& t) {
+  return reinterpret_cast<T*>(t.unsafe_impl()->data());
+}
+
+// Records the first error a kernel finds (later ones keep the first: it is
+// the one that explains the others). The caller then skips the bad element.
+__device__ __forceinline__ void report_error(gpu::DeviceErrorRecord* record, gpu::DeviceErrorOp op, int64_t value,
+                                             int64_t position, int64_t bound, int64_t extra) {
+  if (atomicCAS(&record->flag, 0, 1) == 0) {
+    record->op = static_cast<int32_t>(op);
+    record->value = value;
+    record->position = position;
+    record->bound = bound;
+    record->extra = extra;
+    __threadfence_system();
+  }
+}
+
+// Combines one value per thread of the block with `combine` (an associative
+// merge: the reduce_ops.h structs' combine) and returns the result to every
+// thread. blockDim.x must be a power of two <= kReduceThreads; `shared` holds
+// kReduceThreads values. Every thread of the block must call it.
+template <typename Acc, typename Combine>
+__device__ Acc block_reduce(Acc value, Acc* shared, const Combine& combine) {
+  const int t = static_cast<int>(threadIdx.x);
+  shared[t] = value;
+  __syncthreads();
+  for (int stride = static_cast<int>(blockDim.x) / 2; stride > 0; stride /= 2) {
+    if (t < stride) shared[t] = combine(shared[t], shared[t + stride]);
+    __syncthreads();
+  }
+  const Acc result = shared[0];
+  __syncthreads();  // the caller may reuse `shared` at once
+  return result;
+}
+
+// Threads for a block that reduces `n` elements: a power of two in [32, kReduceThreads].
+inline int reduce_threads(int64_t n) {
+  int threads = 32;
+  while (threads < kReduceThreads && threads < n) threads *= 2;
+  return threads;
+}
+
+}  // namespace tiny::cuda_backend
