@@ -52,7 +52,7 @@ const Device kGpu("cuda:0");
 // |gpu - cpu| <= atol + rtol * |cpu| elementwise (NaN matches NaN), after
 // both are widened to float64 on the host; the message names the worst element.
 ::testing::AssertionResult close(const Tensor& gpu, const Tensor& cpu, double rtol, double atol) {
-  if (gpu.device() != kGpu && !gpu.is_cuda()) return ::testing::AssertionFailure() << "the result is not on a GPU";
+  if (!gpu.is_cuda()) return ::testing::AssertionFailure() << "the result is not on a GPU";
   if (gpu.sizes() != cpu.sizes()) {
     return ::testing::AssertionFailure() << "shapes differ: gpu " << tiny::shape_str(gpu.sizes()) << ", cpu "
                                          << tiny::shape_str(cpu.sizes());
@@ -63,7 +63,7 @@ const Device kGpu("cuda:0");
   size_t worst = 0, bad = 0;
   double worst_excess = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (std::isnan(g[i]) && std::isnan(c[i])) continue;
+    if (g[i] == c[i] || (std::isnan(g[i]) && std::isnan(c[i]))) continue;  // also equal infinities
     const double diff = std::fabs(g[i] - c[i]);
     const double allowed = atol + rtol * std::fabs(c[i]);
     if (!(diff <= allowed)) {
@@ -251,24 +251,26 @@ TEST(CudaBackend, ReductionsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(3);
   for (Dtype d : kFloatDtypes) {
-    Tol t = tol_for(d);
-    if (d == tiny::kFloat32) t.rtol = 1e-5, t.atol = 1e-4;  // sums of ~1e5 terms of size 1: the order shows at 1e-4
+    const Tol t = tol_for(d);
     // Shapes that take each loop: few outputs folding many elements (block per
     // output), many outputs folding few (thread per output), a column
-    // reduction (the bias gradient) and a strided (non-flat) reduction.
-    const Tensor small_rows = tiny::randn({2000, 7}).to(d), long_rows = tiny::randn({5, 70000}).to(d);
-    const Tensor cube = tiny::randn({6, 50, 40}).to(d);
+    // reduction (the bias gradient) and a strided (non-flat) reduction. Sums
+    // are of positive values (rand), so that the relative tolerance measures
+    // the summation order and not a cancellation: the CPU adds in blocks of
+    // 4096, the GPU in 256 interleaved partial sums.
+    const Tensor small_rows = tiny::rand({2000, 7}).to(d), long_rows = tiny::rand({5, 70000}).to(d);
+    const Tensor cube = tiny::rand({6, 50, 40}).to(d);
     expect_matches_cpu(name_of(d) + " sum/mean over rows", {small_rows},
                        [](auto& x) { return x[0].sum({1}) + x[0].mean({1}); }, t);
     expect_matches_cpu(name_of(d) + " sum/mean of long rows", {long_rows},
                        [](auto& x) { return x[0].sum({1}) + x[0].mean({1}) * 3.0; }, t);
     expect_matches_cpu(name_of(d) + " column sums", {small_rows}, [](auto& x) { return x[0].sum({0}); }, t);
     expect_matches_cpu(name_of(d) + " strided reduction", {cube},
-                       [](auto& x) { return x[0].sum({0, 2}) + x[0].transpose(1, 2).sum({1}).sum({1}); }, t);
+                       [](auto& x) { return x[0].sum({0, 2}) + x[0].transpose(1, 2).sum({1}).sum({0}); }, t);
     expect_matches_cpu(name_of(d) + " full sum and mean", {long_rows},
                        [](auto& x) { return x[0].sum() + x[0].mean(); }, t);
     // max/min/argmax pick elements: exact.
-    for (const Tensor& x : {small_rows, long_rows, cube.transpose(0, 2)}) {
+    for (const Tensor& x : {small_rows - 0.5, long_rows - 0.5, cube.transpose(0, 2) - 0.5}) {
       const Tensor g = x.to(kGpu);
       EXPECT_TRUE(same(std::get<0>(g.max(1)), std::get<0>(x.max(1)))) << name_of(d);
       EXPECT_TRUE(same(std::get<1>(g.max(1)), std::get<1>(x.max(1)))) << name_of(d);
@@ -297,7 +299,9 @@ TEST(CudaBackend, MatrixProductsMatchTheCpu) {
   tiny::manual_seed(4);
   for (Dtype d : kFloatDtypes) {
     Tol t = tol_for(d);
-    if (d == tiny::kFloat32) t.atol = 1e-5;  // sums of 64 products of unit-size terms
+    // 64 products of unit-size terms summed in another order (cuBLAS vs
+    // OpenBLAS): about k * eps * |partial sums| ~ 1e-4 near zero results.
+    if (d == tiny::kFloat32) t.atol = 1e-4;
     const Tensor a = tiny::randn({33, 64}).to(d), b = tiny::randn({64, 17}).to(d), bias = tiny::randn({17}).to(d);
     expect_matches_cpu(name_of(d) + " mm", {a, b}, [](auto& x) { return tiny::mm(x[0], x[1]); }, t);
     expect_matches_cpu(name_of(d) + " transposed operands", {a, b},
@@ -378,8 +382,10 @@ TEST(CudaBackend, RandomOpsDrawTheCpuNumbers) {
     EXPECT_TRUE(same(u_gpu, u_cpu)) << "rand " << name_of(d);
     EXPECT_TRUE(same(mask_gpu, mask_cpu)) << "dropout mask " << name_of(d);
     // normal uses double log/cos, whose CUDA and libm versions may differ in
-    // the last bit of the double: equal after rounding, up to one float ulp.
-    EXPECT_TRUE(close(n_gpu, n_cpu, d == tiny::kFloat64 ? 1e-15 : 1e-7, 1e-12)) << "randn " << name_of(d);
+    // the last bits of the double: a few double ulps, or one ulp of the
+    // dtype in the rare case that rounds differently.
+    const double rtol = d == tiny::kFloat64 ? 1e-14 : (d == tiny::kFloat32 ? 2.5e-7 : 1e-2);
+    EXPECT_TRUE(close(n_gpu, n_cpu, rtol, 1e-12)) << "randn " << name_of(d);
   }
   tiny::manual_seed(12);
   const Tensor ri_cpu = tiny::randint(-7, 1000000, {777});
@@ -531,6 +537,7 @@ TEST(CudaBackend, MemoryStatisticsComeFromTheCachingAllocator) {
     const Tensor b = tiny::ones({10}, kGpu);  // the small pool
     EXPECT_EQ(tiny::cuda::memory_allocated(0), allocated0 + 4000256 + 512);
   }
+  tiny::cuda::synchronize();  // (the emulator frees a tensor its queued kernel holds only once it has run)
   EXPECT_EQ(tiny::cuda::memory_allocated(0), allocated0) << "freed tensors return their blocks";
   EXPECT_EQ(tiny::cuda::max_memory_allocated(0), allocated0 + 4000256 + 512);
   EXPECT_GT(tiny::cuda::memory_reserved(0), reserved0) << "freed blocks stay cached";
