@@ -365,15 +365,19 @@ TEST(CudaRuntime, CudaErrorsBecomeTinyErrorsWithCallAndDevice) {
 TEST(CudaRuntime, DeviceErrorRecordIsRaisedAtSynchronizeUntilCleared) {
   GPU_RUNTIME(rt);
   auto* cuda = static_cast<tiny::gpu::CudaRuntime*>(rt);
-  tiny::gpu::DeviceErrorRecord* record = cuda->device_error_record(0);
-  ASSERT_NE(record, nullptr);
-  EXPECT_EQ(cuda->device_error_record(0), record) << "one record per device";
+  const tiny::gpu::DeviceErrorTarget target = cuda->device_error_target(0);
+  ASSERT_NE(target.record, nullptr);
+  ASSERT_NE(target.lock, nullptr);
+  EXPECT_EQ(cuda->device_error_target(0).record, target.record) << "one record per device";
   EXPECT_EQ(cuda->pending_error(0), "");
-  // What a kernel does on a bad index, written here through the mapped
-  // memory's device address with a copy (kernels write it the same way).
-  tiny::gpu::DeviceErrorRecord seen{1, static_cast<int32_t>(tiny::gpu::DeviceErrorOp::Embedding), 7, 2, 5, 0};
+  // What a kernel does on a bad index (take the lock, fill the record, set
+  // the flag), done here with copies queued on the stream.
+  const tiny::gpu::DeviceErrorRecord seen{1, static_cast<int32_t>(tiny::gpu::DeviceErrorOp::Embedding), 7, 2, 5, 0};
+  const int32_t locked = 1;
   const Stream s = rt->default_stream(0);
-  ASSERT_EQ(cudaMemcpyAsync(record, &seen, sizeof(seen), cudaMemcpyHostToDevice, cuda->native_stream(s)),
+  ASSERT_EQ(cudaMemcpyAsync(target.lock, &locked, sizeof(locked), cudaMemcpyHostToDevice, cuda->native_stream(s)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(target.record, &seen, sizeof(seen), cudaMemcpyDefault, cuda->native_stream(s)),
             cudaSuccess);
   try {
     rt->stream_synchronize(s);

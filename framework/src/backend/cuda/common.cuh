@@ -48,8 +48,8 @@ class LaunchContext {
     tiny_stream = gpu::current_stream(device);
     stream = runtime_->native_stream(tiny_stream);
   }
-  // The device's error record, as a kernel addresses it.
-  gpu::DeviceErrorRecord* errors() const { return runtime_->device_error_record(device); }
+  // Where a kernel reports a bad index (the device's error lock and record).
+  gpu::DeviceErrorTarget errors() const { return runtime_->device_error_target(device); }
   // After each launch: checks it (a bad configuration is raised here) and
   // counts it; in blocking mode also waits and raises a kernel's error.
   void launched(const char* kernel) const {
@@ -78,17 +78,21 @@ T* dev_ptr(const Tensor& t) {
 }
 
 // Records the first error a kernel finds (later ones keep the first: it is
-// the one that explains the others). The caller then skips the bad element.
-__device__ __forceinline__ void report_error(gpu::DeviceErrorRecord* record, gpu::DeviceErrorOp op, int64_t value,
+// the one that explains the others); the caller then skips the bad element.
+// The thread that wins the lock word fills the record, makes the fields
+// visible to the host, and only then sets the flag the host looks at.
+__device__ __forceinline__ void report_error(gpu::DeviceErrorTarget target, gpu::DeviceErrorOp op, int64_t value,
                                              int64_t position, int64_t bound, int64_t extra) {
-  if (atomicCAS(&record->flag, 0, 1) == 0) {
-    record->op = static_cast<int32_t>(op);
-    record->value = value;
-    record->position = position;
-    record->bound = bound;
-    record->extra = extra;
-    __threadfence_system();
-  }
+  if (atomicCAS(target.lock, 0, 1) != 0) return;
+  volatile gpu::DeviceErrorRecord* record = target.record;
+  record->op = static_cast<int32_t>(op);
+  record->value = value;
+  record->position = position;
+  record->bound = bound;
+  record->extra = extra;
+  __threadfence_system();
+  record->flag = 1;
+  __threadfence_system();
 }
 
 // Combines one value per thread of the block with `combine` (an associative

@@ -23,7 +23,7 @@ namespace {
 // out[i, c] = weight[indices[i], c], one thread per element of out [n, dim].
 template <typename T>
 __global__ void embedding_forward_impl(T* out, const T* weight, const int64_t* indices, int64_t n, int64_t dim,
-                                       int64_t num, int64_t s0, int64_t s1, gpu::DeviceErrorRecord* errors) {
+                                       int64_t num, int64_t s0, int64_t s1, gpu::DeviceErrorTarget errors) {
   grid_stride_for(n * dim, [&](int64_t e) {
     const int64_t i = e / dim, c = e % dim;
     const int64_t index = indices[i];
@@ -40,7 +40,7 @@ __global__ void embedding_forward_impl(T* out, const T* weight, const int64_t* i
 template <typename T, typename acc_t>
 __global__ void embedding_backward_impl(acc_t* acc, const T* grad_out, const int64_t* indices, int64_t n,
                                         int64_t dim, int64_t num, int64_t padding_idx,
-                                        gpu::DeviceErrorRecord* errors) {
+                                        gpu::DeviceErrorTarget errors) {
   grid_stride_for(dim, [&](int64_t c) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t index = indices[i];

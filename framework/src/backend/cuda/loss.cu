@@ -11,7 +11,7 @@ namespace tiny::cuda_backend {
 namespace {
 
 __device__ __forceinline__ bool target_ok(int64_t t, int64_t i, int64_t classes, int64_t ignore_index,
-                                          gpu::DeviceErrorRecord* errors, gpu::DeviceErrorOp op) {
+                                          gpu::DeviceErrorTarget errors, gpu::DeviceErrorOp op) {
   if (t == ignore_index || (t >= 0 && t < classes)) return true;
   report_error(errors, op, t, i, classes, ignore_index);
   return false;
@@ -19,7 +19,7 @@ __device__ __forceinline__ bool target_ok(int64_t t, int64_t i, int64_t classes,
 
 template <typename T, typename acc_t>
 __global__ void nll_forward_impl(T* losses, const T* log_probs, const int64_t* target, int64_t n, int64_t classes,
-                                 int64_t ignore_index, gpu::DeviceErrorRecord* errors) {
+                                 int64_t ignore_index, gpu::DeviceErrorTarget errors) {
   grid_stride_for(n, [&](int64_t i) {
     const int64_t t = target[i];
     if (!target_ok(t, i, classes, ignore_index, errors, gpu::DeviceErrorOp::NllLoss) || t == ignore_index) {
@@ -33,7 +33,7 @@ __global__ void nll_forward_impl(T* losses, const T* log_probs, const int64_t* t
 // grad_input (zero-filled by the caller) gets -grad_losses[i] at [i, target[i]].
 template <typename T>
 __global__ void nll_backward_impl(T* grad_input, const T* grad_losses, const int64_t* target, int64_t n,
-                                  int64_t classes, int64_t ignore_index, gpu::DeviceErrorRecord* errors) {
+                                  int64_t classes, int64_t ignore_index, gpu::DeviceErrorTarget errors) {
   grid_stride_for(n, [&](int64_t i) {
     const int64_t t = target[i];
     if (!target_ok(t, i, classes, ignore_index, errors, gpu::DeviceErrorOp::NllLossBackward) || t == ignore_index) {

@@ -428,23 +428,30 @@ void CudaRuntime::note_kernel_launch(int device) {
 
 // ---- kernel errors ---------------------------------------------------------------
 
-DeviceErrorRecord* CudaRuntime::device_error_record(int device) {
+DeviceErrorTarget CudaRuntime::device_error_target(int device) {
   check_device(device);
   std::lock_guard<std::mutex> lock(mutex_);
   DeviceState& state = *devices_[device];
-  if (state.error_device != nullptr) return state.error_device;
-  // Mapped pinned memory: kernels write it directly, the host reads it after a
-  // synchronization without a copy (so checking costs a load, not a transfer).
+  if (state.error_device != nullptr) return DeviceErrorTarget{state.error_lock, state.error_device};
   DeviceGuard guard(device);
+  // The record in mapped pinned memory: kernels write it directly, the host
+  // reads it after a synchronization without a copy (checking costs a load,
+  // not a transfer).
   void* host = nullptr;
   check(cudaHostAlloc(&host, sizeof(DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable),
         "cudaHostAlloc of the device error record", device);
   std::memset(host, 0, sizeof(DeviceErrorRecord));
   void* dev = nullptr;
   check(cudaHostGetDevicePointer(&dev, host, 0), "cudaHostGetDevicePointer of the device error record", device);
+  // The lock word in device memory, where atomicCAS is atomic for sure.
+  void* lock_word = nullptr;
+  check(cudaMalloc(&lock_word, sizeof(int32_t)), "cudaMalloc of the device error lock", device);
+  check(cudaMemset(lock_word, 0, sizeof(int32_t)), "cudaMemset of the device error lock", device);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after creating the device error record", device);
   state.error_host = static_cast<DeviceErrorRecord*>(host);
   state.error_device = static_cast<DeviceErrorRecord*>(dev);
-  return state.error_device;
+  state.error_lock = static_cast<int32_t*>(lock_word);
+  return DeviceErrorTarget{state.error_lock, state.error_device};
 }
 
 namespace {
@@ -504,7 +511,14 @@ std::string CudaRuntime::pending_error(int device) const {
 void CudaRuntime::clear_error(int device) {
   check_device(device);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (DeviceErrorRecord* host = devices_[device]->error_host) std::memset(host, 0, sizeof(DeviceErrorRecord));
+  DeviceState& state = *devices_[device];
+  if (state.error_host == nullptr) return;
+  // Unlock first (and wait for it: cudaMemset may return before it is done),
+  // then forget the record, so the next error is recorded again.
+  DeviceGuard guard(device);
+  check(cudaMemset(state.error_lock, 0, sizeof(int32_t)), "cudaMemset of the device error lock", device);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize in clear_error", device);
+  std::memset(state.error_host, 0, sizeof(DeviceErrorRecord));
 }
 
 void CudaRuntime::raise_pending_error(int device) const {

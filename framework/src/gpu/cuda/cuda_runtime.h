@@ -79,9 +79,9 @@ class CudaRuntime final : public Runtime {
   /// @brief Counts one kernel launch on `device` (called by check_launch after a good launch).
   void note_kernel_launch(int device);
 
-  /// @brief The device's error record as kernels must address it (a device
-  /// pointer into mapped pinned memory), created on first use.
-  DeviceErrorRecord* device_error_record(int device);
+  /// @brief Where kernels on `device` report errors (its lock word and its
+  /// record, as device addresses), created on first use.
+  DeviceErrorTarget device_error_target(int device);
   /// @brief The pending kernel error of `device` as the message that will be
   /// raised ("" if none), without raising it.
   std::string pending_error(int device) const;
@@ -107,10 +107,11 @@ class CudaRuntime final : public Runtime {
     std::unordered_map<int64_t, cudaStream_t> streams;  // id -> stream; id 0 created on first use
     int64_t next_stream_id = 1;
     AtomicCounters counters;
-    // The error record: host and device addresses of one mapped pinned block
-    // (nullptr until a kernel first asks for it).
+    // The error record: host and device addresses of one mapped pinned block,
+    // and the lock word in device memory (nullptr until a kernel first asks).
     DeviceErrorRecord* error_host = nullptr;
     DeviceErrorRecord* error_device = nullptr;
+    int32_t* error_lock = nullptr;
   };
   struct EventEntry {
     cudaEvent_t event = nullptr;

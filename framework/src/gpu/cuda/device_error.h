@@ -5,9 +5,12 @@
 // clear_error() (as a CUDA device-side assert is sticky until the process
 // ends). The emulator keeps the same information as a string.
 //
-// Plain types only: the struct lives in mapped pinned host memory that
-// kernels write through a device pointer, so it must mean the same thing to
-// nvcc's device code and to the host compiler.
+// Plain types only: the record lives in mapped pinned host memory that
+// kernels write through a device pointer (the host reads it after a
+// synchronization without a copy), so it must mean the same thing to nvcc's
+// device code and to the host compiler. "First error wins" is decided by an
+// atomicCAS on a lock word in device memory: device atomics on mapped host
+// memory are not guaranteed to be atomic over PCIe.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +26,8 @@ enum class DeviceErrorOp : int32_t {
   NllLossBackward = 4,    ///< as NllLoss
 };
 
-/// @brief What a kernel saw. `flag` is 0 until the first error; the first
-/// kernel thread to set it (atomicCAS) fills the rest, later ones leave it.
+/// @brief What a kernel saw. `flag` is 0 until the first error; the kernel
+/// thread that won the device's lock word fills the fields, then sets it to 1.
 struct DeviceErrorRecord {
   int32_t flag;
   int32_t op;  // a DeviceErrorOp
@@ -32,6 +35,13 @@ struct DeviceErrorRecord {
   int64_t position;
   int64_t bound;
   int64_t extra;
+};
+
+/// @brief Where a kernel reports: the device's lock word (device memory, 0
+/// until the first error) and the record (mapped host memory, device address).
+struct DeviceErrorTarget {
+  int32_t* lock;
+  DeviceErrorRecord* record;
 };
 
 }  // namespace tiny::gpu
