@@ -36,37 +36,40 @@ inline bool launch_blocking() {
   return blocking;
 }
 
+// The CUDA runtime, which a CUDA kernel cannot be asked for without.
+inline gpu::CudaRuntime* checked_runtime(int device) {
+  gpu::CudaRuntime* runtime = gpu::CudaRuntime::instance();
+  TINY_CHECK(runtime != nullptr, DeviceError, "internal: a CUDA kernel was asked for cuda:", device,
+             " but there is no CUDA runtime");
+  return runtime;
+}
+
 // Where one op's kernels go: its device, made CUDA's current device for the
 // scope (kernels launch on the current device, and a stream of another device
 // is an error), and the calling thread's current tiny stream there.
-class LaunchContext {
- public:
+struct LaunchContext {
   explicit LaunchContext(int device_index)
-      : runtime_(gpu::CudaRuntime::instance()), device(device_index), guard_(device_index) {
-    TINY_CHECK(runtime_ != nullptr, DeviceError, "internal: a CUDA kernel was asked for cuda:", device_index,
-               " but there is no CUDA runtime");
-    tiny_stream = gpu::current_stream(device);
-    stream = runtime_->native_stream(tiny_stream);
-  }
+      : runtime(checked_runtime(device_index)),
+        device(device_index),
+        guard(device_index),
+        tiny_stream(gpu::current_stream(device_index)),
+        stream(runtime->native_stream(tiny_stream)) {}
+
   // Where a kernel reports a bad index (the device's error lock and record).
-  gpu::DeviceErrorTarget errors() const { return runtime_->device_error_target(device); }
+  gpu::DeviceErrorTarget errors() const { return runtime->device_error_target(device); }
+
   // After each launch: checks it (a bad configuration is raised here) and
   // counts it; in blocking mode also waits and raises a kernel's error.
   void launched(const char* kernel) const {
     check_launch(kernel);
-    if (launch_blocking()) runtime_->stream_synchronize(tiny_stream);
+    if (launch_blocking()) runtime->stream_synchronize(tiny_stream);
   }
 
- private:
-  gpu::CudaRuntime* runtime_;
-
- public:
+  gpu::CudaRuntime* const runtime;
   const int device;
-  gpu::Stream tiny_stream{};
-  cudaStream_t stream = nullptr;
-
- private:
-  gpu::CudaDeviceGuard guard_;
+  const gpu::CudaDeviceGuard guard;
+  const gpu::Stream tiny_stream;
+  const cudaStream_t stream;
 };
 
 inline int device_of(const Tensor& t) { return t.device().index(); }
