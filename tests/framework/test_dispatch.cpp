@@ -1,11 +1,12 @@
 // Every kernel family must have an implementation for every backend that is
-// built: the CPU and the emulated GPU now; the CUDA column joins this test when
-// its drivers are registered.
+// built: the CPU, the emulated GPU and, in builds with CUDA, the real GPU
+// (registration only stores function pointers, so this runs without a GPU).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "backend/dispatch.h"
+#include "gpu/device_context.h"
 
 namespace {
 
@@ -29,17 +30,49 @@ TEST(Dispatch, EveryStubHasAnEmulatedKernel) {
   EXPECT_TRUE(missing.empty()) << "stubs without an emulated-GPU kernel:" << missing;
 }
 
-TEST(Dispatch, MissingKernelIsAClearError) {
-  // The CUDA drivers are not registered yet: asking for one must be a
-  // NotImplemented error naming the stub and the backend.
-  try {
-    (void)tiny::unary_stub(tiny::Backend::CUDA);
-    if (tiny::unary_stub.has(tiny::Backend::CUDA)) GTEST_SKIP() << "the CUDA kernels are registered now";
-    FAIL() << "expected tiny::NotImplemented";
-  } catch (const tiny::NotImplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("'unary'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+TEST(Dispatch, EveryStubHasACudaKernelWhenBuiltWithCuda) {
+#if defined(TINY_HAVE_CUDA) && TINY_HAVE_CUDA
+  tiny::ensure_kernels_registered();
+  std::string missing;
+  for (const auto* stub : tiny::DispatchStubBase::all()) {
+    if (!stub->has(tiny::Backend::CUDA)) missing += std::string(" ") + stub->name;
   }
+  EXPECT_TRUE(missing.empty()) << "stubs without a CUDA kernel:" << missing;
+#else
+  tiny::ensure_kernels_registered();
+  EXPECT_FALSE(tiny::unary_stub.has(tiny::Backend::CUDA)) << "a build without CUDA registered a CUDA kernel";
+  GTEST_SKIP() << "tiny was built without CUDA (TINY_HAVE_CUDA off): there is no CUDA column to check";
+#endif
+}
+
+TEST(Dispatch, MissingKernelIsAClearError) {
+  // A stub that no backend filled: asking for its kernel must be a
+  // NotImplemented error naming the stub and the backend. (Removed from the
+  // registry afterwards, so the tests above never see it.)
+  tiny::ensure_kernels_registered();
+  auto& all = tiny::DispatchStubBase::all();
+  const size_t before = all.size();
+  {
+    tiny::DispatchStub<tiny::IterFn> unfilled("test_only_unfilled");
+    try {
+      (void)unfilled(tiny::Backend::CUDA);
+      ADD_FAILURE() << "expected tiny::NotImplemented";
+    } catch (const tiny::NotImplemented& e) {
+      EXPECT_NE(std::string(e.what()).find("'test_only_unfilled'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+    }
+    all.pop_back();
+  }
+  EXPECT_EQ(all.size(), before);
+}
+
+TEST(Dispatch, CudaDevicesUseTheBackendOfTheSelectedRuntime) {
+  // tiny_tests run with TINY_FORCE_EMULATED_GPU=1 (tests/CMakeLists.txt), so
+  // cuda:0 is the emulator's here even on a machine with a GPU.
+  EXPECT_EQ(tiny::backend_of(tiny::Device("cpu")), tiny::Backend::CPU);
+  if (tiny::gpu::device_runtime() == nullptr) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
+  EXPECT_EQ(tiny::backend_of(tiny::Device("cuda:0")),
+            tiny::gpu::device_runtime_is_cuda() ? tiny::Backend::CUDA : tiny::Backend::Emulated);
 }
 
 }  // namespace

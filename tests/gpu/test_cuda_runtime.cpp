@@ -16,7 +16,6 @@
 
 #include "backend/cuda/probe.h"
 #include "gpu/cuda/cuda_runtime.h"
-#include "gpu/cuda/pointwise.h"
 #include "gpu/runtime.h"
 #include "tiny/error.h"
 
@@ -363,53 +362,41 @@ TEST(CudaRuntime, CudaErrorsBecomeTinyErrorsWithCallAndDevice) {
   EXPECT_THROW(rt->record_event(Event{123456789}, rt->default_stream(0)), tiny::ValueError);
 }
 
-TEST(CudaRuntime, LaunchUnaryRunsTheSharedOpStructs) {
+TEST(CudaRuntime, DeviceErrorRecordIsRaisedAtSynchronizeUntilCleared) {
   GPU_RUNTIME(rt);
   auto* cuda = static_cast<tiny::gpu::CudaRuntime*>(rt);
-  const Stream s = rt->create_stream(0);
-  cudaStream_t native = cuda->native_stream(s);
-  const int64_t rows = 300, cols = 257, n = rows * cols;
-  std::vector<float> x(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
-  DeviceBuffer in(rt, 0, n * sizeof(float)), out(rt, 0, n * sizeof(float));
-  rt->memcpy_async(in.ptr, x.data(), n * sizeof(float), CopyKind::HostToDevice, s);
-
-  using tiny::kernels::OffsetCalculator;
-  using tiny::kernels::UnaryKind;
-  rt->reset_counters(0);
-  // Contiguous: exp.
-  OffsetCalculator<2> flat;
-  flat.ndim = 1;
-  flat.sizes[0] = n;
-  flat.strides[0][0] = flat.strides[1][0] = 1;
-  tiny::cuda_backend::launch_unary(out.ptr, in.ptr, tiny::kFloat32, UnaryKind::Exp, {}, flat, n, native);
-  std::vector<float> y(n);
-  rt->memcpy_async(y.data(), out.ptr, n * sizeof(float), CopyKind::DeviceToHost, s);
-  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], std::exp(x[i]), 1e-5f * std::exp(x[i])) << "element " << i;
-
-  // Strided: out = transpose(in) * 3, a 4-operand calculator as TensorIter holds.
-  OffsetCalculator<4> t;
-  t.ndim = 2;
-  t.sizes[0] = rows;  // dim 0 moves fastest: out is [cols, rows] contiguous, in is read down its columns
-  t.sizes[1] = cols;
-  t.strides[0][0] = 1;
-  t.strides[0][1] = rows;
-  t.strides[1][0] = cols;
-  t.strides[1][1] = 1;
-  tiny::kernels::OpParams p;
-  p.a = 3.0;
-  p.has_a = true;
-  tiny::cuda_backend::launch_unary(out.ptr, in.ptr, tiny::kFloat32, UnaryKind::MulScalar, p, t, n, native);
-  rt->memcpy_async(y.data(), out.ptr, n * sizeof(float), CopyKind::DeviceToHost, s);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) ASSERT_FLOAT_EQ(y[c * rows + r], x[r * cols + c] * 3.0f);
-  EXPECT_EQ(rt->counters(0).kernel_launches, 2u);
-
-  // An op that does not exist for the dtype is a DtypeError, not a launch.
-  EXPECT_THROW(
-      tiny::cuda_backend::launch_unary(out.ptr, in.ptr, tiny::kInt64, UnaryKind::Exp, {}, flat, n / 2, native),
-      tiny::DtypeError);
-  rt->destroy_stream(s);
+  const tiny::gpu::DeviceErrorTarget target = cuda->device_error_target(0);
+  ASSERT_NE(target.record, nullptr);
+  ASSERT_NE(target.lock, nullptr);
+  EXPECT_EQ(cuda->device_error_target(0).record, target.record) << "one record per device";
+  EXPECT_EQ(cuda->pending_error(0), "");
+  // What a kernel does on a bad index (take the lock, fill the record, set
+  // the flag), done here with copies queued on the stream.
+  const tiny::gpu::DeviceErrorRecord seen{1, static_cast<int32_t>(tiny::gpu::DeviceErrorOp::Embedding), 7, 2, 5, 0};
+  const int32_t locked = 1;
+  const Stream s = rt->default_stream(0);
+  ASSERT_EQ(cudaMemcpyAsync(target.lock, &locked, sizeof(locked), cudaMemcpyHostToDevice, cuda->native_stream(s)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(target.record, &seen, sizeof(seen), cudaMemcpyDefault, cuda->native_stream(s)),
+            cudaSuccess);
+  try {
+    rt->stream_synchronize(s);
+    FAIL() << "stream_synchronize did not raise the recorded error";
+  } catch (const tiny::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "CUDA error: device-side assert triggered on cuda:0 in embedding: embedding: index 7 (at position 2 "
+                 "of the flattened indices) is out of range for an embedding with num_embeddings=5 (valid indices "
+                 "are 0..4). Kernel errors are reported at the next synchronizing call; rerun with "
+                 "TINY_LAUNCH_BLOCKING=1 to see the op that failed.");
+  }
+  EXPECT_THROW(rt->device_synchronize(0), tiny::Error) << "sticky";
+  std::vector<float> host(4);
+  DeviceBuffer dev(rt, 0, sizeof(float) * 4);
+  EXPECT_THROW(rt->memcpy_async(host.data(), dev.ptr, sizeof(float) * 4, CopyKind::DeviceToHost, s), tiny::Error)
+      << "a copy into pageable memory synchronizes, so it raises too";
+  cuda->clear_error(0);
+  EXPECT_EQ(cuda->pending_error(0), "");
+  EXPECT_NO_THROW(rt->device_synchronize(0));
 }
 
 }  // namespace

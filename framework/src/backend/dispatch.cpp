@@ -18,7 +18,8 @@ const char* backend_name(Backend backend) {
 Backend backend_of(const Device& device) {
   if (device.is_cpu()) return Backend::CPU;
   gpu::resolve_index(device);  // throws, naming the devices that exist
-  return Backend::Emulated;    // see gpu::device_runtime(): the CUDA kernels are not registered yet
+  // Which runtime serves cuda:N is chosen once (gpu::device_runtime()).
+  return gpu::device_runtime_is_cuda() ? Backend::CUDA : Backend::Emulated;
 }
 
 DispatchStubBase::DispatchStubBase(const char* stub_name) : name(stub_name) { all().push_back(this); }
@@ -33,6 +34,9 @@ void ensure_kernels_registered() {
   std::call_once(once, [] {
     register_cpu_kernels();
     register_emulated_kernels();
+#if defined(TINY_HAVE_CUDA) && TINY_HAVE_CUDA
+    register_cuda_kernels();  // function pointers only: touches no GPU, so it runs everywhere
+#endif
   });
 }
 

@@ -111,5 +111,7 @@ extern DispatchStub<UpdateScaleFn> update_scale_stub;
 // Filled by each backend.
 void register_cpu_kernels();
 void register_emulated_kernels();
+// backend/cuda/register.cpp; only in builds with CUDA (TINY_HAVE_CUDA).
+void register_cuda_kernels();
 
 }  // namespace tiny

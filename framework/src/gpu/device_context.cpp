@@ -1,5 +1,7 @@
 #include "gpu/device_context.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,9 +25,48 @@ std::string device_list(int count) {
 }
 }  // namespace
 
+// Runtime selection. `cuda:N` tensors live on
+// - the real NVIDIA GPUs, through gpu::CudaRuntime, when tiny was built with
+//   CUDA (TINY_HAVE_CUDA) and cudaGetDeviceCount finds at least one GPU (any
+//   error, such as cudaErrorInsufficientDriver on a machine without a driver,
+//   means none: cuda_runtime() clears it and returns nullptr);
+// - otherwise the emulated GPU (TINY_EMULATED_GPUS devices, default 2; 0 means
+//   no GPU at all).
+// TINY_FORCE_EMULATED_GPU=1 selects the emulator even on a machine with a GPU
+// (the framework's own tests use it there, since they check the emulator's
+// behaviour; lessons can use it to compare the two). 0 or unset: the real GPU
+// when there is one. The choice is made once, on first use.
+namespace {
+
+bool force_emulated() {
+  const char* value = std::getenv(kForceEmulatedGpuVariable);
+  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "0") == 0) return false;
+  TINY_CHECK(std::strcmp(value, "1") == 0, ValueError, kForceEmulatedGpuVariable, " must be 0 or 1, got '", value,
+             "' (1 uses the emulated GPU even when a real one is present)");
+  return true;
+}
+
+Runtime* select_runtime() {
+  if (!force_emulated()) {
+    // Without CUDA in the build this is always nullptr (cuda_runtime_stub.cpp).
+    if (Runtime* real = cuda_runtime()) return real;
+  }
+  return emulated_runtime();
+}
+
+}  // namespace
+
 Runtime* device_runtime() {
-  static Runtime* runtime = emulated_runtime();
+  static Runtime* runtime = select_runtime();
   return runtime;
+}
+
+bool device_runtime_is_cuda() {
+  static const bool is_cuda = [] {
+    Runtime* rt = device_runtime();
+    return rt != nullptr && std::strcmp(rt->kind(), "cuda") == 0;
+  }();
+  return is_cuda;
 }
 
 int device_count() {

@@ -10,10 +10,18 @@
 namespace tiny::gpu {
 
 // The runtime behind `cuda:N` tensors, or nullptr when there is none
-// (no emulated devices and no usable real GPU). Today this is always the
-// emulator: the real CUDA runtime exists (gpu/cuda/), but tiny's kernels are
-// not registered for it yet, so a real GPU would have no ops.
+// (no usable real GPU and no emulated devices): the real CUDA runtime when
+// tiny was built with CUDA and a GPU is usable, else the emulator.
+// TINY_FORCE_EMULATED_GPU=1 picks the emulator even on a GPU machine (a
+// value other than 0 or 1 throws tiny::ValueError naming it). Chosen once.
 Runtime* device_runtime();
+
+// True when device_runtime() is the real CUDA runtime (ops then run the
+// CUDA backend's kernels, backend/cuda/), false for the emulator or none.
+bool device_runtime_is_cuda();
+
+// The name of the setting that forces the emulator, for messages and tests.
+inline constexpr const char* kForceEmulatedGpuVariable = "TINY_FORCE_EMULATED_GPU";
 
 // Number of `cuda` devices tensors can use.
 int device_count();

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "tiny/error.h"
 
 namespace tiny::gpu {
@@ -32,26 +34,19 @@ void check(cudaError_t error, const char* call, int device) {
   if (error != cudaSuccess) throw_cuda_error(error, call, device);
 }
 
-// Makes `device` current for a scope and restores the caller's device after,
-// so tiny never changes which device the user's own CUDA code sees.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice", device);
-    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice", device);
-  }
-  ~DeviceGuard() {
-    int current = previous_;
-    if (cudaGetDevice(&current) == cudaSuccess && current != previous_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+using DeviceGuard = CudaDeviceGuard;
 
 }  // namespace
+
+CudaDeviceGuard::CudaDeviceGuard(int device) {
+  check(cudaGetDevice(&previous_), "cudaGetDevice", device);
+  if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice", device);
+}
+
+CudaDeviceGuard::~CudaDeviceGuard() {
+  int current = previous_;
+  if (cudaGetDevice(&current) == cudaSuccess && current != previous_) (void)cudaSetDevice(previous_);
+}
 
 // ---- the instance --------------------------------------------------------------
 
@@ -241,6 +236,7 @@ void CudaRuntime::stream_synchronize(Stream stream) {
   DeviceGuard guard(stream.device);
   devices_[stream.device]->counters.synchronizations.fetch_add(1, std::memory_order_relaxed);
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize", stream.device);
+  raise_pending_error(stream.device);
 }
 
 void CudaRuntime::device_synchronize(int device) {
@@ -248,6 +244,7 @@ void CudaRuntime::device_synchronize(int device) {
   DeviceGuard guard(device);
   devices_[device]->counters.synchronizations.fetch_add(1, std::memory_order_relaxed);
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device);
+  raise_pending_error(device);
 }
 
 // ---- copies --------------------------------------------------------------------
@@ -281,6 +278,7 @@ void CudaRuntime::memcpy_async(void* dst, const void* src, size_t nbytes, CopyKi
       counters.bytes_device_to_host_pageable.fetch_add(nbytes, std::memory_order_relaxed);
       counters.synchronizations.fetch_add(1, std::memory_order_relaxed);
       check(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy to pageable memory", stream.device);
+      raise_pending_error(stream.device);
       return;
     }
     case CopyKind::DeviceToDevice:
@@ -370,6 +368,7 @@ void CudaRuntime::event_synchronize(Event event) {
   DeviceGuard guard(entry.device);
   devices_[entry.device]->counters.synchronizations.fetch_add(1, std::memory_order_relaxed);
   check(cudaEventSynchronize(entry.event), "cudaEventSynchronize", entry.device);
+  raise_pending_error(entry.device);
 }
 
 void CudaRuntime::stream_wait_event(Stream stream, Event event) {
@@ -425,6 +424,106 @@ void CudaRuntime::reset_counters(int device) {
 void CudaRuntime::note_kernel_launch(int device) {
   if (device < 0 || device >= device_count_) return;
   devices_[device]->counters.kernel_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---- kernel errors ---------------------------------------------------------------
+
+DeviceErrorTarget CudaRuntime::device_error_target(int device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceState& state = *devices_[device];
+  if (state.error_device != nullptr) return DeviceErrorTarget{state.error_lock, state.error_device};
+  DeviceGuard guard(device);
+  // The record in mapped pinned memory: kernels write it directly, the host
+  // reads it after a synchronization without a copy (checking costs a load,
+  // not a transfer).
+  void* host = nullptr;
+  check(cudaHostAlloc(&host, sizeof(DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable),
+        "cudaHostAlloc of the device error record", device);
+  std::memset(host, 0, sizeof(DeviceErrorRecord));
+  void* dev = nullptr;
+  check(cudaHostGetDevicePointer(&dev, host, 0), "cudaHostGetDevicePointer of the device error record", device);
+  // The lock word in device memory, where atomicCAS is atomic for sure.
+  void* lock_word = nullptr;
+  check(cudaMalloc(&lock_word, sizeof(int32_t)), "cudaMalloc of the device error lock", device);
+  check(cudaMemset(lock_word, 0, sizeof(int32_t)), "cudaMemset of the device error lock", device);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after creating the device error record", device);
+  state.error_host = static_cast<DeviceErrorRecord*>(host);
+  state.error_device = static_cast<DeviceErrorRecord*>(dev);
+  state.error_lock = static_cast<int32_t*>(lock_word);
+  return DeviceErrorTarget{state.error_lock, state.error_device};
+}
+
+namespace {
+
+// The message of a recorded error, worded as the CPU kernels word the same mistake.
+std::string describe(const DeviceErrorRecord& r) {
+  const std::string value = std::to_string(r.value), position = std::to_string(r.position);
+  const std::string bound = std::to_string(r.bound), last = std::to_string(r.bound - 1);
+  switch (static_cast<DeviceErrorOp>(r.op)) {
+    case DeviceErrorOp::Embedding:
+    case DeviceErrorOp::EmbeddingBackward:
+      return "embedding: index " + value + " (at position " + position +
+             " of the flattened indices) is out of range for an embedding with num_embeddings=" + bound +
+             " (valid indices are 0.." + last + ")";
+    case DeviceErrorOp::NllLoss:
+    case DeviceErrorOp::NllLossBackward:
+      return "Target " + value + " is out of bounds: sample " + position + " has class " + value +
+             " but the input has " + bound + " classes (valid targets are 0.." + last +
+             ", or ignore_index=" + std::to_string(r.extra) + ")";
+    case DeviceErrorOp::None: break;
+  }
+  return "unknown error code " + std::to_string(r.op);
+}
+
+const char* op_name(int32_t op) {
+  switch (static_cast<DeviceErrorOp>(op)) {
+    case DeviceErrorOp::Embedding: return "embedding";
+    case DeviceErrorOp::EmbeddingBackward: return "embedding_backward";
+    case DeviceErrorOp::NllLoss: return "nll_loss";
+    case DeviceErrorOp::NllLossBackward: return "nll_loss_backward";
+    case DeviceErrorOp::None: break;
+  }
+  return "a kernel";
+}
+
+}  // namespace
+
+std::string CudaRuntime::pending_error(int device) const {
+  check_device(device);
+  DeviceErrorRecord record{};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const DeviceErrorRecord* host = devices_[device]->error_host;
+    if (host == nullptr) return "";
+    // Kernels write the record while the host may read it: read the flag
+    // first (volatile: not cached), and the fields only once it is set (the
+    // caller synchronized, so the kernel that set it has finished).
+    if (static_cast<const volatile DeviceErrorRecord*>(host)->flag == 0) return "";
+    std::memcpy(&record, host, sizeof(record));
+  }
+  return "CUDA error: device-side assert triggered on cuda:" + std::to_string(device) + " in " +
+         op_name(record.op) + ": " + describe(record) +
+         ". Kernel errors are reported at the next synchronizing call; rerun with TINY_LAUNCH_BLOCKING=1 to see "
+         "the op that failed.";
+}
+
+void CudaRuntime::clear_error(int device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceState& state = *devices_[device];
+  if (state.error_host == nullptr) return;
+  // Unlock first (and wait for it: cudaMemset may return before it is done),
+  // then forget the record, so the next error is recorded again.
+  DeviceGuard guard(device);
+  check(cudaMemset(state.error_lock, 0, sizeof(int32_t)), "cudaMemset of the device error lock", device);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize in clear_error", device);
+  std::memset(state.error_host, 0, sizeof(DeviceErrorRecord));
+}
+
+void CudaRuntime::raise_pending_error(int device) const {
+  const std::string message = pending_error(device);
+  if (!message.empty()) throw Error(message);
 }
 
 }  // namespace tiny::gpu

@@ -10,7 +10,13 @@
 // - every CUDA error becomes a tiny::Error that names the error, the call and
 //   the device: "CUDA error: out of memory (cudaMalloc on cuda:0)";
 // - the counters count what passes through these calls (and the kernel
-//   launches that the launchers report with note_kernel_launch).
+//   launches that the launchers report with note_kernel_launch);
+// - errors that kernels find (a bad index) go to a per-device error record
+//   (gpu/cuda/device_error.h) that the synchronizing calls (stream, device
+//   and event synchronize, a copy into pageable host memory) check after
+//   they have waited: the first error is raised as a tiny::Error worded as
+//   the emulator's, and again by every later synchronizing call on that
+//   device until clear_error() (DESIGN.md section 4).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu/cuda/device_error.h"
 #include "gpu/runtime.h"
 
 namespace tiny::gpu {
@@ -72,6 +79,16 @@ class CudaRuntime final : public Runtime {
   /// @brief Counts one kernel launch on `device` (called by check_launch after a good launch).
   void note_kernel_launch(int device);
 
+  /// @brief Where kernels on `device` report errors (its lock word and its
+  /// record, as device addresses), created on first use.
+  DeviceErrorTarget device_error_target(int device);
+  /// @brief The pending kernel error of `device` as the message that will be
+  /// raised ("" if none), without raising it.
+  std::string pending_error(int device) const;
+  /// @brief Forgets the device's pending kernel error (tests; CUDA itself
+  /// would need a new process after a device-side assert).
+  void clear_error(int device);
+
  private:
   explicit CudaRuntime(int device_count);
 
@@ -90,6 +107,11 @@ class CudaRuntime final : public Runtime {
     std::unordered_map<int64_t, cudaStream_t> streams;  // id -> stream; id 0 created on first use
     int64_t next_stream_id = 1;
     AtomicCounters counters;
+    // The error record: host and device addresses of one mapped pinned block,
+    // and the lock word in device memory (nullptr until a kernel first asks).
+    DeviceErrorRecord* error_host = nullptr;
+    DeviceErrorRecord* error_device = nullptr;
+    int32_t* error_lock = nullptr;
   };
   struct EventEntry {
     cudaEvent_t event = nullptr;
@@ -100,6 +122,8 @@ class CudaRuntime final : public Runtime {
   void check_device(int device) const;
   cudaStream_t lookup_stream(Stream stream);
   EventEntry lookup_event(Event event, const char* call) const;
+  // Throws the device's pending kernel error, if any (after a synchronization).
+  void raise_pending_error(int device) const;
 
   const int device_count_;
   std::vector<std::unique_ptr<DeviceState>> devices_;
@@ -107,6 +131,21 @@ class CudaRuntime final : public Runtime {
   int64_t next_event_id_ = 0;
   std::map<uintptr_t, size_t> pinned_;  // base address -> size, for is_pinned of interior pointers
   mutable std::mutex mutex_;            // guards the stream, event and pinned tables
+};
+
+/// @brief Makes `device` CUDA's current device for a scope and restores the
+/// caller's after, so tiny never changes which device the user's own CUDA code sees.
+class CudaDeviceGuard {
+ public:
+  /// @brief Switches to `device` (throws tiny::Error when CUDA refuses).
+  explicit CudaDeviceGuard(int device);
+  /// @brief Switches back to the device that was current before.
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
 };
 
 /// @brief Throws tiny::Error (OutOfMemoryError for an allocation failure) after
