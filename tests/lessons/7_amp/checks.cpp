@@ -1,0 +1,537 @@
+// Lesson 7's checks: the float16 forward pass and the memory it keeps, the
+// float16 step with a GradScaler (compared with the reference over 3 steps,
+// clipping, a skipped step), and the bfloat16 step. Student and reference start
+// from the same snapshot of a small MLP on cuda:0 (emulated) and get the same
+// batches; probes in the glue record where autocast was on, the dtypes, and
+// the gradients the optimizer was handed.
+//
+// Tolerances: student and reference usually run the same ops and agree exactly;
+// a correct step written another way rounds in other places. float16 keeps 11
+// significant bits, so over 1-3 steps two correct answers agree to about 1e-3;
+// the checks allow 1e-2 of the largest value (bfloat16, 8 bits: 3e-2). Longer
+// float16 runs are not compared: rounding differences grow chaotically.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "harness/checker.h"
+#include "harness/compare.h"
+#include "model.h"
+
+using workbook::Bundle;
+using workbook::Context;
+using workbook::Outcome;
+using workbook::Run;
+using workbook::RunOptions;
+
+WORKBOOK_LESSON(7, "7_amp");
+
+namespace {
+
+constexpr int64_t kIn = 32, kHidden = 64, kClasses = 10, kBatch = 64;
+constexpr double kLr = 0.1, kMomentum = 0.9;
+constexpr double kHalfTol = 1e-2;      // float16: 1e-2 of the largest value, over 1-3 steps
+constexpr double kBFloat16Tol = 3e-2;  // bfloat16: 8 significant bits
+constexpr double kInitScale = 1024.0;  // small enough that no clean step here overflows float16
+constexpr double kNoClip = 100.0;      // far above the gradient norms here: clipping never acts
+constexpr double kClipNorm = 0.05;     // far below them: clipping always acts
+// The memory check: a wider model and a large batch, where the activations dominate.
+constexpr int64_t kMemIn = 16, kMemHidden = 256, kMemBatch = 4096;
+// float16 activations: about half of float32's (the reference keeps ~54%: the float16 copies of the input and
+// the weights come on top); a pass without autocast keeps 100%.
+constexpr double kMemRatio = 0.65;
+
+const char* kOnlyForward =
+    "autocast should cover only the forward pass and the loss: close its scope (the guard's braces, or the end of "
+    "amp_forward) before backward() and the optimizer step. The backward pass runs each op in the dtype its forward "
+    "op chose, and the scaler and the optimizer must work on the float32 gradients and weights";
+
+RunOptions one_gpu(const std::string& call) {
+  RunOptions o;
+  o.gpus = 1;
+  o.call = call;
+  o.timeout_s = 120;
+  return o;
+}
+
+std::string num(double v, int digits = 6) {
+  std::ostringstream s;
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+std::string list(const nlohmann::json& values, size_t max = 8) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < values.size() && i < max; ++i) {
+    if (i) s << ", ";
+    s << (values[i].is_number_float() ? num(values[i].get<double>(), 5) : values[i].dump());
+  }
+  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
+  s << "]";
+  return s.str();
+}
+
+std::string mb(double bytes) { return num(bytes / 1e6, 3) + " MB"; }
+
+// The snapshot both sides start from: the graded MLP initialised from the run's seed.
+void put_model(Bundle& in, const Context& ctx, int64_t features, int64_t hidden) {
+  tiny::manual_seed(ctx.seed);
+  lesson7_checks::ProbedMLP model(features, hidden, kClasses);
+  in.put_state("init", model.state_dict());
+  in.values["in"] = features;
+  in.values["hidden"] = hidden;
+  in.values["classes"] = kClasses;
+  in.values["lr"] = kLr;
+  in.values["momentum"] = kMomentum;
+}
+
+tiny::Tensor features(const Context& ctx, uint64_t stream, int64_t n, int64_t width) {
+  return tiny::randn({n, width}, {}, ctx.generator(stream));
+}
+tiny::Tensor labels(const Context& ctx, uint64_t stream, int64_t n) {
+  return tiny::randint(0, kClasses, {n}, tiny::TensorOptions(tiny::kInt64), ctx.generator(stream));
+}
+
+// `steps` batches x.k, y.k of random features and labels.
+void put_batches(Bundle& in, const Context& ctx, uint64_t stream, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    in.put("x." + std::to_string(k), features(ctx, stream * 100 + 2 * k, kBatch, kIn));
+    in.put("y." + std::to_string(k), labels(ctx, stream * 100 + 2 * k + 1, kBatch));
+  }
+  in.values["steps"] = steps;
+}
+
+// Inputs for amp_steps: model, batches, the scaler's options, the clipping norm.
+Bundle step_inputs(const Context& ctx, uint64_t stream, int steps, double init_scale, int64_t growth_interval,
+                   double max_grad_norm) {
+  Bundle in;
+  put_model(in, ctx, kIn, kHidden);
+  put_batches(in, ctx, stream, steps);
+  in.values["init_scale"] = init_scale;
+  in.values["growth_interval"] = growth_interval;
+  in.values["max_grad_norm"] = max_grad_norm;
+  return in;
+}
+
+// The dtype the forward passes saw for the weights, when not float32 ("" when all were float32).
+std::string wrong_weight_dtype(const Run& run) {
+  for (const auto& c : run.out.values.value("forward_calls", nlohmann::json::array())) {
+    if (c["weight_dtype"] != "float32") return c["weight_dtype"].get<std::string>();
+  }
+  for (const auto& d : run.out.values.value("param_dtypes", nlohmann::json::array())) {
+    if (d != "float32") return d.get<std::string>();
+  }
+  return "";
+}
+
+std::string whole_model_cast(const std::string& dtype, const std::string& function) {
+  return "the model's weights are " + dtype + " after " + function + ": do not cast the model (model.to(" +
+         (dtype == "bfloat16" ? "tiny::kBFloat16), PyTorch's model.bfloat16()" : "tiny::kFloat16), PyTorch's model.half()") +
+         "); autocast makes " +
+         dtype + " copies of the weights for the matrix products and keeps the weights themselves in float32, "
+         "because an update much smaller than a weight is lost when it is rounded to " + dtype;
+}
+
+// Was any forward pass run with autocast off? The dtype it ran in otherwise ("" when none ran).
+bool forward_without_autocast(const Run& run) {
+  const nlohmann::json calls = run.out.values.value("forward_calls", nlohmann::json::array());
+  return std::any_of(calls.begin(), calls.end(), [](const nlohmann::json& c) { return !c["autocast"].get<bool>(); });
+}
+std::string autocast_dtype(const Run& run) {
+  for (const auto& c : run.out.values.value("forward_calls", nlohmann::json::array())) {
+    if (c["autocast"].get<bool>()) return c["autocast_dtype"].get<std::string>();
+  }
+  return "";
+}
+
+// Sum of squares of all the gradients handed to the optimizer at its last step, as a norm.
+double grad_norm(const Run& run, const tiny::StateDict& names) {
+  double sum = 0;
+  for (const auto& [name, t] : names) {
+    (void)t;
+    const std::string key = "grad." + name;
+    if (!run.out.has(key) || !run.out.info(key).defined) continue;
+    for (float v : run.out.tensor(key).to(tiny::kFloat32).contiguous().to_vector<float>()) sum += double(v) * v;
+  }
+  return std::sqrt(sum);
+}
+
+bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::fabs(b); }
+
+// Why the weights' updates (final - init) differ beyond `tol` of the largest update, or nullopt.
+std::optional<std::string> updates_differ(const Run& mine, const Run& ref, const tiny::StateDict& init,
+                                          const std::string& after, double tol) {
+  double largest = 0;
+  std::map<std::string, tiny::Tensor> want;
+  for (const auto& [name, w0] : init) {
+    want[name] = ref.out.tensor("final." + name).to(tiny::kFloat32) - w0;
+    largest = std::max(largest, want[name].abs().max().item<double>());
+  }
+  for (const auto& [name, w0] : init) {
+    if (!mine.out.has("final." + name)) return "after " + after + ", the weight " + name + " is missing";
+    const tiny::Tensor got = mine.out.tensor("final." + name).to(tiny::kFloat32) - w0;
+    if (auto why = workbook::differ("after " + after + ", the update of " + name + " (weight minus its start)", got,
+                                    want[name], tol, tol * largest + 1e-7)) {
+      return why;
+    }
+  }
+  return std::nullopt;
+}
+
+// Why the gradients handed to the optimizer at the last step differ, or nullopt.
+std::optional<std::string> grads_differ(const Run& mine, const Run& ref, const tiny::StateDict& init,
+                                        const std::string& when, double tol) {
+  double largest = 0;
+  for (const auto& [name, t] : init) {
+    (void)t;
+    const std::string key = "grad." + name;
+    if (ref.out.has(key) && ref.out.info(key).defined) {
+      largest = std::max(largest, ref.out.tensor(key).to(tiny::kFloat32).abs().max().item<double>());
+    }
+  }
+  for (const auto& [name, t] : init) {
+    (void)t;
+    const std::string key = "grad." + name;
+    if (!ref.out.has(key)) continue;
+    if (!mine.out.has(key) || !mine.out.info(key).defined) {
+      return "the optimizer's step " + when + " found no gradient in " + name + ".grad()";
+    }
+    if (auto why = workbook::differ("the gradient of " + name + " handed to optimizer.step() " + when,
+                                    mine.out.tensor(key).to(tiny::kFloat32), ref.out.tensor(key).to(tiny::kFloat32),
+                                    tol, tol * largest + 1e-8)) {
+      return why;
+    }
+  }
+  return std::nullopt;
+}
+
+// The loss of the first step that differs beyond `tol`, or -1.
+int first_loss_difference(const nlohmann::json& mine, const nlohmann::json& ref, double tol) {
+  for (size_t k = 0; k < std::min(mine.size(), ref.size()); ++k) {
+    if (mine[k].is_null() || ref[k].is_null()) {
+      if (mine[k].is_null() != ref[k].is_null()) return static_cast<int>(k);
+      continue;
+    }
+    const double a = mine[k].get<double>(), b = ref[k].get<double>();
+    if (std::fabs(a - b) > tol * std::fabs(b) + 1e-6) return static_cast<int>(k);
+  }
+  return mine.size() == ref.size() ? -1 : static_cast<int>(std::min(mine.size(), ref.size()));
+}
+
+// The failure of a step whose gradients were clipped to max_norm / scale.
+std::string clipped_scaled(double norm, double scale, double max_norm) {
+  return "the gradients handed to optimizer.step() have a norm of " + num(norm) + " = " + num(max_norm) + " / " +
+         num(scale) + ": you clipped the scaled gradients (their norm is " + num(scale) + " times the true one, so "
+         "clipping cut them to max_grad_norm=" + num(max_norm) + ", and unscaling then divided them by the scale). "
+         "Call scaler.unscale_(optimizer) before clip_grad_norm_";
+}
+
+// The named failure of a step that threw, when a probe explains it.
+std::optional<Outcome> explain_error(const Run& mine, const std::string& function) {
+  if (mine.status != "error") return std::nullopt;
+  const std::string& m = mine.message;
+  if (m.find("unscale_()") != std::string::npos &&
+      (m.find("since the last update()") != std::string::npos || m.find("after step()") != std::string::npos)) {
+    return Outcome::fail(function + " threw at its second step: \"" + mine.message +
+                         "\": call scaler.update() at the end of every step. update() adjusts the scale and starts "
+                         "the next step's bookkeeping; without it the scale never adapts");
+  }
+  if (m.find("did not use scaler.scale") != std::string::npos) {
+    return Outcome::fail(function + " never called scaler.scale(loss): you called backward on the unscaled loss, so "
+                         "the gradients were not multiplied by the scale and small ones underflow to 0 in float16 "
+                         "(and the scaler, which never saw a scaled loss, refused to unscale_: \"" + m +
+                         "\"). Call scaler.scale(loss).backward()");
+  }
+  const std::string dtype = wrong_weight_dtype(mine);
+  if (!dtype.empty()) {
+    return Outcome::fail(whole_model_cast(dtype, function) + "\n(your step then threw: " + mine.message + ")");
+  }
+  return std::nullopt;
+}
+
+// The probes every training step shares: dtypes, autocast where it belongs, one forward pass per step.
+std::optional<Outcome> probe_step(const Run& mine, int steps, const std::string& function, const std::string& dtype) {
+  const nlohmann::json& v = mine.out.values;
+  const std::string weights = wrong_weight_dtype(mine);
+  if (!weights.empty()) return Outcome::fail(whole_model_cast(weights, function));
+  const size_t passes = v.value("forward_calls", nlohmann::json::array()).size();
+  if (passes != static_cast<size_t>(steps)) {
+    return Outcome::fail(function + " ran the model " + std::to_string(passes) + " times in " + std::to_string(steps) +
+                         " steps: one forward pass per step");
+  }
+  if (forward_without_autocast(mine)) {
+    return Outcome::fail(function + "'s forward pass did not run under autocast: run the model and the loss inside "
+                         "the scope of a tiny::amp::autocast guard for \"cuda\" (" +
+                         (dtype == "float16" ? std::string("amp_forward does it") : "with tiny::kBFloat16") + ")");
+  }
+  const std::string used = autocast_dtype(mine);
+  if (used != dtype) {
+    std::string why = function + "'s autocast ran in " + used + ", not " + dtype;
+    if (dtype == "bfloat16") {
+      why += ": pass the dtype, tiny::amp::autocast guard(\"cuda\", tiny::kBFloat16); without one, autocast for "
+             "\"cuda\" uses float16";
+    }
+    return Outcome::fail(why);
+  }
+  if (v.value("backward_autocast", false) || v.value("step_autocast", false)) {
+    std::string where = v.value("backward_autocast", false) ? "backward()" : "";
+    if (v.value("step_autocast", false)) where += std::string(where.empty() ? "" : " and ") + "optimizer.step()";
+    return Outcome::fail(function + " ran " + where + " with autocast still on: " + kOnlyForward);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(amp_forward, "amp_forward() runs the model under float16 autocast and returns the float32 loss with its graph") {
+  Bundle in;
+  put_model(in, ctx, kIn, kHidden);
+  in.put("x", features(ctx, 1, kBatch, kIn));
+  in.put("y", labels(ctx, 2, kBatch));
+  const std::string call = "amp_forward(model, x, y) on a batch of 64";
+  Run mine, ref;
+  if (auto early = ctx.both("amp_forward", in, mine, ref, one_gpu(call))) return *early;
+  const nlohmann::json& v = mine.out.values;
+  if (v["forward_calls"].size() != 1) {
+    return Outcome::fail(call + " ran the model " + std::to_string(v["forward_calls"].size()) + " times: once");
+  }
+  const std::string weights = wrong_weight_dtype(mine);
+  if (!weights.empty()) return Outcome::fail(whole_model_cast(weights, "amp_forward"));
+  if (forward_without_autocast(mine)) {
+    return Outcome::fail(call + ": the forward pass did not run under autocast, so every matrix product ran in "
+                         "float32: open a guard first, tiny::amp::autocast guard(\"cuda\", tiny::kFloat16); (PyTorch's "
+                         "with torch.amp.autocast(\"cuda\", dtype=torch.float16):), then run the model and the loss in "
+                         "its scope");
+  }
+  if (autocast_dtype(mine) != "float16") {
+    return Outcome::fail(call + ": autocast ran in " + autocast_dtype(mine) + ": amp_forward is the float16 one, "
+                         "tiny::amp::autocast guard(\"cuda\", tiny::kFloat16)");
+  }
+  if (!mine.out.has("loss") || !mine.out.info("loss").defined) return Outcome::fail(call + " returned no tensor");
+  const workbook::TensorInfo& loss = mine.out.info("loss");
+  if (!loss.shape.empty()) {
+    return Outcome::fail(call + " returned a tensor of shape " + workbook::shape_text(loss.shape) +
+                         ": return the mean loss over the batch, one number (cross_entropy's default reduction)");
+  }
+  if (loss.dtype != "float32") {
+    return Outcome::fail(call + " returned a " + loss.dtype + " loss: compute the loss inside the autocast scope too; "
+                         "autocast runs cross_entropy in float32 (a softmax over float16 values loses too much), so "
+                         "the loss comes out float32");
+  }
+  if (!v["loss_requires_grad"].get<bool>()) {
+    return Outcome::fail(call + " returned the loss without its graph (it does not require grad): return the tensor "
+                         "cross_entropy gave, not a detached copy, so that amp_train_step can call backward on it");
+  }
+  const double got = mine.out.tensor("loss").item<double>(), want = ref.out.tensor("loss").item<double>();
+  if (!(std::fabs(got - want) <= kHalfTol * std::fabs(want))) {
+    return Outcome::fail(call + " returned " + num(got) + ", expected " + num(want) + " (within " + num(kHalfTol) +
+                         " relative: float16 rounding): cross_entropy of model(x) and y, averaged over the batch");
+  }
+  return Outcome::pass("loss " + num(got, 5) + " (reference " + num(want, 5) + ")");
+}
+
+WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about half the activation bytes of float32") {
+  Bundle in;
+  put_model(in, ctx, kMemIn, kMemHidden);
+  in.put("x", features(ctx, 3, kMemBatch, kMemIn));
+  in.put("y", labels(ctx, 4, kMemBatch));
+  in.values["measure_memory"] = true;
+  const std::string call = "amp_forward(model, x, y) on a batch of 4096 (16-256-256-10 MLP)";
+  Run mine, ref;
+  if (auto early = ctx.both("amp_forward", in, mine, ref, one_gpu(call))) return *early;
+  const double amp = mine.out.values["amp_bytes"].get<double>(), fp32 = mine.out.values["fp32_bytes"].get<double>();
+  const double ref_amp = ref.out.values["amp_bytes"].get<double>(), ref_fp32 = ref.out.values["fp32_bytes"].get<double>();
+  ctx.details["activation_bytes"] = {{"yours", amp}, {"float32", fp32}, {"reference", ref_amp}};
+  if (!(ref_amp <= kMemRatio * ref_fp32)) {
+    return Outcome::error("the reference's float16 forward kept " + mb(ref_amp) + " for backward, float32 " +
+                          mb(ref_fp32) + ": more than " + num(kMemRatio) + " of it (a bug in the workbook)");
+  }
+  // Bytes that memory_allocated() shows after the forward pass minus before: what the graph keeps for backward
+  // (the weights and the input were allocated before and do not count).
+  const std::string figures = "your forward pass kept " + mb(amp) + " for backward, a float32 one " + mb(fp32) +
+                              " (the reference's float16 pass " + mb(ref_amp) + ")";
+  if (!(amp <= kMemRatio * fp32)) {
+    if (forward_without_autocast(mine)) {
+      return Outcome::fail(figures + ": the forward pass did not run under autocast, so the activations it keeps "
+                           "are float32 (4 bytes each instead of 2)");
+    }
+    return Outcome::fail(figures + ": a float16 forward pass should keep about half; keep only what the graph "
+                         "needs (no extra copies of the activations, return the loss itself)");
+  }
+  return Outcome::pass(figures + ", " + num(100.0 * amp / fp32, 3) + "%");
+}
+
+WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 steps (loss, gradients, weights, within 1e-2)") {
+  constexpr int steps = 3;
+  const Bundle in = step_inputs(ctx, 5, steps, kInitScale, 2000, kNoClip);
+  const std::string function = "amp_train_step";
+  const std::string call = "3 steps of amp_train_step (GradScaler init_scale=1024, max_grad_norm=100, SGD)";
+  const Run mine = ctx.student("amp_steps", in, one_gpu(call));
+  if (auto named = explain_error(mine, function)) return *named;
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = probe_step(mine, steps, function, "float16")) return *why;
+
+  const nlohmann::json& v = mine.out.values;
+  const tiny::StateDict init = in.state("init");
+  if (v["growth_trackers"] != ref.out.values["growth_trackers"]) {
+    const nlohmann::json& t = v["growth_trackers"];
+    if (std::all_of(t.begin(), t.end(), [](const nlohmann::json& x) { return x.get<int64_t>() == 0; })) {
+      return Outcome::fail("the scaler counted no clean step in 3 (its growth tracker stayed at 0; the reference's: " +
+                           list(ref.out.values["growth_trackers"]) + "): call scaler.update() at the end of every "
+                           "step, after scaler.step(optimizer)");
+    }
+  }
+  if (v["stepped"] != ref.out.values["stepped"]) {
+    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", the reference's at " +
+                         list(ref.out.values["stepped"]) + " (true: it ran): one step per call, through "
+                         "scaler.step(optimizer)");
+  }
+  const double scale = in.values["init_scale"].get<double>();
+  const double my_norm = grad_norm(mine, init), ref_norm = grad_norm(ref, init);
+  if (ref_norm > 0 && near(my_norm * scale, ref_norm, 0.1)) {
+    return Outcome::fail("the gradients handed to optimizer.step() are 1/" + num(scale) + " of the expected ones (norm " +
+                         num(my_norm) + ", expected " + num(ref_norm) + "): you called backward on the unscaled "
+                         "loss, then unscale_ divided them by the scale anyway. Call scaler.scale(loss).backward()");
+  }
+  if (ref_norm > 0 && !near(my_norm, ref_norm, 0.1) && near(my_norm * scale, kNoClip, 0.05)) {
+    return Outcome::fail(clipped_scaled(my_norm, scale, kNoClip));
+  }
+  if (ref_norm > 0 && near(my_norm, ref_norm * scale, 0.1)) {
+    return Outcome::fail("the gradients handed to optimizer.step() are still multiplied by the scale " + num(scale) +
+                         " (norm " + num(my_norm) + ", expected " + num(ref_norm) + "): call scaler.unscale_(optimizer) "
+                         "and step with scaler.step(optimizer), never optimizer.step() on scaled gradients");
+  }
+  const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kHalfTol);
+  if (k >= 0) {
+    std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond float16 rounding (1e-2): your "
+                      "losses " + list(v["losses"]) + ", expected " + list(ref.out.values["losses"]);
+    if (k > 0) why += ": the steps before it match, so an update went wrong";
+    return Outcome::fail(why);
+  }
+  if (auto why = grads_differ(mine, ref, init, "at step 3", kHalfTol)) return Outcome::fail(*why);
+  if (auto why = updates_differ(mine, ref, init, "3 steps", kHalfTol)) return Outcome::fail(*why);
+  return Outcome::pass("losses " + list(v["losses"]));
+}
+
+WORKBOOK_CHECK(amp_clip, "amp_train_step() clips the unscaled gradients to max_grad_norm") {
+  const Bundle in = step_inputs(ctx, 6, 1, kInitScale, 2000, kClipNorm);
+  const std::string function = "amp_train_step";
+  const std::string call = "amp_train_step with max_grad_norm=0.05 (GradScaler init_scale=1024)";
+  const Run mine = ctx.student("amp_steps", in, one_gpu(call));
+  if (auto named = explain_error(mine, function)) return *named;
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = probe_step(mine, 1, function, "float16")) return *why;
+  const tiny::StateDict init = in.state("init");
+  if (mine.out.values["step_calls"].empty()) {
+    return Outcome::fail(call + " never called optimizer.step() (through scaler.step(optimizer))");
+  }
+  const auto grads_wrong = grads_differ(mine, ref, init, "(max_grad_norm=0.05)", kHalfTol);
+  if (!grads_wrong) return Outcome::pass("gradient norm " + num(grad_norm(mine, init), 4) + " (max_grad_norm 0.05)");
+  const double my_norm = grad_norm(mine, init), scale = in.values["init_scale"].get<double>();
+  if (near(my_norm * scale, kClipNorm, 0.05)) return Outcome::fail(clipped_scaled(my_norm, scale, kClipNorm));
+  Bundle unclipped = in;
+  unclipped.values["max_grad_norm"] = 1e9;
+  const Run full = ctx.reference("amp_steps", unclipped, one_gpu(call));
+  if (full.ok() && near(my_norm, grad_norm(full, init), 0.02) && !near(my_norm, kClipNorm, 0.05)) {
+    return Outcome::fail("the gradients were not clipped: their norm is " + num(my_norm) + " with max_grad_norm=0.05; "
+                         "call tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm) after "
+                         "scaler.unscale_(optimizer) and before scaler.step(optimizer)");
+  }
+  return Outcome::fail(*grads_wrong + "\n(norm of your gradients " + num(my_norm) + ", expected " +
+                       num(grad_norm(ref, init)) + ")");
+}
+
+WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the scale halves, and it grows again after 3 clean steps") {
+  constexpr int steps = 6, bad = 1;
+  constexpr int64_t growth_interval = 3;
+  Bundle in = step_inputs(ctx, 7, steps, kInitScale, growth_interval, kNoClip);
+  // One huge feature: float16 tops out at 65504, so its cast to float16 is inf, and so are the gradients.
+  const tiny::Tensor clean = in.tensor("x." + std::to_string(bad));
+  std::vector<float> values = clean.contiguous().to_vector<float>();
+  values[0] = 1e6f;
+  in.put("x." + std::to_string(bad), tiny::from_vector(values, clean.sizes()));
+  const std::string function = "amp_train_step";
+  const std::string call = "6 steps of amp_train_step, step 2 with an input of 1e6 (GradScaler init_scale=1024, "
+                           "growth_interval=3)";
+  const Run mine = ctx.student("amp_steps", in, one_gpu(call));
+  if (auto named = explain_error(mine, function)) return *named;
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  const nlohmann::json& v = mine.out.values;
+  const nlohmann::json& want = ref.out.values;
+  if (want["stepped"][bad].get<bool>() || want["scales"][bad].get<double>() >= kInitScale) {
+    return Outcome::error("the injected inf did not make the reference skip step 2 (a bug in the workbook): scales " +
+                          list(want["scales"]) + ", stepped " + list(want["stepped"]));
+  }
+  if (auto why = probe_step(mine, steps, function, "float16")) return *why;
+  const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
+  const bool moved_on_inf = v["params_changed"].size() > bad && v["params_changed"][bad].get<bool>();
+  if (ran_on_inf || moved_on_inf) {
+    std::string why = "at step 2 the gradients were inf, and yet ";
+    why += ran_on_inf ? "optimizer.step() ran" : "the weights changed";
+    const nlohmann::json& finite = v["params_finite"];
+    if (std::any_of(finite.begin(), finite.end(), [](const nlohmann::json& f) { return !f.get<bool>(); })) {
+      why += " and the weights became inf or NaN";
+    }
+    why += ": use scaler.step(optimizer), not optimizer.step(): the scaler checks the gradients for inf and NaN "
+           "and skips the step when it finds any (the scale is lowered and the next step tries again)";
+    return Outcome::fail(why);
+  }
+  const nlohmann::json& scales = v["scales"];
+  if (scales != want["scales"]) {
+    if (std::all_of(scales.begin(), scales.end(),
+                    [](const nlohmann::json& s) { return s.get<double>() == kInitScale; })) {
+      return Outcome::fail("the scale stayed at " + num(kInitScale) + " through all 6 steps (expected " +
+                           list(want["scales"]) + "): call scaler.update() at the end of every step; it halves the "
+                           "scale after a skipped step and doubles it after growth_interval clean steps");
+    }
+    return Outcome::fail("the scale after each step was " + list(scales) + ", expected " + list(want["scales"]) +
+                         ": halved after the skipped step 2, doubled after 3 clean steps (one scaler.update() per step)");
+  }
+  if (v["stepped"] != want["stepped"]) {
+    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", expected " + list(want["stepped"]) +
+                         " (true: it ran)");
+  }
+  if (auto why = updates_differ(mine, ref, in.state("init"), "6 steps (one skipped)", kHalfTol)) {
+    return Outcome::fail(*why);
+  }
+  return Outcome::pass("scales " + list(scales) + "; step 2 skipped");
+}
+
+WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat16 steps, the weights staying float32 (within 3e-2)") {
+  constexpr int steps = 3;
+  Bundle in;
+  put_model(in, ctx, kIn, kHidden);
+  put_batches(in, ctx, 8, steps);
+  const std::string function = "bf16_train_step";
+  const std::string call = "3 steps of bf16_train_step (SGD)";
+  const Run mine = ctx.student("bf16_steps", in, one_gpu(call));
+  if (auto named = explain_error(mine, function)) return *named;
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("bf16_steps", in, one_gpu(call));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = probe_step(mine, steps, function, "bfloat16")) return *why;
+  const nlohmann::json& v = mine.out.values;
+  if (v["stepped"] != ref.out.values["stepped"]) {
+    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", expected " +
+                         list(ref.out.values["stepped"]) + " (true: it ran): once per step, after backward()");
+  }
+  const tiny::StateDict init = in.state("init");
+  const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kBFloat16Tol);
+  if (k >= 0) {
+    std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond bfloat16 rounding (3e-2): your "
+                      "losses " + list(v["losses"]) + ", expected " + list(ref.out.values["losses"]);
+    if (k > 0) why += ": the steps before it match, so an update went wrong";
+    return Outcome::fail(why);
+  }
+  if (auto why = grads_differ(mine, ref, init, "at step 3", kBFloat16Tol)) return Outcome::fail(*why);
+  if (auto why = updates_differ(mine, ref, init, "3 steps", kBFloat16Tol)) return Outcome::fail(*why);
+  return Outcome::pass("losses " + list(v["losses"]));
+}

@@ -1,0 +1,47 @@
+# Lesson 7's classic mistakes: each is the reference with one change, and must
+# fail its check with a message that names the mistake.
+
+workbook_mistake(forward_without_autocast CHECK amp_forward MESSAGE "the forward pass did not run under autocast"
+  FIND [=[  tiny::amp::autocast guard("cuda", tiny::kFloat16);  // until the end of this scope]=]
+  REPLACE [=[]=])
+
+workbook_mistake(whole_model_half CHECK amp_step MESSAGE "the model's weights are float16"
+  FIND [=[  const Tensor loss = amp_forward(model, x, y);    // autocast covers the forward pass and the loss only]=]
+  REPLACE [=[  model.to(tiny::kFloat16);  // "mixed precision": the whole model in half
+  const Tensor loss = amp_forward(model, x, y);]=])
+
+workbook_mistake(unscaled_backward CHECK amp_step MESSAGE "you called backward on the unscaled loss"
+  FIND [=[  scaler.scale(loss).backward();                   // gradients of loss * scale: no float16 underflow]=]
+  REPLACE [=[  loss.backward();]=])
+
+workbook_mistake(autocast_around_step CHECK amp_step MESSAGE "autocast should cover only the forward pass and the loss"
+  FIND [=[  optimizer.zero_grad();                           // set_to_none: the previous step's gradients go]=]
+  REPLACE [=[  tiny::amp::autocast guard("cuda", tiny::kFloat16);  // the whole step under autocast
+  optimizer.zero_grad();]=])
+
+workbook_mistake(clip_before_unscale CHECK amp_clip MESSAGE "you clipped the scaled gradients"
+  FIND [=[  scaler.unscale_(optimizer);                      // the true gradients again, before anything reads them
+  tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm);]=]
+  REPLACE [=[  tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm);
+  scaler.unscale_(optimizer);]=])
+
+workbook_mistake(no_clipping CHECK amp_clip MESSAGE "the gradients were not clipped"
+  FIND [=[  tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm);]=]
+  REPLACE [=[  (void)max_grad_norm;  // no clipping]=])
+
+workbook_mistake(optimizer_step_not_scaler_step CHECK amp_skip_inf MESSAGE "use scaler.step(optimizer), not optimizer.step()"
+  FIND [=[  scaler.step(optimizer);                          // skipped when a gradient is inf or NaN]=]
+  REPLACE [=[  optimizer.step();]=])
+
+workbook_mistake(no_scaler_update CHECK amp_skip_inf MESSAGE "call scaler.update() at the end of every step"
+  FIND [=[  scaler.update();                                 // back off after a skip, grow after a run of clean steps]=]
+  REPLACE [=[]=])
+
+workbook_mistake(bf16_default_dtype CHECK bf16_step MESSAGE "autocast ran in float16, not bfloat16"
+  FIND [=[    tiny::amp::autocast guard("cuda", tiny::kBFloat16);  // bfloat16: float32's exponent range]=]
+  REPLACE [=[    tiny::amp::autocast guard("cuda");]=])
+
+workbook_mistake(bf16_whole_model CHECK bf16_step MESSAGE "the model's weights are bfloat16"
+  FIND [=[    loss = F::cross_entropy(model(x), y);]=]
+  REPLACE [=[    model.to(tiny::kBFloat16);
+    loss = F::cross_entropy(model(x), y);]=])
