@@ -405,6 +405,8 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
                          " (norm " + num(my_norm) + ", expected " + num(ref_norm) + "): call scaler.unscale_(optimizer) "
                          "and step with scaler.step(optimizer), never optimizer.step() on scaled gradients");
   }
+  ctx.details["curves"]["float16 training loss per step"] = {{"yours", v["losses"]},
+                                                             {"reference", ref.out.values["losses"]}};
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kHalfTol);
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond float16 rounding (1e-2): your "
@@ -485,6 +487,8 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
     return Outcome::fail(why);
   }
   const nlohmann::json& scales = v["scales"];
+  ctx.details["curves"]["GradScaler's scale after each step (an inf at step " + std::to_string(bad + 1) + ")"] = {
+      {"yours", scales}, {"reference", want["scales"]}};
   if (scales != want["scales"]) {
     if (std::all_of(scales.begin(), scales.end(),
                     [](const nlohmann::json& s) { return s.get<double>() == kInitScale; })) {
@@ -523,6 +527,8 @@ WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat
     return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", expected " +
                          list(ref.out.values["stepped"]) + " (true: it ran): once per step, after backward()");
   }
+  ctx.details["curves"]["bfloat16 training loss per step"] = {{"yours", v["losses"]},
+                                                              {"reference", ref.out.values["losses"]}};
   const tiny::StateDict init = in.state("init");
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kBFloat16Tol);
   if (k >= 0) {

@@ -181,6 +181,8 @@ WORKBOOK_CHECK(memory_flat, "train_epoch() keeps memory_allocated flat from step
                          std::to_string(kSteps) + " batches: one forward pass per batch");
   }
   ctx.details["memory_allocated at each step (bytes)"] = {{"yours", mem}, {"reference", ref.out.values["pass_allocated"]}};
+  // The report plots allocated and reserved over the epoch, a marker per step.
+  ctx.details["memory"] = {{"yours", mine.out.values["timeline"]}, {"reference", ref.out.values["timeline"]}};
   const size_t first = as_size(mem[kWarmup]), last = as_size(mem[kSteps - 1]);
   const size_t graphs = as_size(alive[kSteps - 1]);
   const std::string figures = "memory_allocated at the start of each step: " + list(mem, kSteps, true);

@@ -43,6 +43,7 @@ struct ProbedMLP : tiny::nn::Module {
 
   tiny::Tensor forward(const tiny::Tensor& x) override {
     Call call;
+    if (timeline != nullptr && timeline->is_recording()) timeline->mark("step " + std::to_string(calls.size() + 1));
     call.grad_enabled = tiny::is_grad_enabled();
     call.rows = x.size(0);
     call.allocated_before = allocated(x);
@@ -62,6 +63,7 @@ struct ProbedMLP : tiny::nn::Module {
 
   std::shared_ptr<tiny::nn::Linear> fc1, fc2, fc3;
   std::vector<Call> calls;
+  tiny::cuda::MemoryTimeline* timeline = nullptr;  ///< when set and recording: a marker at each forward pass
 };
 
 }  // namespace lesson8_checks

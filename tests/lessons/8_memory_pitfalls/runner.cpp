@@ -1,6 +1,8 @@
 // Lesson 8's glue: rebuilds the model, batches and optimizer from the bundle,
 // calls each exercise, and writes down what came out and what memory did on the
 // way (per forward pass: memory at its start, graphs still alive; the peak).
+#include <algorithm>
+
 #include "exercise.h"
 #include "harness/runner.h"
 #include "model.h"
@@ -69,6 +71,34 @@ void record_calls(const ProbedMLP& model, workbook::Bundle& out) {
   out.values["pass_rows"] = rows;
 }
 
+// The timeline for the report's plot: at most ~300 samples (every k-th, and
+// the last), each {t (ms), allocated, reserved}, and the step markers.
+nlohmann::json plot_points(const tiny::cuda::MemoryTimeline& timeline) {
+  const std::vector<tiny::cuda::MemorySample> samples = timeline.samples();
+  nlohmann::json points = nlohmann::json::array();
+  const size_t stride = samples.size() / 300 + 1;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (i % stride != 0 && i + 1 != samples.size()) continue;
+    points.push_back({{"t", samples[i].t_us / 1000.0}, {"allocated", samples[i].allocated},
+                      {"reserved", samples[i].reserved}});
+  }
+  for (const tiny::cuda::MemoryMarker& m : timeline.markers()) {
+    // A marker is a point at its time, with the memory of the last sample before it.
+    int64_t allocated = 0, reserved = 0;
+    for (const auto& s : samples) {
+      if (s.t_us > m.t_us) break;
+      allocated = s.allocated;
+      reserved = s.reserved;
+    }
+    points.push_back({{"t", m.t_us / 1000.0}, {"allocated", allocated}, {"reserved", reserved}, {"marker", m.label}});
+  }
+  // In time order: the report draws the points as a line.
+  std::stable_sort(points.begin(), points.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["t"].get<double>() < b["t"].get<double>();
+  });
+  return points;
+}
+
 }  // namespace
 
 // train_epoch over batches already on cuda:0, with SGD.
@@ -76,7 +106,14 @@ WORKBOOK_EXERCISE(train_epoch) {
   auto model = load_model(in);
   auto optimizer = make_sgd(*model, in);
   const std::vector<tiny::data::Batch> batches = batches_of(in);
+  tiny::cuda::MemoryTimeline timeline(0);
+  model->timeline = &timeline;
+  timeline.start();
   const lesson8::TrainLog log = lesson8::train_epoch(*model, *optimizer, batches);
+  tiny::cuda::synchronize(0);
+  timeline.stop();
+  model->timeline = nullptr;
+  out.values["timeline"] = plot_points(timeline);
   out.values["mean_loss"] = log.mean_loss;
   out.values["losses"] = log.losses;
   record_calls(*model, out);
