@@ -12,39 +12,15 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
+#include "backend/optimizer_operands.h"
 #include "core/tensor_impl.h"
 #include "runtime/thread_pool.h"
 
 namespace tiny::cpu {
 namespace {
 
-// A contiguous stand-in for `t`: `t` itself when already contiguous, else a
-// copy that finish() writes back (only for operands the update writes).
-struct ContiguousOperand {
-  ContiguousOperand(const Tensor& original, bool written)
-      : original_(original), work_(original.is_contiguous() ? original : original.contiguous()),
-        write_back_(written && !original.is_contiguous()) {}
-  template <typename T>
-  T* data() const {
-    return reinterpret_cast<T*>(work_.unsafe_impl()->data());
-  }
-  void finish() const {
-    if (write_back_) original_.copy_(work_);
-  }
-
- private:
-  Tensor original_;
-  Tensor work_;
-  bool write_back_;
-};
-
-void check_operand(const Tensor& t, const Tensor& param, const char* what, const char* op) {
-  TINY_CHECK(t.defined(), ValueError, op, ": the ", what, " is undefined");
-  TINY_CHECK(t.sizes() == param.sizes(), ShapeError, op, ": the ", what, " has shape ", shape_str(t.sizes()),
-             " but the parameter has shape ", shape_str(param.sizes()));
-  TINY_CHECK(t.dtype() == param.dtype(), DtypeError, op, ": the ", what, " is ", dtype_name(t.dtype()),
-             " but the parameter is ", dtype_name(param.dtype()));
-}
+using backend::check_operand;
+using backend::ContiguousOperand;
 
 void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                      const kernels::SgdParams& params) {

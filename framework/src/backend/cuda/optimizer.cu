@@ -12,6 +12,7 @@
 // and a written one copied back after the update, as on the CPU.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/optimizer_operands.h"
 #include "tiny/tensor.h"
 
 namespace tiny::cuda_backend {
@@ -21,34 +22,8 @@ using kernels::SgdUpdate;
 
 namespace {
 
-// A contiguous stand-in for `t` (see cpu::ContiguousOperand).
-struct ContiguousOperand {
-  ContiguousOperand(const Tensor& original, bool written)
-      : original_(original), work_(original.is_contiguous() ? original : original.contiguous()),
-        write_back_(written && !original.is_contiguous()) {}
-  template <typename T>
-  T* data() const {
-    return dev_ptr<T>(work_);
-  }
-  void finish() const {
-    if (write_back_) original_.copy_(work_);
-  }
-
- private:
-  Tensor original_;
-  Tensor work_;
-  bool write_back_;
-};
-
-void check_operand(const Tensor& t, const Tensor& param, const char* what, const char* op) {
-  TINY_CHECK(t.defined(), ValueError, op, ": the ", what, " is undefined");
-  TINY_CHECK(t.sizes() == param.sizes(), ShapeError, op, ": the ", what, " has shape ", shape_str(t.sizes()),
-             " but the parameter has shape ", shape_str(param.sizes()));
-  TINY_CHECK(t.dtype() == param.dtype(), DtypeError, op, ": the ", what, " is ", dtype_name(t.dtype()),
-             " but the parameter is ", dtype_name(param.dtype()));
-  TINY_CHECK(t.device() == param.device(), DeviceError, op, ": the ", what, " is on ", t.device(),
-             " but the parameter is on ", param.device());
-}
+using backend::check_operand;
+using backend::ContiguousOperand;
 
 // u.apply<flags>(args...) for a run-time `flags` < 2^kBits.
 template <int kBits, int F = 0, typename Update, typename... Args>
