@@ -6,6 +6,32 @@
 
 namespace workbook {
 
+std::string number_text(double v, int digits) {
+  std::ostringstream s;
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+std::string values_text(const nlohmann::json& values, size_t max,
+                        const std::function<std::string(const nlohmann::json&)>& format) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < values.size() && i < max; ++i) {
+    if (i) s << ", ";
+    if (format) {
+      s << format(values[i]);
+    } else if (values[i].is_number_float()) {
+      s << number_text(values[i].get<double>(), 5);
+    } else {
+      s << values[i].dump();
+    }
+  }
+  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
+  s << "]";
+  return s.str();
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::ostringstream s;
   s << "(";

@@ -2,6 +2,7 @@
 /// @brief Comparing a student's tensors with the reference's, in words a student reads.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,14 @@ namespace workbook {
 
 /// @brief Up to `count` leading values of a CPU tensor, e.g. "[0.1250, -2.0000, ...] (12 values)".
 std::string preview(const tiny::Tensor& tensor, int64_t count = 6);
+
+/// @brief `v` with `digits` significant digits, e.g. "0.12346" (how checks quote a number).
+std::string number_text(double v, int digits = 6);
+
+/// @brief "[2.3066, 2.3516, ... (12 in all)]": up to `max` values of a JSON array, floats with 5 digits,
+/// or each as `format` writes it when given (e.g. bytes as KiB).
+std::string values_text(const nlohmann::json& values, size_t max = 8,
+                        const std::function<std::string(const nlohmann::json&)>& format = {});
 
 /// @brief "(3, 4)" for a shape.
 std::string shape_text(const std::vector<int64_t>& shape);

@@ -74,6 +74,15 @@ TEST(Bundle, MissingOrDamagedFolderIsAnIOError) {
   fs::remove_all(dir);
 }
 
+TEST(Compare, NumbersAndListsAsChecksQuoteThem) {
+  EXPECT_EQ(workbook::number_text(2.30661234, 5), "2.3066");
+  EXPECT_EQ(workbook::values_text(nlohmann::json::array({2.30661234, 1, "x"})), "[2.3066, 1, \"x\"]");
+  const nlohmann::json many = nlohmann::json::array({1, 2, 3, 4});
+  EXPECT_EQ(workbook::values_text(many, 2), "[1, 2, ... (4 in all)]");
+  EXPECT_EQ(workbook::values_text(many, 8, [](const nlohmann::json& v) { return std::to_string(v.get<int>() * 10); }),
+            "[10, 20, 30, 40]");
+}
+
 TEST(Compare, MessagesSayWhatDiffers) {
   const tiny::Tensor a = tiny::tensor({1.0f, 2.0f, 3.0f});
   EXPECT_FALSE(workbook::differ("the output", a, a.clone()).has_value());

@@ -11,6 +11,8 @@
 #include "model.h"
 
 using workbook::Bundle;
+using workbook::number_text;
+using workbook::values_text;
 using workbook::Context;
 using workbook::Outcome;
 using workbook::Run;
@@ -30,28 +32,7 @@ bool close(double a, double b, double rtol = kLossRtol, double atol = kLossAtol)
   return std::fabs(a - b) <= atol + rtol * std::fabs(b);
 }
 
-std::string num(double v, int digits = 6) {
-  std::ostringstream s;
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
-std::string list(const nlohmann::json& values, size_t max = 8) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < values.size() && i < max; ++i) {
-    if (i) s << ", ";
-    if (values[i].is_number_float()) {
-      s << num(values[i].get<double>(), 5);
-    } else {
-      s << values[i].dump();
-    }
-  }
-  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
-  s << "]";
-  return s.str();
-}
 
 // The digits shipped in data/digits (train or test split), loaded once.
 const tiny::data::Digits& digits(bool train) {
@@ -175,8 +156,8 @@ WORKBOOK_CHECK(make_loader, "make_loader() batches, shuffles with the generator 
                              (c.shuffle ? "true" : "false") + ", pin_memory=" + (c.pin_memory ? "true" : "false") + ")";
     const nlohmann::json& sizes = mine.out.values["batch_sizes"];
     if (sizes != ref.out.values["batch_sizes"]) {
-      std::string why = call + " gave batches of " + list(sizes, 10) + " examples, expected " +
-                        list(ref.out.values["batch_sizes"], 10);
+      std::string why = call + " gave batches of " + values_text(sizes, 10) + " examples, expected " +
+                        values_text(ref.out.values["batch_sizes"], 10);
       if (sizes.size() == 4) why += ": keep the short last batch (drop_last stays false)";
       return Outcome::fail(why);
     }
@@ -199,13 +180,13 @@ WORKBOOK_CHECK(make_loader, "make_loader() batches, shuffles with the generator 
     std::vector<int64_t> sorted(n);
     std::iota(sorted.begin(), sorted.end(), 0);
     if (c.shuffle && order == nlohmann::json(sorted)) {
-      return Outcome::fail(call + " gave the examples in their stored order " + list(order, 10) +
+      return Outcome::fail(call + " gave the examples in their stored order " + values_text(order, 10) +
                            ": it did not shuffle; set options.shuffle = shuffle (a model that sees the data in the "
                            "same order every epoch learns that order)");
     }
     if (!c.shuffle) {
-      return Outcome::fail(call + " gave the examples in the order " + list(order, 10) + ", expected the stored order " +
-                           list(ref.out.values["order"], 10) + ": shuffle only when asked");
+      return Outcome::fail(call + " gave the examples in the order " + values_text(order, 10) + ", expected the stored order " +
+                           values_text(ref.out.values["order"], 10) + ": shuffle only when asked");
     }
     // A different shuffle: does the student's loader follow the generator at all?
     Bundle other = in;
@@ -214,11 +195,11 @@ WORKBOOK_CHECK(make_loader, "make_loader() batches, shuffles with the generator 
     if (auto early = ctx.unless_ok(again)) return *early;
     if (again.out.values["order"] == order) {
       return Outcome::fail(call + " ignores the generator: two different generators gave the same order " +
-                           list(order, 10) + "; set options.generator = generator, so that a run can be repeated "
+                           values_text(order, 10) + "; set options.generator = generator, so that a run can be repeated "
                            "and checked against another one");
     }
-    return Outcome::fail(call + " with the same generator gave the order " + list(order, 10) +
-                         ", the reference gives " + list(ref.out.values["order"], 10) +
+    return Outcome::fail(call + " with the same generator gave the order " + values_text(order, 10) +
+                         ", the reference gives " + values_text(ref.out.values["order"], 10) +
                          ": let the DataLoader shuffle (options.shuffle, options.generator) rather than shuffling by hand");
   }
   return Outcome::pass();
@@ -336,7 +317,7 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
       std::string why = "the gradients were not cleared: call optimizer.zero_grad() before loss.backward(); "
                         "backward() adds to what is in .grad, so each step also used the gradients of the step before";
       if (k > 0) {
-        why += " (your losses " + list(losses) + ", expected " + list(want) + ": they part from step " +
+        why += " (your losses " + values_text(losses) + ", expected " + values_text(want) + ": they part from step " +
                std::to_string(k + 1) + " on)";
       }
       return Outcome::fail(why);
@@ -346,7 +327,7 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
     std::string why = "the loss of step " + std::to_string(k + 1) + " is " +
                       (k < static_cast<int>(losses.size()) ? losses[k].dump() : std::string("missing")) +
                       ", expected " + (k < static_cast<int>(want.size()) ? want[k].dump() : std::string("none")) +
-                      " (your losses " + list(losses) + ", expected " + list(want) + ")";
+                      " (your losses " + values_text(losses) + ", expected " + values_text(want) + ")";
     if (k == 0) why += ": the first step starts from the same weights, so the forward pass or the loss differs "
                        "(cross_entropy of the model's output and the labels, averaged over the batch)";
     if (k > 0) why += ": the steps before it match, so an update went wrong (one optimizer.step() per step, after backward())";
@@ -382,7 +363,7 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   const int k = first_difference(losses, want);
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " is " + losses[k].dump() + ", expected " +
-                      want[k].dump() + " (your steps " + list(losses) + ", expected " + list(want) + ")";
+                      want[k].dump() + " (your steps " + values_text(losses) + ", expected " + values_text(want) + ")";
     if (k > 0) {
       why += ": the steps before it match, so an update went wrong (clear the gradients first, use the loss averaged "
              "over the batch, one optimizer.step() per batch)";
@@ -394,14 +375,14 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   if (m.ok && !close(got, m.weighted, 1e-5, 1e-7)) {
     const int64_t last = mine.out.values["batch_sizes"].back().get<int64_t>();
     if (close(got, m.unweighted, 1e-5, 1e-7)) {
-      return Outcome::fail("train_one_epoch returned " + num(got) + ", the plain mean of its " + std::to_string(batches) +
+      return Outcome::fail("train_one_epoch returned " + number_text(got) + ", the plain mean of its " + std::to_string(batches) +
                            " batch losses: you averaged per batch, so the short last batch (" + std::to_string(last) +
                            " examples) counts as much as a full one (32). Weight each batch's loss by its size: "
-                           "sum(loss * batch size) / 200 = " + num(m.weighted));
+                           "sum(loss * batch size) / 200 = " + number_text(m.weighted));
     }
-    return Outcome::fail("train_one_epoch returned " + num(got) + ", expected the mean loss per example of its steps, " +
-                         "sum(loss * batch size) / 200 = " + num(m.weighted) + " (the reference returned " +
-                         num(ref.out.values["mean_loss"].get<double>()) + ")");
+    return Outcome::fail("train_one_epoch returned " + number_text(got) + ", expected the mean loss per example of its steps, " +
+                         "sum(loss * batch size) / 200 = " + number_text(m.weighted) + " (the reference returned " +
+                         number_text(ref.out.values["mean_loss"].get<double>()) + ")");
   }
   if (auto why = weights_differ(mine, ref, "one epoch")) return Outcome::fail(*why);
   return Outcome::pass();
@@ -438,7 +419,7 @@ WORKBOOK_CHECK(epoch_copies, "an epoch with your loader (pin_memory) copies ever
   }
   const double got = mine.out.values["mean_loss"].get<double>(), expected = ref.out.values["mean_loss"].get<double>();
   if (!close(got, expected)) {
-    return Outcome::fail("with your loader, the epoch's mean loss is " + num(got) + ", expected " + num(expected) +
+    return Outcome::fail("with your loader, the epoch's mean loss is " + number_text(got) + ", expected " + number_text(expected) +
                          " (same data, generator and starting weights)");
   }
   ctx.details["copies"] = {{"pinned_bytes", pinned}, {"pageable_bytes", pageable}, {"synchronizations", waits}};
@@ -479,28 +460,28 @@ WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then
   const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
   if (!(acc >= 0.0 && acc <= 1.0)) {
     if (std::fabs(acc - 100.0 * want_acc) < 1e-6) {
-      return Outcome::fail("evaluate's accuracy is " + num(acc) + ": that is a percentage; return the fraction " +
-                           num(want_acc) + " (correct / examples, in [0, 1])");
+      return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ": that is a percentage; return the fraction " +
+                           number_text(want_acc) + " (correct / examples, in [0, 1])");
     }
-    return Outcome::fail("evaluate's accuracy is " + num(acc) + ": a fraction in [0, 1] was expected (" + num(want_acc) + ")");
+    return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ": a fraction in [0, 1] was expected (" + number_text(want_acc) + ")");
   }
   if (std::fabs(acc - want_acc) > 1e-9) {
-    return Outcome::fail("evaluate's accuracy is " + num(acc) + ", expected " + num(want_acc) + " (" +
-                         num(std::round(want_acc * 150)) + " of 150 examples right): count the examples whose "
+    return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ", expected " + number_text(want_acc) + " (" +
+                         number_text(std::round(want_acc * 150)) + " of 150 examples right): count the examples whose "
                          "largest logit is at the label, logits.argmax(1) == labels, over every batch");
   }
   const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
   if (!close(loss, want)) {
     const Means m = means_of(mine);
     if (m.ok && close(loss, m.unweighted, 1e-5, 1e-7) && !close(m.unweighted, m.weighted, 1e-5, 1e-7)) {
-      return Outcome::fail("evaluate's loss is " + num(loss) + ", the plain mean of its batch losses: you averaged per "
+      return Outcome::fail("evaluate's loss is " + number_text(loss) + ", the plain mean of its batch losses: you averaged per "
                            "batch, so the short last batch (22 examples) counts as much as a full one (64). Weight "
-                           "each batch's loss by its size: sum(loss * batch size) / 150 = " + num(want));
+                           "each batch's loss by its size: sum(loss * batch size) / 150 = " + number_text(want));
     }
-    return Outcome::fail("evaluate's loss is " + num(loss) + ", expected " + num(want) +
+    return Outcome::fail("evaluate's loss is " + number_text(loss) + ", expected " + number_text(want) +
                          " (the mean cross-entropy per example over the 150 examples)");
   }
-  return Outcome::pass("loss " + num(want, 4) + ", accuracy " + num(want_acc, 4) + " (untrained model)");
+  return Outcome::pass("loss " + number_text(want, 4) + ", accuracy " + number_text(want_acc, 4) + " (untrained model)");
 }
 
 WORKBOOK_TIMED_CHECK(epoch_speed, "train_one_epoch() is not clearly slower than the reference (host timings)") {

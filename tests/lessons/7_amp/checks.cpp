@@ -19,6 +19,8 @@
 #include "model.h"
 
 using workbook::Bundle;
+using workbook::number_text;
+using workbook::values_text;
 using workbook::Context;
 using workbook::Outcome;
 using workbook::Run;
@@ -54,26 +56,9 @@ RunOptions one_gpu(const std::string& call) {
   return o;
 }
 
-std::string num(double v, int digits = 6) {
-  std::ostringstream s;
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
-std::string list(const nlohmann::json& values, size_t max = 8) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < values.size() && i < max; ++i) {
-    if (i) s << ", ";
-    s << (values[i].is_number_float() ? num(values[i].get<double>(), 5) : values[i].dump());
-  }
-  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
-  s << "]";
-  return s.str();
-}
 
-std::string mb(double bytes) { return num(bytes / 1e6, 3) + " MB"; }
+std::string mb(double bytes) { return number_text(bytes / 1e6, 3) + " MB"; }
 
 // The snapshot both sides start from: the graded MLP initialised from the run's seed.
 void put_model(Bundle& in, const Context& ctx, int64_t features, int64_t hidden) {
@@ -222,9 +207,9 @@ int first_loss_difference(const nlohmann::json& mine, const nlohmann::json& ref,
 
 // The failure of a step whose gradients were clipped to max_norm / scale.
 std::string clipped_scaled(double norm, double scale, double max_norm) {
-  return "the gradients handed to optimizer.step() have a norm of " + num(norm) + " = " + num(max_norm) + " / " +
-         num(scale) + ": you clipped the scaled gradients (their norm is " + num(scale) + " times the true one, so "
-         "clipping cut them to max_grad_norm=" + num(max_norm) + ", and unscaling then divided them by the scale). "
+  return "the gradients handed to optimizer.step() have a norm of " + number_text(norm) + " = " + number_text(max_norm) + " / " +
+         number_text(scale) + ": you clipped the scaled gradients (their norm is " + number_text(scale) + " times the true one, so "
+         "clipping cut them to max_grad_norm=" + number_text(max_norm) + ", and unscaling then divided them by the scale). "
          "Call scaler.unscale_(optimizer) before clip_grad_norm_";
 }
 
@@ -326,10 +311,10 @@ WORKBOOK_CHECK(amp_forward, "amp_forward() runs the model under float16 autocast
   }
   const double got = mine.out.tensor("loss").item<double>(), want = ref.out.tensor("loss").item<double>();
   if (!(std::fabs(got - want) <= kHalfTol * std::fabs(want))) {
-    return Outcome::fail(call + " returned " + num(got) + ", expected " + num(want) + " (within " + num(kHalfTol) +
+    return Outcome::fail(call + " returned " + number_text(got) + ", expected " + number_text(want) + " (within " + number_text(kHalfTol) +
                          " relative: float16 rounding): cross_entropy of model(x) and y, averaged over the batch");
   }
-  return Outcome::pass("loss " + num(got, 5) + " (reference " + num(want, 5) + ")");
+  return Outcome::pass("loss " + number_text(got, 5) + " (reference " + number_text(want, 5) + ")");
 }
 
 WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about half the activation bytes of float32") {
@@ -346,7 +331,7 @@ WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about
   ctx.details["activation_bytes"] = {{"yours", amp}, {"float32", fp32}, {"reference", ref_amp}};
   if (!(ref_amp <= kMemRatio * ref_fp32)) {
     return Outcome::error("the reference's float16 forward kept " + mb(ref_amp) + " for backward, float32 " +
-                          mb(ref_fp32) + ": more than " + num(kMemRatio) + " of it (a bug in the workbook)");
+                          mb(ref_fp32) + ": more than " + number_text(kMemRatio) + " of it (a bug in the workbook)");
   }
   // Bytes that memory_allocated() shows after the forward pass minus before: what the graph keeps for backward
   // (the weights and the input were allocated before and do not count).
@@ -360,7 +345,7 @@ WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about
     return Outcome::fail(figures + ": a float16 forward pass should keep about half; keep only what the graph "
                          "needs (no extra copies of the activations, return the loss itself)");
   }
-  return Outcome::pass(figures + ", " + num(100.0 * amp / fp32, 3) + "%");
+  return Outcome::pass(figures + ", " + number_text(100.0 * amp / fp32, 3) + "%");
 }
 
 WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 steps (loss, gradients, weights, within 1e-2)") {
@@ -381,28 +366,28 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
     const nlohmann::json& t = v["growth_trackers"];
     if (std::all_of(t.begin(), t.end(), [](const nlohmann::json& x) { return x.get<int64_t>() == 0; })) {
       return Outcome::fail("the scaler counted no clean step in 3 (its growth tracker stayed at 0; the reference's: " +
-                           list(ref.out.values["growth_trackers"]) + "): call scaler.update() at the end of every "
+                           values_text(ref.out.values["growth_trackers"]) + "): call scaler.update() at the end of every "
                            "step, after scaler.step(optimizer)");
     }
   }
   if (v["stepped"] != ref.out.values["stepped"]) {
-    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", the reference's at " +
-                         list(ref.out.values["stepped"]) + " (true: it ran): one step per call, through "
+    return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", the reference's at " +
+                         values_text(ref.out.values["stepped"]) + " (true: it ran): one step per call, through "
                          "scaler.step(optimizer)");
   }
   const double scale = in.values["init_scale"].get<double>();
   const double my_norm = grad_norm(mine, init), ref_norm = grad_norm(ref, init);
   if (ref_norm > 0 && near(my_norm * scale, ref_norm, 0.1)) {
-    return Outcome::fail("the gradients handed to optimizer.step() are 1/" + num(scale) + " of the expected ones (norm " +
-                         num(my_norm) + ", expected " + num(ref_norm) + "): you called backward on the unscaled "
+    return Outcome::fail("the gradients handed to optimizer.step() are 1/" + number_text(scale) + " of the expected ones (norm " +
+                         number_text(my_norm) + ", expected " + number_text(ref_norm) + "): you called backward on the unscaled "
                          "loss, then unscale_ divided them by the scale anyway. Call scaler.scale(loss).backward()");
   }
   if (ref_norm > 0 && !near(my_norm, ref_norm, 0.1) && near(my_norm * scale, kNoClip, 0.05)) {
     return Outcome::fail(clipped_scaled(my_norm, scale, kNoClip));
   }
   if (ref_norm > 0 && near(my_norm, ref_norm * scale, 0.1)) {
-    return Outcome::fail("the gradients handed to optimizer.step() are still multiplied by the scale " + num(scale) +
-                         " (norm " + num(my_norm) + ", expected " + num(ref_norm) + "): call scaler.unscale_(optimizer) "
+    return Outcome::fail("the gradients handed to optimizer.step() are still multiplied by the scale " + number_text(scale) +
+                         " (norm " + number_text(my_norm) + ", expected " + number_text(ref_norm) + "): call scaler.unscale_(optimizer) "
                          "and step with scaler.step(optimizer), never optimizer.step() on scaled gradients");
   }
   ctx.details["curves"]["float16 training loss per step"] = {{"yours", v["losses"]},
@@ -410,13 +395,13 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kHalfTol);
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond float16 rounding (1e-2): your "
-                      "losses " + list(v["losses"]) + ", expected " + list(ref.out.values["losses"]);
+                      "losses " + values_text(v["losses"]) + ", expected " + values_text(ref.out.values["losses"]);
     if (k > 0) why += ": the steps before it match, so an update went wrong";
     return Outcome::fail(why);
   }
   if (auto why = grads_differ(mine, ref, init, "at step 3", kHalfTol)) return Outcome::fail(*why);
   if (auto why = updates_differ(mine, ref, init, "3 steps", kHalfTol)) return Outcome::fail(*why);
-  return Outcome::pass("losses " + list(v["losses"]));
+  return Outcome::pass("losses " + values_text(v["losses"]));
 }
 
 WORKBOOK_CHECK(amp_clip, "amp_train_step() clips the unscaled gradients to max_grad_norm") {
@@ -434,19 +419,19 @@ WORKBOOK_CHECK(amp_clip, "amp_train_step() clips the unscaled gradients to max_g
     return Outcome::fail(call + " never called optimizer.step() (through scaler.step(optimizer))");
   }
   const auto grads_wrong = grads_differ(mine, ref, init, "(max_grad_norm=0.05)", kHalfTol);
-  if (!grads_wrong) return Outcome::pass("gradient norm " + num(grad_norm(mine, init), 4) + " (max_grad_norm 0.05)");
+  if (!grads_wrong) return Outcome::pass("gradient norm " + number_text(grad_norm(mine, init), 4) + " (max_grad_norm 0.05)");
   const double my_norm = grad_norm(mine, init), scale = in.values["init_scale"].get<double>();
   if (near(my_norm * scale, kClipNorm, 0.05)) return Outcome::fail(clipped_scaled(my_norm, scale, kClipNorm));
   Bundle unclipped = in;
   unclipped.values["max_grad_norm"] = 1e9;
   const Run full = ctx.reference("amp_steps", unclipped, one_gpu(call));
   if (full.ok() && near(my_norm, grad_norm(full, init), 0.02) && !near(my_norm, kClipNorm, 0.05)) {
-    return Outcome::fail("the gradients were not clipped: their norm is " + num(my_norm) + " with max_grad_norm=0.05; "
+    return Outcome::fail("the gradients were not clipped: their norm is " + number_text(my_norm) + " with max_grad_norm=0.05; "
                          "call tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm) after "
                          "scaler.unscale_(optimizer) and before scaler.step(optimizer)");
   }
-  return Outcome::fail(*grads_wrong + "\n(norm of your gradients " + num(my_norm) + ", expected " +
-                       num(grad_norm(ref, init)) + ")");
+  return Outcome::fail(*grads_wrong + "\n(norm of your gradients " + number_text(my_norm) + ", expected " +
+                       number_text(grad_norm(ref, init)) + ")");
 }
 
 WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the scale halves, and it grows again after 3 clean steps") {
@@ -470,7 +455,7 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   const nlohmann::json& want = ref.out.values;
   if (want["stepped"][bad].get<bool>() || want["scales"][bad].get<double>() >= kInitScale) {
     return Outcome::error("the injected inf did not make the reference skip step 2 (a bug in the workbook): scales " +
-                          list(want["scales"]) + ", stepped " + list(want["stepped"]));
+                          values_text(want["scales"]) + ", stepped " + values_text(want["stepped"]));
   }
   if (auto why = probe_step(mine, steps, function, "float16")) return *why;
   const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
@@ -492,21 +477,21 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   if (scales != want["scales"]) {
     if (std::all_of(scales.begin(), scales.end(),
                     [](const nlohmann::json& s) { return s.get<double>() == kInitScale; })) {
-      return Outcome::fail("the scale stayed at " + num(kInitScale) + " through all 6 steps (expected " +
-                           list(want["scales"]) + "): call scaler.update() at the end of every step; it halves the "
+      return Outcome::fail("the scale stayed at " + number_text(kInitScale) + " through all 6 steps (expected " +
+                           values_text(want["scales"]) + "): call scaler.update() at the end of every step; it halves the "
                            "scale after a skipped step and doubles it after growth_interval clean steps");
     }
-    return Outcome::fail("the scale after each step was " + list(scales) + ", expected " + list(want["scales"]) +
+    return Outcome::fail("the scale after each step was " + values_text(scales) + ", expected " + values_text(want["scales"]) +
                          ": halved after the skipped step 2, doubled after 3 clean steps (one scaler.update() per step)");
   }
   if (v["stepped"] != want["stepped"]) {
-    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", expected " + list(want["stepped"]) +
+    return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " + values_text(want["stepped"]) +
                          " (true: it ran)");
   }
   if (auto why = updates_differ(mine, ref, in.state("init"), "6 steps (one skipped)", kHalfTol)) {
     return Outcome::fail(*why);
   }
-  return Outcome::pass("scales " + list(scales) + "; step 2 skipped");
+  return Outcome::pass("scales " + values_text(scales) + "; step 2 skipped");
 }
 
 WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat16 steps, the weights staying float32 (within 3e-2)") {
@@ -524,8 +509,8 @@ WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat
   if (auto why = probe_step(mine, steps, function, "bfloat16")) return *why;
   const nlohmann::json& v = mine.out.values;
   if (v["stepped"] != ref.out.values["stepped"]) {
-    return Outcome::fail("optimizer.step() ran at steps " + list(v["stepped"]) + ", expected " +
-                         list(ref.out.values["stepped"]) + " (true: it ran): once per step, after backward()");
+    return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " +
+                         values_text(ref.out.values["stepped"]) + " (true: it ran): once per step, after backward()");
   }
   ctx.details["curves"]["bfloat16 training loss per step"] = {{"yours", v["losses"]},
                                                               {"reference", ref.out.values["losses"]}};
@@ -533,11 +518,11 @@ WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kBFloat16Tol);
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond bfloat16 rounding (3e-2): your "
-                      "losses " + list(v["losses"]) + ", expected " + list(ref.out.values["losses"]);
+                      "losses " + values_text(v["losses"]) + ", expected " + values_text(ref.out.values["losses"]);
     if (k > 0) why += ": the steps before it match, so an update went wrong";
     return Outcome::fail(why);
   }
   if (auto why = grads_differ(mine, ref, init, "at step 3", kBFloat16Tol)) return Outcome::fail(*why);
   if (auto why = updates_differ(mine, ref, init, "3 steps", kBFloat16Tol)) return Outcome::fail(*why);
-  return Outcome::pass("losses " + list(v["losses"]));
+  return Outcome::pass("losses " + values_text(v["losses"]));
 }

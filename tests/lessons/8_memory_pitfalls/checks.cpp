@@ -12,6 +12,8 @@
 #include "model.h"
 
 using workbook::Bundle;
+using workbook::number_text;
+using workbook::values_text;
 using workbook::Context;
 using workbook::Outcome;
 using workbook::Run;
@@ -35,12 +37,6 @@ bool close(double a, double b, double rtol = kLossRtol, double atol = kLossAtol)
   return std::fabs(a - b) <= atol + rtol * std::fabs(b);
 }
 
-std::string num(double v, int digits = 6) {
-  std::ostringstream s;
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 std::string kib(double bytes) {
   std::ostringstream s;
@@ -49,19 +45,6 @@ std::string kib(double bytes) {
   return s.str();
 }
 
-std::string list(const nlohmann::json& values, size_t max = 8, bool bytes = false) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < values.size() && i < max; ++i) {
-    if (i) s << ", ";
-    if (bytes) s << kib(values[i].get<double>());
-    else if (values[i].is_number_float()) s << num(values[i].get<double>(), 5);
-    else s << values[i].dump();
-  }
-  if (values.size() > max) s << ", ... (" << values.size() << " in all)";
-  s << "]";
-  return s.str();
-}
 
 // Memory figures are exact only when each op has run before the next one is queued.
 RunOptions memory_options(const std::string& capacity = "") {
@@ -147,9 +130,9 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() trains like the reference and returns
   }
   for (size_t k = 0; k < want.size(); ++k) {
     if (!close(losses[k].get<double>(), want[k].get<double>())) {
-      return Outcome::fail("the loss of step " + std::to_string(k + 1) + " is " + num(losses[k].get<double>()) +
-                           ", expected " + num(want[k].get<double>()) + " (your losses " + list(losses) +
-                           ", expected " + list(want) + "): per batch, zero_grad, forward, cross_entropy, backward, "
+      return Outcome::fail("the loss of step " + std::to_string(k + 1) + " is " + number_text(losses[k].get<double>()) +
+                           ", expected " + number_text(want[k].get<double>()) + " (your losses " + values_text(losses) +
+                           ", expected " + values_text(want) + "): per batch, zero_grad, forward, cross_entropy, backward, "
                            "step, and record that step's loss");
     }
   }
@@ -159,11 +142,11 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() trains like the reference and returns
     for (const auto& l : losses) plain += l.get<double>();
     plain /= static_cast<double>(losses.size());
     if (close(got, plain)) {
-      return Outcome::fail("train_epoch's mean_loss is " + num(got) + ", the plain mean of the step losses: the last "
+      return Outcome::fail("train_epoch's mean_loss is " + number_text(got) + ", the plain mean of the step losses: the last "
                            "batch has 24 examples, the others 64; weight each loss by its batch size: "
-                           "sum(loss * size) / examples = " + num(expected));
+                           "sum(loss * size) / examples = " + number_text(expected));
     }
-    return Outcome::fail("train_epoch's mean_loss is " + num(got) + ", expected " + num(expected) +
+    return Outcome::fail("train_epoch's mean_loss is " + number_text(got) + ", expected " + number_text(expected) +
                          " (the mean loss per example over the epoch)");
   }
   if (auto why = weights_differ(mine, ref, "the epoch")) return Outcome::fail(*why);
@@ -185,7 +168,8 @@ WORKBOOK_CHECK(memory_flat, "train_epoch() keeps memory_allocated flat from step
   ctx.details["memory"] = {{"yours", mine.out.values["timeline"]}, {"reference", ref.out.values["timeline"]}};
   const size_t first = as_size(mem[kWarmup]), last = as_size(mem[kSteps - 1]);
   const size_t graphs = as_size(alive[kSteps - 1]);
-  const std::string figures = "memory_allocated at the start of each step: " + list(mem, kSteps, true);
+  const std::string figures = "memory_allocated at the start of each step: " +
+                              values_text(mem, kSteps, [](const nlohmann::json& v) { return kib(v.get<double>()); });
   if (graphs > 0) {
     const double per_step = last > first ? static_cast<double>(last - first) / (kSteps - 1 - kWarmup) : 0.0;
     return Outcome::fail("your loop keeps the loss tensor of every step alive, and its graph with it: at step " +
@@ -236,12 +220,12 @@ WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, 
   }
   const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
   if (std::fabs(acc - want_acc) > 1e-9) {
-    return Outcome::fail("evaluate's accuracy is " + num(acc) + ", expected " + num(want_acc) +
+    return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ", expected " + number_text(want_acc) +
                          " (the fraction of the 600 examples whose largest logit is at the label)");
   }
   const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
   if (!close(loss, want)) {
-    return Outcome::fail("evaluate's loss is " + num(loss) + ", expected " + num(want) +
+    return Outcome::fail("evaluate's loss is " + number_text(loss) + ", expected " + number_text(want) +
                          " (the mean cross-entropy per example over the 600 examples)");
   }
   return Outcome::pass("peak " + kib(static_cast<double>(peak)) + " above the model and data");
@@ -348,8 +332,8 @@ WORKBOOK_CHECK(accumulate_matches_big_batch, "accumulate_and_step() makes the sa
   }
   const double loss = mine.out.values["loss"].get<double>(), want = grads.out.values["full_loss"].get<double>();
   if (!close(loss, want, 1e-4, 1e-6)) {
-    return Outcome::fail(setup + ": the update is right, but the returned loss is " + num(loss) + ", expected " +
-                         num(want) + ", the mean loss over all " + std::to_string(kBatchRows) +
+    return Outcome::fail(setup + ": the update is right, but the returned loss is " + number_text(loss) + ", expected " +
+                         number_text(want) + ", the mean loss over all " + std::to_string(kBatchRows) +
                          " examples: sum of loss.item<double>() * rows / batch size");
   }
   return Outcome::pass();
