@@ -187,6 +187,10 @@ class NcclGroupImpl final : public NcclGroup {
     const auto deadline = Clock::now() + state_->timeout;
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (state_->aborted) return;
+    // At exit without destroy_process_group(), the CUDA runtime may be gone
+    // already: leave the communicator to the process's end.
+    int current = 0;
+    if (cudaGetDevice(&current) == cudaErrorCudartUnloading) return;
     for (const Pending& p : state_->pending) {
       ncclResult_t async = ncclSuccess;
       while (p.done != nullptr && cudaEventQuery(p.done->event) == cudaErrorNotReady && Clock::now() < deadline &&
