@@ -33,18 +33,23 @@ struct Staged {
   bool direct = false;
 };
 
+// Backend "nccl" moves the memory of this rank's GPU only.
+void check_on_device(const char* op, const Tensor& t, int device) {
+  TINY_CHECK(t.defined(), ValueError, op, ": the tensor is undefined");
+  TINY_CHECK(t.is_cuda(), DeviceError, op, ": Tensors must be CUDA and dense (got a tensor on ", t.device(),
+             "): backend \"nccl\" moves GPU memory only; move it with .to(\"cuda:", device,
+             "\"), or use backend \"gloo\" for CPU tensors");
+  TINY_CHECK(t.get_device() == device, DeviceError, op, ": the tensor is on ", t.device(),
+             " but this rank's NCCL communicator is on cuda:", device,
+             " (the current device when init_process_group was called): call "
+             "tiny::cuda::set_device(local_rank()) before init_process_group and keep the rank's tensors there");
+}
+
 // A tensor NCCL can use: on the communicator's GPU, contiguous (else a
 // contiguous copy, written back into the caller's tensor by write_back()).
 struct OnDevice {
   OnDevice(const char* op, const Tensor& t, int device) : tensor(t) {
-    TINY_CHECK(t.defined(), ValueError, op, ": the tensor is undefined");
-    TINY_CHECK(t.is_cuda(), DeviceError, op, ": Tensors must be CUDA and dense (got a tensor on ", t.device(),
-               "): backend \"nccl\" moves GPU memory only; move it with .to(\"cuda:", device,
-               "\"), or use backend \"gloo\" for CPU tensors");
-    TINY_CHECK(t.get_device() == device, DeviceError, op, ": the tensor is on ", t.device(),
-               " but this rank's NCCL communicator is on cuda:", device,
-               " (the current device when init_process_group was called): call "
-               "tiny::cuda::set_device(local_rank()) before init_process_group and keep the rank's tensors there");
+    check_on_device(op, t, device);
     NoGradGuard no_grad;
     copied = !t.is_contiguous();
     buffer = copied ? t.detach().contiguous() : t.detach();
@@ -107,7 +112,7 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor) {
                shape_str(tensor_list[r].sizes()), ", expected ", shape_str(tensor.sizes()));
   if (detail::NcclGroup* nccl = group.nccl()) {
     OnDevice d("all_gather", tensor, nccl->device());
-    for (int r = 0; r < n; ++r) OnDevice("all_gather", tensor_list[r], nccl->device());
+    for (int r = 0; r < n; ++r) check_on_device("all_gather", tensor_list[r], nccl->device());
     NoGradGuard no_grad;
     Tensor gathered =
         empty({static_cast<int64_t>(n) * tensor.numel()}, TensorOptions(tensor.dtype()).device(tensor.device()));
@@ -137,7 +142,7 @@ void reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
                output.dtype());
   if (detail::NcclGroup* nccl = group.nccl()) {
     OnDevice out("reduce_scatter", output, nccl->device());
-    for (int r = 0; r < n; ++r) OnDevice("reduce_scatter", input_list[r], nccl->device());
+    for (int r = 0; r < n; ++r) check_on_device("reduce_scatter", input_list[r], nccl->device());
     NoGradGuard no_grad;
     Tensor all =
         empty({static_cast<int64_t>(n) * output.numel()}, TensorOptions(output.dtype()).device(output.device()));
