@@ -1,6 +1,10 @@
-// The collectives on tensors: each stages the tensor in contiguous host memory
-// (a GPU tensor is copied to the host and back: Gloo moves host memory), runs
-// the Gloo collective on the process group's thread and waits for it.
+// The collectives on tensors. Gloo: each stages the tensor in contiguous host
+// memory (a GPU tensor is copied to the host and back: Gloo moves host
+// memory), runs the Gloo collective on the process group's thread and waits
+// for it. NCCL: the tensor stays on its GPU (a contiguous copy when it is not
+// contiguous, copied back on the same stream), the collective is enqueued on
+// the calling thread's current stream and the call returns without waiting,
+// as PyTorch's ProcessGroupNCCL: later work on that stream sees the result.
 #include "distributed/process_group.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
@@ -29,12 +33,53 @@ struct Staged {
   bool direct = false;
 };
 
+// Backend "nccl" moves the memory of this rank's GPU only.
+void check_on_device(const char* op, const Tensor& t, int device) {
+  TINY_CHECK(t.defined(), ValueError, op, ": the tensor is undefined");
+  TINY_CHECK(t.is_cuda(), DeviceError, op, ": Tensors must be CUDA and dense (got a tensor on ", t.device(),
+             "): backend \"nccl\" moves GPU memory only; move it with .to(\"cuda:", device,
+             "\"), or use backend \"gloo\" for CPU tensors");
+  TINY_CHECK(t.get_device() == device, DeviceError, op, ": the tensor is on ", t.device(),
+             " but this rank's NCCL communicator is on cuda:", device,
+             " (the current device when init_process_group was called): call "
+             "tiny::cuda::set_device(local_rank()) before init_process_group and keep the rank's tensors there");
+}
+
+// A tensor NCCL can use: on the communicator's GPU, contiguous (else a
+// contiguous copy, written back into the caller's tensor by write_back()).
+struct OnDevice {
+  OnDevice(const char* op, const Tensor& t, int device) : tensor(t) {
+    check_on_device(op, t, device);
+    NoGradGuard no_grad;
+    copied = !t.is_contiguous();
+    buffer = copied ? t.detach().contiguous() : t.detach();
+  }
+  // A stream-ordered copy back (nothing when NCCL worked on the tensor itself).
+  void write_back() {
+    if (!copied) return;
+    NoGradGuard no_grad;
+    tensor.copy_(buffer);
+  }
+  Tensor tensor, buffer;
+  bool copied = false;
+};
+
 }  // namespace
 
-void barrier() { detail::default_group().barrier(); }
+void barrier() {
+  auto& group = detail::default_group();
+  if (detail::NcclGroup* nccl = group.nccl()) return nccl->barrier();
+  group.barrier();
+}
 
 void all_reduce(const Tensor& tensor, ReduceOp op) {
   auto& group = detail::default_group();
+  if (detail::NcclGroup* nccl = group.nccl()) {
+    OnDevice d("all_reduce", tensor, nccl->device());
+    nccl->all_reduce(d.buffer, op);
+    d.write_back();
+    return;
+  }
   Staged s(tensor);
   group.all_reduce(s.data(), static_cast<size_t>(tensor.numel()), tensor.dtype(), op);
   s.write_back();
@@ -44,6 +89,12 @@ void broadcast(const Tensor& tensor, int src) {
   auto& group = detail::default_group();
   TINY_CHECK(src >= 0 && src < group.size(), ValueError, "broadcast: src ", src, " is not a rank of the group of ",
              group.size());
+  if (detail::NcclGroup* nccl = group.nccl()) {
+    OnDevice d("broadcast", tensor, nccl->device());
+    nccl->broadcast(d.buffer, src);
+    d.write_back();
+    return;
+  }
   Staged s(tensor);
   group.broadcast(s.data(), s.bytes(), src);
   s.write_back();
@@ -56,13 +107,25 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor) {
     for (int r = 0; r < n; ++r) tensor_list.push_back(empty_like(tensor));
   TINY_CHECK(static_cast<int>(tensor_list.size()) == n, ValueError, "all_gather: tensor_list has ",
              tensor_list.size(), " tensors, expected one per rank (", n, ")");
+  for (int r = 0; r < n; ++r)
+    TINY_CHECK(tensor_list[r].sizes() == tensor.sizes(), ShapeError, "all_gather: tensor_list[", r, "] has shape ",
+               shape_str(tensor_list[r].sizes()), ", expected ", shape_str(tensor.sizes()));
+  if (detail::NcclGroup* nccl = group.nccl()) {
+    OnDevice d("all_gather", tensor, nccl->device());
+    for (int r = 0; r < n; ++r) check_on_device("all_gather", tensor_list[r], nccl->device());
+    NoGradGuard no_grad;
+    Tensor gathered =
+        empty({static_cast<int64_t>(n) * tensor.numel()}, TensorOptions(tensor.dtype()).device(tensor.device()));
+    nccl->all_gather(d.buffer, gathered);
+    for (int r = 0; r < n; ++r)
+      tensor_list[r].copy_(gathered.narrow(0, r * tensor.numel(), tensor.numel()).view(tensor.sizes()));
+    return;
+  }
   Staged s(tensor);
   Tensor gathered = empty({static_cast<int64_t>(n) * tensor.numel()}, TensorOptions(tensor.dtype()));
   group.all_gather(s.data(), gathered.raw_data_ptr(), s.bytes());
   NoGradGuard no_grad;
   for (int r = 0; r < n; ++r) {
-    TINY_CHECK(tensor_list[r].sizes() == tensor.sizes(), ShapeError, "all_gather: tensor_list[", r, "] has shape ",
-               shape_str(tensor_list[r].sizes()), ", expected ", shape_str(tensor.sizes()));
     tensor_list[r].copy_(gathered.narrow(0, r * tensor.numel(), tensor.numel()).view(tensor.sizes()));
   }
 }
@@ -77,6 +140,18 @@ void reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
                "reduce_scatter: input_list[", r, "] has shape ", shape_str(input_list[r].sizes()), " and dtype ",
                input_list[r].dtype(), ", expected those of the output, ", shape_str(output.sizes()), " and ",
                output.dtype());
+  if (detail::NcclGroup* nccl = group.nccl()) {
+    OnDevice out("reduce_scatter", output, nccl->device());
+    for (int r = 0; r < n; ++r) check_on_device("reduce_scatter", input_list[r], nccl->device());
+    NoGradGuard no_grad;
+    Tensor all =
+        empty({static_cast<int64_t>(n) * output.numel()}, TensorOptions(output.dtype()).device(output.device()));
+    for (int r = 0; r < n; ++r)
+      all.narrow(0, r * output.numel(), output.numel()).view(output.sizes()).copy_(input_list[r]);
+    nccl->reduce_scatter(all, out.buffer, op);
+    out.write_back();
+    return;
+  }
   // Gloo's reduce-scatter is the older algorithm API; an all-reduce of the
   // whole list gives the same values, and these tensors are small.
   NoGradGuard no_grad;

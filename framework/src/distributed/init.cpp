@@ -167,6 +167,9 @@ Address parse_host_port(const std::string& text, const std::string& what) {
   return a;
 }
 
+// Backend "nccl" needs a real GPU behind tiny's `cuda` tensors and the NCCL
+// library; both are checked before the rendezvous, so that a wrong backend
+// fails at once on every rank instead of at the timeout of the others.
 void check_nccl() {
   bool real_gpu = false;
   for (int i = 0; i < cuda::device_count(); ++i) real_gpu = real_gpu || !cuda::is_emulated(i);
@@ -174,11 +177,7 @@ void check_nccl() {
              "init_process_group: backend \"nccl\" needs real NVIDIA GPUs, but this machine has ",
              cuda::device_count() == 0 ? std::string("none") : std::string("only the emulated GPU"),
              "; use backend \"gloo\" (it runs on the CPU and on the emulated GPU)");
-  // The seam for NCCL: rank 0 would create the ncclUniqueId and set() it in the
-  // same store under "nccl/unique_id"; the others get() it and call ncclCommInitRank.
-  TINY_THROW(distributed::DistributedError,
-             "init_process_group: backend \"nccl\" is not built into this version of tiny yet; use backend \"gloo\" "
-             "(tensors on the GPU are copied through host memory)");
+  (void)nccl_version();  // loads libnccl: a DistributedError naming the library and the fix
 }
 
 std::string host_for_gloo(const std::string& master) {
@@ -371,8 +370,30 @@ void init_process_group(const std::string& backend_name, const std::string& init
   // Where the ranks compare their calls after a collective failed (see ProcessGroup::diagnose).
   auto call_store = std::make_shared<TimedStore>(*base, check, file_store, "coll.", timeout);
   keep_alive.push_back(call_store);
-  g_group = std::make_unique<ProcessGroup>(context, std::move(peers), backend, timeout, tcp, call_store,
-                                           std::move(keep_alive));
+  auto group = std::make_unique<ProcessGroup>(context, std::move(peers), backend, timeout, tcp, call_store,
+                                              std::move(keep_alive));
+
+  // ---- NCCL's communicator -------------------------------------------------------
+  // Rank 0 makes the unique id and shares it through the same store; each rank
+  // joins on its current device (set_device(local_rank()) is the caller's job, as in PyTorch).
+  if (backend == "nccl") {
+    std::vector<char> id;
+    if (rank == 0) {
+      id = nccl_unique_id();
+      store.set("nccl/unique_id", id);
+    } else {
+      id = store.get("nccl/unique_id");
+    }
+    NcclSetup setup;
+    setup.rank = rank;
+    setup.size = world_size;
+    setup.device = cuda::current_device();
+    setup.timeout = timeout;
+    ProcessGroup* const named = group.get();
+    setup.lost_peers = [named] { return named->lost_peers(); };
+    group->attach_nccl(nccl_create_group(id, setup));
+  }
+  g_group = std::move(group);
 }
 
 bool is_initialized() { return detail::g_group != nullptr; }

@@ -46,6 +46,15 @@ uint32_t fingerprint(uint64_t sequence, const std::string& call) {
   return h;
 }
 
+// "rank 1 is gone (its process exited or was killed)", or the same for several.
+std::string describe_gone(const std::set<int>& gone) {
+  std::string names;
+  for (int r : gone) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return (gone.size() == 1 ? "rank " : "ranks ") + names +
+         (gone.size() == 1 ? " is gone (its process exited or was killed)"
+                           : " are gone (their processes exited or were killed)");
+}
+
 template <typename T>
 gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
   switch (op) {
@@ -105,6 +114,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<gloo::Context> context, std::vector<P
 }
 
 ProcessGroup::~ProcessGroup() {
+  nccl_.reset();  // waits for its queued collectives (bounded by the timeout)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -178,18 +188,9 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
   }
   // A killed peer closes its sockets a moment before it becomes a zombie: look for a while.
   std::set<int> gone;
-  const std::string host = this_host();
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   do {
-    if (tcp_store_) {
-      try {
-        for (int r : tcp_store_->lost_ranks()) gone.insert(r);
-      } catch (const std::exception&) {
-        // the store's server went away with its host (rank 0, or the launcher)
-      }
-    }
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_ && peers_[r].host == host && process_gone(peers_[r].pid)) gone.insert(r);
+    gone = gone_ranks();
     if (!gone.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < until);
@@ -201,11 +202,7 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
   if (!mismatch.empty()) {
     message += mismatch;
   } else if (!gone.empty()) {
-    std::string names;
-    for (int r : gone) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    message += (gone.size() == 1 ? "rank " : "ranks ") + names +
-               (gone.size() == 1 ? " is gone (its process exited or was killed)"
-                                 : " are gone (their processes exited or were killed)");
+    message += describe_gone(gone);
   } else if (size_ == 2) {
     message += "rank " + std::to_string(1 - rank_) + " did not answer within the timeout of " +
                std::to_string(timeout_.count()) +
@@ -222,6 +219,26 @@ std::string ProcessGroup::diagnose(const char* what, uint64_t sequence, const st
                " ms (does every rank call the same collectives with the same shapes, in the same order?)";
   }
   return message + ". Gloo said: " + cause;
+}
+
+std::set<int> ProcessGroup::gone_ranks() {
+  std::set<int> gone;
+  if (tcp_store_) {
+    try {
+      for (int r : tcp_store_->lost_ranks()) gone.insert(r);
+    } catch (const std::exception&) {
+      // the store's server went away with its host (rank 0, or the launcher)
+    }
+  }
+  const std::string host = this_host();
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && peers_[r].host == host && process_gone(peers_[r].pid)) gone.insert(r);
+  return gone;
+}
+
+std::string ProcessGroup::lost_peers() {
+  const std::set<int> gone = gone_ranks();
+  return gone.empty() ? std::string() : describe_gone(gone);
 }
 
 std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers,

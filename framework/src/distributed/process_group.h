@@ -2,6 +2,9 @@
 // communication thread that runs the collectives in the order they were
 // submitted (so every rank issues them in the same order), and the diagnosis
 // that turns a Gloo failure into an error naming the rank that is gone.
+// With backend "nccl" it also holds the NCCL communicator (distributed/nccl.h),
+// which runs the collectives on GPU tensors; Gloo stays for the little the
+// framework exchanges on the host (DDP's check that every rank has the same model).
 #pragma once
 
 #include <chrono>
@@ -11,10 +14,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "distributed/nccl.h"
 #include "tiny/distributed/distributed.h"
 #include "tiny/dtype.h"
 
@@ -73,6 +78,13 @@ class ProcessGroup {
   /// Every rank's string, in rank order.
   std::vector<std::string> all_gather_strings(const std::string& mine);
 
+  /// Hands the group its NCCL communicator (backend "nccl"), made after the group so it can name lost peers.
+  void attach_nccl(std::unique_ptr<NcclGroup> nccl) { nccl_ = std::move(nccl); }
+  /// The NCCL communicator, or nullptr (backend "gloo").
+  NcclGroup* nccl() const { return nccl_.get(); }
+  /// "rank 1 is gone (its process exited or was killed)" for the peers that are gone now, or "".
+  std::string lost_peers();
+
  private:
   // `call` describes the collective ("all_reduce of 2 float32 elements"); it is
   // folded into the Gloo tag, so that ranks calling different collectives (or
@@ -85,6 +97,8 @@ class ProcessGroup {
   // `silent` gets the ranks that did not publish their call in time (stuck elsewhere, or gone).
   std::string find_mismatch(uint64_t sequence, const std::string& call, bool wait_for_peers,
                             std::vector<int>* silent = nullptr);
+  // The peers that are gone: the store saw their connection close, or (same host) their process exited.
+  std::set<int> gone_ranks();
 
   std::shared_ptr<gloo::Context> context_;
   std::vector<PeerInfo> peers_;
@@ -103,6 +117,7 @@ class ProcessGroup {
   uint64_t next_sequence_ = 1;  // the same on every rank that calls the same collectives
   std::string broken_;  // the first failure: every later collective fails with it
   std::thread thread_;
+  std::unique_ptr<NcclGroup> nccl_;
 };
 
 /// The group set up by init_process_group(); throws when there is none.

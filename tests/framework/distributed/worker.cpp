@@ -3,12 +3,14 @@
 //   collectives DEVICE        every collective on tensors of DEVICE (cpu or cuda)
 //   ddp DEVICE OUT [accum]    DDP training; rank 0 writes the final parameters to OUT
 //   overlap OUT               DDP with small buckets; rank 0 writes the events to OUT
-//   die                       DDP training in which rank 1 kills itself mid-step
+//   die [DEVICE]              DDP training (on DEVICE, default cpu) in which the last rank kills itself mid-step
 //   mismatch                  DDP over models that differ between ranks
 //   sizes                     rank 0 all-reduces 2 elements, the others 41
 //   leave                     rank 1 exits (status 0) at once; the others then all-reduce
 //   join                      init_process_group only
-// The rendezvous is TINY_TEST_INIT (default env://). Errors go to stderr, exit code 1.
+// The rendezvous is TINY_TEST_INIT (default env://), the backend TINY_TEST_BACKEND
+// (default gloo; with nccl each rank first makes cuda:LOCAL_RANK its device).
+// Errors go to stderr, exit code 1.
 #include <signal.h>
 #include <unistd.h>
 
@@ -50,7 +52,7 @@ void collectives(const std::string& kind) {
   tiny::Tensor a = tiny::full({2}, static_cast<double>(rank), tiny::kFloat64).to(device);
   dist::all_reduce(a, dist::ReduceOp::AVG);
   expect(std::abs(a.cpu().to_vector<double>()[1] - (world - 1) / 2.0) < 1e-12, "all_reduce AVG");
-  tiny::Tensor i = tiny::full({1}, 1.0, tiny::kInt64);
+  tiny::Tensor i = tiny::full({1}, 1.0, tiny::kInt64).to(device);
   dist::all_reduce(i);
   expect(i.item<int64_t>() == world, "all_reduce int64");
 
@@ -141,9 +143,12 @@ void overlap(const std::string& path) {
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const char* init = std::getenv("TINY_TEST_INIT");
+  const char* backend = std::getenv("TINY_TEST_BACKEND");
   int rank = -1;
   try {
-    dist::init_process_group("gloo", init ? init : "env://");
+    // As in PyTorch, picking each rank's GPU is the program's job, before the process group.
+    if (backend != nullptr && std::string(backend) == "nccl") tiny::cuda::set_device(dist::local_rank());
+    dist::init_process_group(backend != nullptr && *backend ? backend : "gloo", init ? init : "env://");
     rank = dist::get_rank();
     if (scenario == "collectives") {
       collectives(argc > 2 ? argv[2] : "cpu");
@@ -152,7 +157,7 @@ int main(int argc, char** argv) {
     } else if (scenario == "overlap") {
       overlap(argv[2]);
     } else if (scenario == "die") {
-      ddp("cpu", "/dev/null", false, true);
+      ddp(argc > 2 ? argv[2] : "cpu", "/dev/null", false, true);
     } else if (scenario == "mismatch") {  // rank 1 builds a wider first layer
       auto model = std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(4, rank == 1 ? 6 : 5));
       DistributedDataParallel ddp(model);

@@ -12,9 +12,12 @@
 /// @endcode
 ///
 /// Backends: "gloo" (CPU tensors and tensors on the emulated GPU, which are
-/// staged through host memory) and "nccl" (real NVIDIA GPUs only). Every
-/// collective has a timeout: a peer that died, or never joined, gives a
-/// DistributedError naming its rank, never a hang.
+/// staged through host memory; every call waits until its collective is done)
+/// and "nccl" (tensors on real NVIDIA GPUs only; every call enqueues its
+/// collective on the calling thread's current stream and returns at once, as
+/// in PyTorch: later work on that stream sees the result, and `.cpu()` or
+/// `item()` wait for it). Every collective has a timeout: a peer that died, or
+/// never joined, gives a DistributedError naming its rank, never a hang.
 #pragma once
 
 #include <chrono>
@@ -43,8 +46,22 @@ std::chrono::milliseconds default_timeout();
 
 /// @brief Joins the process group of this run (PyTorch's `init_process_group`).
 ///
-/// `backend`: "gloo" or "nccl" ("nccl" needs real GPUs; elsewhere it throws
-/// DistributedError saying to use "gloo").
+/// `backend`: "gloo" or "nccl". "nccl" needs real GPUs (elsewhere it throws
+/// DistributedError saying to use "gloo") and NCCL's library, libnccl.so.2,
+/// which is loaded now (from the loader's path, else beside the CUDA runtime;
+/// `TINY_NCCL_LIBRARY` names another file): a DistributedError names it when
+/// it cannot be loaded. Each rank's communicator is made on the calling
+/// thread's current device: as in PyTorch, pick it first, one GPU per rank:
+/// @code
+/// tiny::cuda::set_device(tiny::distributed::local_rank());
+/// tiny::distributed::init_process_group("nccl");
+/// @endcode
+/// With "nccl", a collective that fails, or is not done within `timeout`
+/// (a peer died, or calls other collectives), is noticed by a watchdog
+/// thread, which aborts the communicator and prints the reason; from then on
+/// every collective, and barrier(), throws DistributedError naming the
+/// collective that failed and the peers that are gone. barrier() waits on the
+/// host, so it is where a failure shows at the latest.
 /// `init_method` says where the rendezvous is:
 /// - "env://" (default): `MASTER_ADDR` and `MASTER_PORT` from the environment;
 ///   `tinyrun` serves the store there; without tinyrun, rank 0 serves it;
@@ -79,10 +96,14 @@ std::string get_backend();
 int local_rank();
 
 /// @brief Waits until every rank has reached this call (PyTorch's `barrier`).
+///
+/// With "nccl": an all-reduce of one element on the GPU, then a wait on the host for it.
 void barrier();
 /// @brief Combines `tensor` over every rank with `op`, in place, on every rank (PyTorch's `all_reduce`).
 ///
-/// Supports float32, float64, int32 and int64 tensors on the CPU or a GPU.
+/// Supports float32, float64 and int64 tensors on the CPU or a GPU ("nccl" also
+/// float16 and bfloat16; "nccl" needs the tensor on this rank's GPU: with a CPU
+/// tensor it throws DeviceError, "Tensors must be CUDA and dense").
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
 /// @brief Copies rank `src`'s `tensor` into `tensor` on every other rank (PyTorch's `broadcast`).
 void broadcast(const Tensor& tensor, int src);

@@ -1,7 +1,9 @@
-// Collectives between the GPUs of one process. On the emulated GPU each
-// transfer is a peer copy (Tensor::to between devices, counted as
-// bytes_device_to_device on the source device); real GPUs would use NCCL, which
-// tiny does not drive yet: require_peer_copies() is where that path goes.
+// Collectives between the GPUs of one process. Each transfer is a peer copy
+// (Tensor::to between devices, counted as bytes_device_to_device on the
+// source device), on the emulated GPU and between real GPUs alike. PyTorch
+// uses NCCL (ncclBroadcast, ncclReduce, ncclAllReduce) between real devices
+// of one process; DataParallel moves few enough tensors that peer copies,
+// with the sums computed on the destination, serve as well.
 #include "tiny/nn/parallel/comm.h"
 
 #include <set>
@@ -22,21 +24,17 @@ std::string device_names(const std::vector<int>& devices) {
   return s;
 }
 
-// Every device must exist, appear once, and be one that peer copies serve.
+// Every device must exist and appear once.
 void check_devices(const char* op, const std::vector<int>& devices) {
   TINY_CHECK(!devices.empty(), ValueError, op, ": expected at least one device, got an empty list");
   const int count = cuda::device_count();
   std::set<int> seen;
   for (int d : devices) {
     TINY_CHECK(d >= 0 && d < count, DeviceError, op, ": cuda:", d, " does not exist; this machine has ", count,
-               " GPU", count == 1 ? "" : "s", " (set TINY_EMULATED_GPUS to emulate more)");
+               " GPU", count == 1 ? "" : "s",
+               count > 0 && !cuda::is_emulated(0) ? "" : " (set TINY_EMULATED_GPUS to emulate more)");
     TINY_CHECK(seen.insert(d).second, ValueError, op, ": device cuda:", d, " appears more than once in [",
                device_names(devices), "]: give each device once");
-    // The seam for real GPUs: PyTorch uses NCCL (ncclBroadcast, ncclReduce,
-    // ncclAllReduce) between real devices. tiny registers no kernels for real
-    // GPUs yet, so every device here is emulated and a peer copy is the transfer.
-    TINY_CHECK(cuda::is_emulated(d), NotImplemented, op, " between real GPUs needs NCCL, which tiny does not use ",
-               "yet (cuda:", d, " is a real GPU): run on the emulated GPUs (TINY_EMULATED_GPUS)");
   }
 }
 

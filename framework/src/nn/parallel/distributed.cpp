@@ -115,9 +115,12 @@ void DistributedDataParallel::build_buckets(const DistributedDataParallelOptions
   Bucket current;
   int64_t bytes = 0;
   Dtype dtype = params_.empty() ? kFloat32 : params_.back().dtype();
+  // Gloo all-reduces host memory; NCCL all-reduces the buckets where the gradients are, on the GPU.
+  const bool on_device = distributed::detail::default_group().nccl() != nullptr && !params_.empty();
+  const TensorOptions where = on_device ? TensorOptions(params_[0].device()) : TensorOptions();
   auto close = [&] {
     if (current.params.empty()) return;
-    current.flat = zeros({bytes / static_cast<int64_t>(dtype == kFloat64 ? 8 : 4)}, TensorOptions(dtype));
+    current.flat = zeros({bytes / static_cast<int64_t>(dtype == kFloat64 ? 8 : 4)}, where.dtype(dtype));
     buckets_.push_back(std::move(current));
     current = Bucket();
     bytes = 0;
@@ -161,6 +164,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
     for (Bucket& b : buckets_) {
       b.pending = static_cast<int64_t>(b.params.size());
       b.work.reset();
+      b.nccl_work.reset();
     }
     start_ns_ = now_ns();
     std::lock_guard<std::mutex> events(events_mutex_);
@@ -209,6 +213,13 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     const int64_t index = static_cast<int64_t>(next_bucket_);
+    if (distributed::detail::NcclGroup* nccl = group.nccl()) {
+      // Enqueued on this thread's current stream, after the copies that filled the bucket.
+      record(CommEvent::Kind::AllReduceStart, index);
+      b.nccl_work = nccl->all_reduce(b.flat, distributed::ReduceOp::SUM);
+      ++next_bucket_;
+      continue;
+    }
     b.work = group.all_reduce_async(
         b.flat.raw_data_ptr(), static_cast<size_t>(b.flat.numel()), b.flat.dtype(), distributed::ReduceOp::SUM,
         [this, index] { record(CommEvent::Kind::AllReduceStart, index); },
@@ -220,8 +231,15 @@ void DistributedDataParallel::launch_ready_buckets() {
 void DistributedDataParallel::finish_reduction() {
   expect_reduction_ = false;
   NoGradGuard no_grad;
-  for (Bucket& b : buckets_) {
-    b.work->wait();
+  for (size_t index = 0; index < buckets_.size(); ++index) {
+    Bucket& b = buckets_[index];
+    if (b.nccl_work) {
+      // The stream waits for the all-reduce (the host does not): the copies below run after it.
+      b.nccl_work->wait();
+      record(CommEvent::Kind::AllReduceEnd, static_cast<int64_t>(index));
+    } else {
+      b.work->wait();
+    }
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       Tensor& p = params_[b.params[slot]];
       p.grad().copy_(b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.sizes()));

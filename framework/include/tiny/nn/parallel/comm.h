@@ -8,11 +8,12 @@
 /// on them. They are not autograd functions: their results do not require
 /// gradients (nn/parallel/data_parallel.h has the differentiable versions).
 ///
-/// On the emulated GPU every transfer is a peer copy through the emulator, and
-/// counted on the source device's `bytes_device_to_device`
-/// (tiny::cuda::device_counters). On real GPUs PyTorch runs these through NCCL;
-/// tiny runs no kernels on real GPUs yet, and these functions throw
-/// tiny::NotImplemented there (the place to add NCCL is marked in comm.cpp).
+/// Every transfer is a peer copy (Tensor::to between devices): through the
+/// emulator on the emulated GPU, counted on the source device's
+/// `bytes_device_to_device` (tiny::cuda::device_counters); a CUDA peer copy
+/// (over NVLink or PCIe) between real GPUs. PyTorch runs these through NCCL
+/// on real GPUs; for the few tensors DataParallel moves, peer copies do the
+/// same job (the sums are computed on the destination GPU).
 #pragma once
 
 #include <cstdint>

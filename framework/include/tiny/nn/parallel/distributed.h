@@ -35,6 +35,7 @@
 namespace tiny::distributed::detail {
 class ProcessGroup;
 class Work;
+class NcclWork;
 }  // namespace tiny::distributed::detail
 
 namespace tiny::nn::parallel {
@@ -56,8 +57,12 @@ struct CommEvent {
   /// @brief What happened.
   enum class Kind {
     GradReady,       ///< backward finished the gradient of parameter `index`
-    AllReduceStart,  ///< the all-reduce of bucket `index` started on the communication thread
-    AllReduceEnd,    ///< the all-reduce of bucket `index` finished
+    /// the all-reduce of bucket `index` started on the communication thread
+    /// (backend "nccl": was enqueued on the GPU stream; the host does not see it start)
+    AllReduceStart,
+    /// the all-reduce of bucket `index` finished (backend "nccl": the stream was
+    /// made to wait for it at the end of backward, before the gradients are copied back)
+    AllReduceEnd,
   };
   Kind kind;              ///< what happened
   int64_t index;          ///< the parameter (GradReady) or the bucket
@@ -128,9 +133,10 @@ class DistributedDataParallel : public Module {
   struct Bucket {
     std::vector<int64_t> params;  // indices into params_
     std::vector<int64_t> offsets; // element offset of each parameter in `flat`
-    Tensor flat;                  // host staging buffer
+    Tensor flat;                  // gloo: a host staging buffer; nccl: on the parameters' GPU
     int64_t pending = 0;
-    std::shared_ptr<distributed::detail::Work> work;
+    std::shared_ptr<distributed::detail::Work> work;            // gloo
+    std::shared_ptr<distributed::detail::NcclWork> nccl_work;   // nccl
   };
   void build_buckets(const DistributedDataParallelOptions& options);
   void on_grad_ready(int64_t param);
