@@ -191,7 +191,8 @@ TEST(MemorySnapshot, MemoryAllocatedOutsideAnyOpIsUnknown) {
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto& allocator = tiny::gpu::device_allocator(0);
   void* raw = allocator.allocate(4096, tiny::gpu::current_stream(0));
-  const BlockInfo* block = block_at(tiny::cuda::memory_snapshot(0), reinterpret_cast<uintptr_t>(raw));
+  const std::vector<SegmentInfo> segments = tiny::cuda::memory_snapshot(0);  // the block points into it
+  const BlockInfo* block = block_at(segments, reinterpret_cast<uintptr_t>(raw));
   ASSERT_NE(block, nullptr);
   EXPECT_EQ(block->op, "unknown");
   allocator.free(raw);
