@@ -25,15 +25,9 @@ class Rendezvous {
     return cv_.wait_for(lock, timeout, [&] { return arrived_ >= parties_; });
   }
 
-  // How many threads have arrived so far.
-  int arrived() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return arrived_;
-  }
-
  private:
   const int parties_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable cv_;
   int arrived_ = 0;
 };
