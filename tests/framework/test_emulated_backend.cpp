@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu/device_context.h"
@@ -109,6 +111,74 @@ TEST(EmulatedBackend, TrainingOnTheDeviceFollowsTheCpu) {
   for (const auto& [name, p] : cpu_model->named_parameters()) {
     EXPECT_TRUE(tiny::equal(p, gpu_model->state_dict().at(name).cpu())) << name;
   }
+}
+
+// Each device runs its kernels on its own share of the threads (see
+// EmulatedRuntime's tests), and tiny's kernels chunk their work by a fixed
+// grain, never by thread count: so ops with many chunks, run on two devices at
+// the same time, give the CPU's bits, whether a device has 1 thread or several.
+// (GEMM is OpenBLAS's: its bits depend on OpenBLAS's thread count, which is
+// process-wide, so it is compared with the CPU at the same setting.)
+TEST(EmulatedBackend, DevicesRunningAtOnceMatchTheCpuBitwise) {
+  if (tiny::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 emulated GPUs";
+  const int previous_threads = tiny::get_num_threads();
+  tiny::manual_seed(21);
+  const Tensor x = tiny::randn({300, 1200});  // 360k elements: 11 chunks of a pointwise op, 88 reduce blocks
+  const Tensor w = tiny::randn({1200, 200});
+  struct Op {
+    std::string name;
+    bool blas;  // its bits depend on OpenBLAS's thread count
+    std::function<Tensor(const Tensor&, const Tensor&)> run;
+  };
+  const std::vector<Op> ops = {
+      {"sum", false, [](const Tensor& a, const Tensor&) { return a.sum(); }},
+      {"sum over rows (column strips)", false, [](const Tensor& a, const Tensor&) { return a.sum({0}); }},
+      {"mean over columns", false, [](const Tensor& a, const Tensor&) { return a.mean({1}); }},
+      {"pointwise", false, [](const Tensor& a, const Tensor&) { return a.exp() * a + 1.0; }},
+      {"softmax", false, [](const Tensor& a, const Tensor&) { return F::softmax(a, 1); }},
+      {"matmul", true, [](const Tensor& a, const Tensor& b) { return tiny::matmul(a, b); }},
+      {"float16 matmul", true, [](const Tensor& a, const Tensor& b) { return tiny::matmul(a.half(), b.half()); }},
+  };
+  tiny::set_num_threads(1);
+  std::vector<Tensor> one_thread;
+  for (const Op& op : ops) one_thread.push_back(op.run(x, w));
+  const int devices = 2;
+  for (int threads : {2 * devices, devices, 3 * devices + 1}) {  // 2, 1 and 3 threads per device
+    tiny::set_num_threads(threads);
+    std::vector<Tensor> expected;
+    for (const Op& op : ops) expected.push_back(op.run(x, w));
+    std::vector<Tensor> results[devices];
+    std::string failures[devices];
+    // One host thread per device, so the devices run at the same time in
+    // blocking mode too.
+    auto run_on = [&](int d) {
+      try {
+        const Device device("cuda:" + std::to_string(d));
+        const Tensor xd = x.to(device), wd = w.to(device);
+        for (const Op& op : ops) results[d].push_back(op.run(xd, wd));
+        for (Tensor& r : results[d]) r = r.cpu();
+      } catch (const std::exception& e) {
+        failures[d] = e.what();
+      }
+    };
+    std::thread first(run_on, 0), second(run_on, 1);
+    first.join();
+    second.join();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i].blas) {
+        EXPECT_TRUE(tiny::equal(one_thread[i], expected[i])) << ops[i].name << " on the CPU with " << threads << " threads";
+      }
+    }
+    for (int d = 0; d < devices; ++d) {
+      ASSERT_EQ(failures[d], "") << "cuda:" << d;
+      ASSERT_EQ(results[d].size(), ops.size());
+      for (size_t i = 0; i < ops.size(); ++i) {
+        EXPECT_TRUE(tiny::equal(expected[i], results[d][i]))
+            << ops[i].name << " on cuda:" << d << " with " << threads << " threads in all";
+      }
+    }
+  }
+  tiny::set_num_threads(previous_threads);
 }
 
 TEST(EmulatedBackend, KernelErrorsSurfaceAtTheNextSynchronization) {

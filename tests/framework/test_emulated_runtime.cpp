@@ -1,9 +1,10 @@
 // Tests of the host-emulated GPU (DESIGN.md section 4): devices and settings,
 // separate memory that faults when host code reads it, capacity, copies with
 // CUDA's pageable / pinned rules, asynchrony shown with gates (no clocks),
-// independent streams, events, the three execution modes, sticky errors and
-// counters.
+// independent streams, events, the three execution modes, sticky errors,
+// counters, and each device's own share of the threads.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "gpu/emulated/emulated_runtime.h"
+#include "rendezvous.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
 
@@ -677,6 +681,134 @@ TEST(EmulatedRuntime, CountersCountWhatCrossesTheBus) {
   EXPECT_EQ(zero.kernel_launches, 0u);
   EXPECT_EQ(zero.synchronizations, 0u);
   EXPECT_EQ(zero.bytes_host_to_device_pageable, 0u);
+}
+
+// ---------------------------------------------------------------- cores
+
+namespace {
+
+// Sets tiny's thread count for one test and puts the previous one back.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : previous_(tiny::runtime::num_threads()) { tiny::runtime::set_num_threads(n); }
+  ~ThreadCount() { tiny::runtime::set_num_threads(previous_); }
+
+ private:
+  int previous_;
+};
+
+std::string thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// The threads that ran a kernel's parallel_for chunks.
+struct SeenThreads {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::set<std::string> names;
+  void add() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+    names.insert(thread_name());
+  }
+};
+
+}  // namespace
+
+TEST(EmulatedRuntime, EachDeviceOwnsAnEqualShareOfTheThreads) {
+  gpu::EmulatedRuntime& rt = runtime();
+  const int devices = rt.device_count();
+  ThreadCount restore(tiny::runtime::num_threads());
+  for (int n : {1, 2, 3, 4, 5, 8}) {
+    tiny::runtime::set_num_threads(n);
+    for (int d = 0; d < devices; ++d) {
+      EXPECT_EQ(rt.thread_pool(d).size(), std::max(1, n / devices)) << "cuda:" << d << ", " << n << " threads";
+      EXPECT_EQ(rt.properties(d).multiprocessor_count, rt.thread_pool(d).size());
+    }
+  }
+  for (int d = 0; d < devices; ++d) {
+    EXPECT_NE(&rt.thread_pool(d), &tiny::runtime::global_thread_pool());
+    if (d > 0) {
+      EXPECT_NE(&rt.thread_pool(d), &rt.thread_pool(d - 1));
+    }
+    // A kernel's parallel_for runs on its device's pool; the host keeps the global one.
+    const tiny::runtime::ThreadPool* used = nullptr;
+    ScopedStream side(d);
+    for (gpu::Stream stream : {rt.default_stream(d), static_cast<gpu::Stream>(side)}) {
+      rt.launch(stream, [&used] { used = &tiny::runtime::current_thread_pool(); }, "which_pool");
+      rt.stream_synchronize(stream);
+      EXPECT_EQ(used, &rt.thread_pool(d)) << "cuda:" << d << " stream " << stream.id;
+    }
+  }
+  EXPECT_EQ(&tiny::runtime::current_thread_pool(), &tiny::runtime::global_thread_pool());
+  EXPECT_THROW(rt.thread_pool(devices), tiny::DeviceError);
+}
+
+// Two devices running a parallel kernel at the same time each use their own
+// threads: the 4 chunks below (2 per device) must all be running at once,
+// which one shared pool (one call at a time, the other device inline) cannot
+// do. Each device launches from its own host thread, so this holds in
+// blocking mode too.
+TEST(EmulatedRuntime, TwoDevicesRunParallelKernelsOnTheirOwnThreads) {
+  gpu::EmulatedRuntime& rt = runtime();
+  if (rt.device_count() < 2) GTEST_SKIP() << "needs 2 emulated GPUs";
+  ThreadCount count(2 * rt.device_count());  // 2 threads per device
+  ASSERT_EQ(rt.thread_pool(0).size(), 2);
+  tiny_test::Rendezvous all(4);
+  std::atomic<int> met{0};
+  SeenThreads seen[2];
+  std::thread::id stream_worker[2];
+  auto use_device = [&](int d) {
+    const gpu::Stream stream = rt.default_stream(d);
+    rt.launch(stream, [&, d] {
+      stream_worker[d] = std::this_thread::get_id();
+      tiny::runtime::parallel_for(0, 2, 1, [&, d](int64_t, int64_t) {
+        seen[d].add();
+        if (all.arrive_and_wait()) ++met;
+      });
+    }, "rendezvous");
+    rt.stream_synchronize(stream);
+  };
+  std::thread host0(use_device, 0), host1(use_device, 1);
+  host0.join();
+  host1.join();
+  EXPECT_EQ(met.load(), 4) << "the 4 chunks never ran at the same time: " << met.load()
+                           << " saw all 4 arrive within the timeout";
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(seen[d].ids.size(), 2u) << "cuda:" << d;
+    EXPECT_EQ(seen[d].ids.count(stream_worker[d]), 1u) << "cuda:" << d << ": the stream worker takes part";
+    EXPECT_EQ(seen[d].names.count("tiny-gpu" + std::to_string(d) + "-1"), 1u)
+        << "cuda:" << d << ": the other chunk ran on the device's own pool worker";
+  }
+  for (const auto& id : seen[0].ids) EXPECT_EQ(seen[1].ids.count(id), 0u) << "a thread ran chunks of both devices";
+}
+
+// The device pools are as fork-safe as the global one: a child (a DataLoader
+// worker) that uses one gets fresh workers instead of waiting for the
+// parent's, which do not exist there.
+TEST(EmulatedRuntime, DevicePoolsWorkInAForkedChild) {
+  gpu::EmulatedRuntime& rt = runtime();
+  ThreadCount count(2 * rt.device_count());
+  const gpu::Stream stream = rt.default_stream(0);
+  rt.launch(stream, [] { tiny::runtime::parallel_for(0, 8, 1, [](int64_t, int64_t) {}); }, "start_workers");
+  rt.stream_synchronize(stream);
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    tiny::runtime::bind_thread_pool(&rt.thread_pool(0));
+    tiny_test::Rendezvous both(2);
+    std::atomic<int> met{0};
+    tiny::runtime::parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      if (both.arrive_and_wait(std::chrono::seconds(10))) ++met;
+    });
+    _exit(met.load() == 2 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // A forked child has none of the parent's workers and shares its device

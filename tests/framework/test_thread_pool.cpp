@@ -1,6 +1,8 @@
 // Tests of tiny's thread pool: every index once, chunking independent of the
-// thread count, exceptions, nesting, thread-count settings, passive waits.
+// thread count, exceptions, nesting, thread-count settings, passive waits,
+// pools of their own (bound per thread, sized to a share, fork-safe).
 #include <cblas.h>
+#include <pthread.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "rendezvous.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
 #include "tiny/parallel.h"
@@ -354,4 +357,196 @@ TEST(ThreadPool, BadEnvironmentValueThrowsValueError) {
         },
         testing::ExitedWithCode(0), std::string("TINY_NUM_THREADS=\"") + bad + "\".*from 1 to 1024");
   }
+}
+
+// --- Pools of their own (each emulated GPU has one) ---
+
+namespace {
+
+std::string thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// The threads that ran the chunks of one parallel_for, each once.
+struct SeenThreads {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::set<std::string> names;
+  void add() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+    names.insert(thread_name());
+  }
+};
+
+}  // namespace
+
+TEST(ThreadPool, ShareMustBePositive) {
+  EXPECT_THROW(rt::ThreadPool(0, "bad"), tiny::ValueError);
+  EXPECT_THROW(rt::ThreadPool(-2, "bad"), tiny::ValueError);
+}
+
+TEST(ThreadPool, SizeIsTheShareOfTheThreadCountAndFollowsSetNumThreads) {
+  const int before = rt::num_threads();
+  rt::ThreadPool half(2, "tiny-half"), third(3, "tiny-third");
+  EXPECT_EQ(rt::global_thread_pool().share(), 1);
+  for (int n : {1, 2, 3, 4, 5, 7, 8}) {
+    rt::set_num_threads(n);
+    EXPECT_EQ(rt::global_thread_pool().size(), n);
+    EXPECT_EQ(half.size(), std::max(1, n / 2)) << n;
+    EXPECT_EQ(third.size(), std::max(1, n / 3)) << n;
+  }
+  rt::set_num_threads(before);
+}
+
+TEST(ThreadPool, OwnPoolRunsOnItsOwnWorkersAndNoMore) {
+  ThreadCount count(4);
+  rt::ThreadPool pool(2, "tiny-mine");
+  ASSERT_EQ(pool.size(), 2);
+  // Both chunks must be running at once: the pool really has 2 threads.
+  tiny_test::Rendezvous both(2);
+  std::atomic<int> met{0};
+  SeenThreads seen;
+  pool.parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+    seen.add();
+    if (both.arrive_and_wait()) ++met;
+  });
+  EXPECT_EQ(met.load(), 2) << "the pool's 2 threads never ran chunks at the same time";
+  EXPECT_EQ(seen.ids.size(), 2u);
+  EXPECT_EQ(seen.ids.count(std::this_thread::get_id()), 1u) << "the caller takes part";
+  EXPECT_EQ(seen.names.count("tiny-mine-1"), 1u) << "the other thread is the pool's own worker";
+
+  // Many chunks: never more threads than the pool's size.
+  SeenThreads many;
+  pool.parallel_for(0, 64, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    many.add();
+  });
+  EXPECT_LE(many.ids.size(), 2u);
+
+  // Resized by set_num_threads: with 2 threads in all, a share of 2 is 1 thread.
+  rt::set_num_threads(2);
+  SeenThreads alone;
+  pool.parallel_for(0, 16, 1, [&](int64_t, int64_t) { alone.add(); });
+  EXPECT_EQ(alone.ids, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST(ThreadPool, BoundPoolIsTheOneParallelForUses) {
+  ThreadCount count(4);
+  rt::ThreadPool pool(2, "tiny-bound");
+  EXPECT_EQ(&rt::current_thread_pool(), &rt::global_thread_pool()) << "an unbound thread uses the global pool";
+  SeenThreads seen;
+  bool bound_ok = false, met = false;
+  std::thread user([&] {
+    EXPECT_EQ(rt::bind_thread_pool(&pool), nullptr);
+    bound_ok = &rt::current_thread_pool() == &pool;
+    tiny_test::Rendezvous both(2);
+    std::atomic<int> arrived{0};
+    rt::parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      seen.add();
+      if (both.arrive_and_wait()) ++arrived;
+    });
+    met = arrived.load() == 2;
+    EXPECT_EQ(rt::bind_thread_pool(nullptr), &pool);
+    EXPECT_EQ(&rt::current_thread_pool(), &rt::global_thread_pool());
+  });
+  user.join();
+  EXPECT_TRUE(bound_ok);
+  EXPECT_TRUE(met);
+  EXPECT_EQ(seen.names.count("tiny-bound-1"), 1u) << "the chunks ran on the bound pool's worker";
+  EXPECT_EQ(&rt::current_thread_pool(), &rt::global_thread_pool()) << "binding is per thread";
+}
+
+// What each emulated GPU needs: two pools serve two calls at the same time.
+// (One pool serves one call at a time: the second caller would run inline,
+// and the 4 chunks below could never all be running at once.)
+TEST(ThreadPool, TwoPoolsServeTwoCallersAtOnce) {
+  ThreadCount count(4);
+  rt::ThreadPool first(2, "tiny-first"), second(2, "tiny-second");
+  tiny_test::Rendezvous all(4);
+  std::atomic<int> met{0};
+  SeenThreads seen[2];
+  auto caller = [&](rt::ThreadPool* pool, SeenThreads* out) {
+    rt::bind_thread_pool(pool);
+    rt::parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      out->add();
+      if (all.arrive_and_wait()) ++met;
+    });
+  };
+  std::thread a(caller, &first, &seen[0]), b(caller, &second, &seen[1]);
+  a.join();
+  b.join();
+  EXPECT_EQ(met.load(), 4) << "the 4 chunks never ran at the same time: " << met.load()
+                           << " saw all 4 arrive within the timeout";
+  EXPECT_EQ(seen[0].ids.size(), 2u);
+  EXPECT_EQ(seen[1].ids.size(), 2u);
+  for (const auto& id : seen[0].ids) EXPECT_EQ(seen[1].ids.count(id), 0u) << "a thread served both pools";
+  EXPECT_EQ(seen[0].names.count("tiny-first-1"), 1u);
+  EXPECT_EQ(seen[1].names.count("tiny-second-1"), 1u);
+}
+
+TEST(ThreadPool, OwnPoolKeepsTheContract) {
+  ThreadCount count(4);
+  rt::ThreadPool pool(2, "tiny-contract");
+  // Bitwise the same sum as the global pool's and as one thread's.
+  std::vector<float> x(100000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f / static_cast<float>(i + 1) * (i % 3 == 0 ? -1.0f : 1.0f);
+  const float global = chunked_sum(x, 1000);
+  std::vector<float> partial(rt::num_chunks(0, x.size(), 1000));
+  pool.parallel_for(0, x.size(), 1000, [&](int64_t b, int64_t e) {
+    float s = 0;
+    for (int64_t i = b; i < e; ++i) s += x[i];
+    partial[b / 1000] = s;
+  });
+  float own = 0;
+  for (float p : partial) own += p;
+  EXPECT_EQ(std::memcmp(&global, &own, sizeof(float)), 0) << global << " vs " << own;
+  // The lowest failing chunk's exception, whatever the timing.
+  try {
+    pool.parallel_for(0, 100, 1, [](int64_t b, int64_t) {
+      if (b == 37 || b == 80) throw std::runtime_error("chunk " + std::to_string(b));
+    });
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "chunk 37");
+  }
+  // Nesting runs inline on the chunk's thread, even into another pool.
+  std::atomic<bool> stayed{true};
+  pool.parallel_for(0, 4, 1, [&](int64_t, int64_t) {
+    const auto me = std::this_thread::get_id();
+    rt::parallel_for(0, 8, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != me) stayed = false;
+    });
+  });
+  EXPECT_TRUE(stayed.load());
+}
+
+TEST(ThreadPool, OwnPoolWorksInAForkedChild) {
+  ThreadCount count(4);
+  rt::ThreadPool pool(2, "tiny-forked");
+  pool.parallel_for(0, 100, 1, [](int64_t, int64_t) {});  // the parent's workers exist
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    // The parent's worker does not exist here: the pool must start a fresh
+    // one, and really use it (both chunks meet), not hang nor run inline.
+    tiny_test::Rendezvous both(2);
+    std::atomic<int> met{0};
+    pool.parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      if (both.arrive_and_wait(std::chrono::seconds(10))) ++met;
+    });
+    std::atomic<int64_t> total{0};
+    pool.parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+    _exit(met.load() == 2 && total.load() == 1000 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // And the parent's pool still works.
+  std::atomic<int64_t> total{0};
+  pool.parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 1000);
 }

@@ -1,9 +1,12 @@
 /// @file parallel.h
 /// @brief How many CPU threads `tiny` uses (PyTorch's `torch.set_num_threads`).
 ///
-/// `tiny` runs CPU kernels on one thread pool of its own and gives OpenBLAS the
+/// `tiny` runs CPU kernels on a thread pool of its own and gives OpenBLAS the
 /// same thread count, so matrix products and element-wise kernels take turns on
-/// the same cores instead of fighting over them. The default is the
+/// the same cores instead of fighting over them. Each emulated GPU owns an equal
+/// share of these threads (`get_num_threads() / device_count()`, at least 1, its
+/// `multi_processor_count`) in a pool of its own, so devices running at the
+/// same time (DataParallel replicas) do not wait for each other. The default is the
 /// `TINY_NUM_THREADS` environment variable if set, else every CPU the process
 /// may run on. Results do not depend on the thread count: work is split into
 /// chunks whose boundaries are fixed, so sums come out bitwise the same with 1
@@ -15,7 +18,8 @@ namespace tiny {
 /// @brief Uses `n` threads (the calling thread included) for CPU kernels and for OpenBLAS.
 ///
 /// Throws tiny::ValueError unless 1 <= n <= 1024. Call it outside of running
-/// kernels, typically once before training.
+/// kernels, typically once before training. Each emulated GPU's share becomes
+/// `max(1, n / device_count())` from its next kernel on.
 /// Example: `tiny::set_num_threads(1);` to time a single-threaded baseline.
 void set_num_threads(int n);
 

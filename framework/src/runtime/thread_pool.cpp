@@ -1,4 +1,9 @@
-// The thread pool behind parallel_for. See thread_pool.h for the contract.
+// The thread pools behind parallel_for. See thread_pool.h for the contract.
+//
+// A ThreadPool is a size rule (a share of num_threads()) and a WorkerSet, the
+// threads themselves, made on first use. After a fork the child's pools see
+// that their WorkerSet belongs to the parent (a fork generation counter,
+// bumped by a pthread_atfork child handler) and make a fresh one.
 //
 // How one call runs: the caller publishes a Job (on its own stack), bumps a
 // generation counter and wakes the workers with one notify. Every thread,
@@ -18,10 +23,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tiny/error.h"
@@ -98,12 +105,40 @@ void run_chunks(Job& job) {
   }
 }
 
-class Pool {
- public:
-  // Held by the one caller the pool serves at a time.
-  std::mutex call_mutex;
+// Bumped in every child made by fork(): a WorkerSet made before the fork
+// belongs to the parent, whose worker threads do not exist in the child.
+std::atomic<uint64_t> g_fork_generation{0};
 
-  // Makes the pool have `count` workers. Caller holds call_mutex.
+void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+void register_fork_handler() {
+  static const bool registered = (pthread_atfork(nullptr, nullptr, on_fork_child), true);
+  (void)registered;
+}
+
+// The pool parallel_for uses on this thread; nullptr means the global pool.
+thread_local ThreadPool* t_bound_pool = nullptr;
+
+std::mutex g_config_mutex;
+std::atomic<int> g_num_threads{0};  // 0 until the first num_threads()
+
+}  // namespace
+
+class WorkerSet {
+ public:
+  WorkerSet(std::string name, uint64_t fork_generation) : fork_generation(fork_generation), name_(std::move(name)) {}
+  // Only for a WorkerSet of this process with no call running (see ~ThreadPool).
+  ~WorkerSet() { stop_workers(); }
+  WorkerSet(const WorkerSet&) = delete;
+  WorkerSet& operator=(const WorkerSet&) = delete;
+
+  // Held by the one caller the workers serve at a time.
+  std::mutex call_mutex;
+  // g_fork_generation when this set was made: another value means a fork
+  // happened since, and these workers are the parent's.
+  const uint64_t fork_generation;
+
+  // Makes the set have `count` workers. Caller holds call_mutex.
   void ensure_workers(int count) {
     if (static_cast<int>(workers_.size()) == count) return;
     stop_workers();
@@ -147,8 +182,8 @@ class Pool {
 
  private:
   void worker_loop(int index, uint64_t seen_generation) {
-    const std::string name = "tiny-pool-" + std::to_string(index + 1);
-    pthread_setname_np(pthread_self(), name.c_str());  // shows in top -H and gdb; too long is harmless
+    const std::string name = name_ + "-" + std::to_string(index + 1);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // shows in top -H and gdb
 
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -176,40 +211,18 @@ class Pool {
     stop_ = false;
   }
 
+  const std::string name_;
   std::mutex mutex_;  // guards everything below
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::vector<std::thread> workers_;
-  uint64_t generation_ = 0;
+  uint64_t generation_ = 0;  // bumped per job (not the fork generation)
   Job* job_ = nullptr;
   int active_ = 0;  // workers inside the current job
   bool stop_ = false;
 };
 
-std::mutex g_config_mutex;
-std::atomic<int> g_num_threads{0};  // 0 until the first num_threads()
-// Never destroyed: destroying it would join workers from a static destructor,
-// which can hang at exit, and tensors freed during shutdown may still call in.
-std::atomic<Pool*> g_pool{nullptr};
-
-// A forked child has only the forking thread: the parent's workers do not
-// exist there. Forget the pool (leaking it; its threads cannot be joined) so
-// that the child builds a fresh one on its next parallel_for.
-void forget_pool_in_child() { g_pool.store(nullptr); }
-
-Pool& pool() {
-  Pool* pool = g_pool.load(std::memory_order_acquire);
-  if (pool != nullptr) return *pool;
-  std::lock_guard<std::mutex> lock(g_config_mutex);
-  pool = g_pool.load(std::memory_order_relaxed);
-  if (pool == nullptr) {
-    static const bool registered = (pthread_atfork(nullptr, nullptr, forget_pool_in_child), true);
-    (void)registered;
-    pool = new Pool();
-    g_pool.store(pool, std::memory_order_release);
-  }
-  return *pool;
-}
+namespace {
 
 // An empty TINY_NUM_THREADS counts as unset, as `TINY_NUM_THREADS= ./prog` means.
 int parse_num_threads_env(const std::string& value) {
@@ -255,8 +268,8 @@ void set_num_threads(int n) {
              ") was called inside a parallel_for chunk; call it outside parallel regions, "
              "for example before the training loop");
   std::lock_guard<std::mutex> lock(g_config_mutex);
-  // The pool itself is resized by the next parallel_for, under its call lock,
-  // so this is safe even while another thread is inside parallel_for.
+  // Each pool is resized by its next parallel_for, under its call lock, so
+  // this is safe even while another thread is inside parallel_for.
   g_num_threads.store(n, std::memory_order_release);
   openblas_set_num_threads(n);
 }
@@ -272,22 +285,52 @@ int64_t num_chunks(int64_t begin, int64_t end, int64_t grain) {
   return (length - 1) / grain + 1;
 }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+ThreadPool::ThreadPool(int share, std::string name) : share_(share), name_(std::move(name)) {
+  TINY_CHECK(share >= 1, ValueError, "ThreadPool: share must be at least 1 (the pool uses num_threads() / share "
+             "threads), got ", share);
+  register_fork_handler();
+}
+
+ThreadPool::~ThreadPool() {
+  WorkerSet* workers = workers_.load(std::memory_order_acquire);
+  // Workers made before a fork are the parent's: they cannot be joined here.
+  if (workers != nullptr && workers->fork_generation == g_fork_generation.load(std::memory_order_acquire)) {
+    delete workers;
+  }
+}
+
+int ThreadPool::size() const { return std::max(1, num_threads() / share_); }
+
+WorkerSet& ThreadPool::workers() {
+  const uint64_t generation = g_fork_generation.load(std::memory_order_acquire);
+  WorkerSet* current = workers_.load(std::memory_order_acquire);
+  while (current == nullptr || current->fork_generation != generation) {
+    // First use, or first use since a fork: the parent's set is leaked, as its
+    // threads cannot be joined here. No lock is taken, so none held by a
+    // parent thread at fork time can block the child.
+    auto fresh = std::make_unique<WorkerSet>(name_, generation);
+    if (workers_.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+    // Another thread installed a set first: `current` now holds it.
+  }
+  return *current;
+}
+
+void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t chunks = num_chunks(begin, end, grain);
   if (chunks == 0) return;
-  const int threads = num_threads();
+  const int threads = size();
   if (chunks == 1 || threads == 1 || t_in_parallel_region) {
     run_inline(begin, end, grain, fn);
     return;
   }
-  Pool& workers = pool();
-  std::unique_lock<std::mutex> call(workers.call_mutex, std::try_to_lock);
-  if (!call.owns_lock()) {  // another thread's parallel_for has the pool
+  WorkerSet& set = workers();
+  std::unique_lock<std::mutex> call(set.call_mutex, std::try_to_lock);
+  if (!call.owns_lock()) {  // another thread's parallel_for has this pool
     run_inline(begin, end, grain, fn);
     return;
   }
-  workers.ensure_workers(threads - 1);
+  set.ensure_workers(threads - 1);
 
   Job job;
   job.fn = &fn;
@@ -295,8 +338,26 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   job.end = end;
   job.grain = grain;
   job.chunks = chunks;
-  workers.run(job);
+  set.run(job);
   if (job.error) std::rethrow_exception(job.error);
+}
+
+ThreadPool& global_thread_pool() {
+  static ThreadPool* const pool = new ThreadPool(1, "tiny-pool");  // never destroyed: see thread_pool.h
+  return *pool;
+}
+
+ThreadPool* bind_thread_pool(ThreadPool* pool) {
+  ThreadPool* previous = t_bound_pool;
+  t_bound_pool = pool;
+  return previous;
+}
+
+ThreadPool& current_thread_pool() { return t_bound_pool != nullptr ? *t_bound_pool : global_thread_pool(); }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  current_thread_pool().parallel_for(begin, end, grain, fn);
 }
 
 }  // namespace tiny::runtime

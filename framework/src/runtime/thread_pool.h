@@ -1,6 +1,6 @@
-// The one thread pool of `tiny` (DESIGN.md section 3, "Threads").
+// The thread pools of `tiny` (DESIGN.md section 3, "Threads").
 //
-// Why a pool of our own and not OpenMP: libgomp's idle threads spin, and a
+// Why pools of our own and not OpenMP: libgomp's idle threads spin, and a
 // spinning thread steals the cores OpenBLAS needs right after (a 512^3 sgemm
 // went from 1.96 ms to 5.0 ms). Here idle workers sleep on a condition
 // variable, and the same thread count is given to OpenBLAS, so the two take
@@ -10,10 +10,19 @@
 // combines the partial results in chunk order gives bitwise the same answer
 // with 1 thread or 64, because the chunk boundaries never depend on the
 // thread count. Only which thread runs which chunk changes.
+//
+// Which pool: parallel_for runs on the pool bound to the calling thread
+// (bind_thread_pool), else on the global pool. Each emulated GPU owns a pool of
+// its own, sized to its share of the cores (num_threads() / devices), and its
+// stream workers are bound to it: two devices running kernels at once each use
+// their own threads, as two GPUs each use their own multiprocessors. Every
+// other thread uses the global pool (num_threads() threads).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace tiny::runtime {
 
@@ -27,7 +36,10 @@ int num_threads();
 // Sets the thread count of tiny and of OpenBLAS (openblas_set_num_threads) to n.
 // n must be in [1, 1024], else tiny::ValueError. Call it when no parallel_for
 // is running (for example from the main thread between steps); calling it
-// from inside a parallel_for chunk throws tiny::Error.
+// from inside a parallel_for chunk throws tiny::Error. Every pool takes its
+// new size (max(1, n / share)) at its next parallel_for; a call already
+// running finishes with the old one. OpenBLAS's count is process-wide: a GEMM
+// queued on an emulated GPU may use up to n threads, not only the device's share.
 void set_num_threads(int n);
 
 // True while the current thread runs a parallel_for chunk, on any thread.
@@ -37,14 +49,74 @@ bool in_parallel_region();
 // 0 when end <= begin. grain must be >= 1, else tiny::ValueError.
 int64_t num_chunks(int64_t begin, int64_t end, int64_t grain);
 
+class WorkerSet;  // the workers themselves (thread_pool.cpp)
+
+// A set of worker threads parallel_for can run on. It uses
+// max(1, num_threads() / share) threads, the thread that calls parallel_for
+// included, so it follows set_num_threads and TINY_NUM_THREADS: the count is
+// read by every parallel_for, and the workers are resized then (under the
+// pool's own lock, so never while another call is running on it). Workers are
+// started by the first parallel_for that needs them and sleep when idle.
+//
+// A pool serves one parallel_for at a time; a second thread calling in while
+// it is busy runs its chunks inline (the contract of parallel_for).
+//
+// Fork: a child made by fork() has none of the parent's workers. A pool used
+// in the child forgets them (leaking them: they cannot be joined there) and
+// starts fresh ones on its next parallel_for, as the global pool always has.
+class ThreadPool {
+ public:
+  // share >= 1 (else tiny::ValueError). `name` prefixes the workers' thread
+  // names (shown by top -H and gdb; Linux keeps the first 15 characters).
+  ThreadPool(int share, std::string name);
+  // Joins the workers. No parallel_for may be running on the pool, and no
+  // thread may still be bound to it. (The global pool and the process-wide
+  // emulator's pools are never destroyed.)
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // The threads a parallel_for on this pool uses, the caller included:
+  // max(1, num_threads() / share()).
+  int size() const;
+  int share() const { return share_; }
+  const std::string& name() const { return name_; }
+
+  // runtime::parallel_for on this pool, whatever pool the calling thread is
+  // bound to (same contract).
+  void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                    const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  WorkerSet& workers();  // the current process's workers (fresh ones after a fork)
+
+  int share_;
+  std::string name_;
+  std::atomic<WorkerSet*> workers_{nullptr};
+};
+
+// The pool of every thread not bound to another one: num_threads() threads.
+// Created on first use and never destroyed (joining workers from a static
+// destructor can hang at exit, and tensors freed during shutdown may still call in).
+ThreadPool& global_thread_pool();
+
+// Makes parallel_for on the calling thread use `pool` (nullptr: the global
+// pool) and returns the previous binding. Emulated GPU stream workers bind to
+// their device's pool when they start.
+ThreadPool* bind_thread_pool(ThreadPool* pool);
+
+// The pool parallel_for uses on the calling thread.
+ThreadPool& current_thread_pool();
+
 // Runs fn(chunk_begin, chunk_end) for every chunk of [begin, end), where chunk i
 // is [begin + i*grain, min(begin + (i+1)*grain, end)), and returns when all are
-// done. The calling thread runs chunks too.
+// done, on the calling thread's pool (current_thread_pool()). The calling
+// thread runs chunks too.
 //
 // Runs inline on the caller, in chunk order, when there is one chunk, when
-// num_threads() == 1, when called from inside a chunk (nesting), or when
-// another thread is already running a parallel_for (the pool serves one call
-// at a time; waiting for it could deadlock).
+// the pool's size() is 1, when called from inside a chunk (nesting), or when
+// another thread is already running a parallel_for on the same pool (a pool
+// serves one call at a time; waiting for it could deadlock).
 //
 // If fn throws, chunks not yet started may be skipped; once every worker has
 // left the call, the exception of the lowest-index failing chunk is rethrown

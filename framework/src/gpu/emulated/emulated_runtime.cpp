@@ -76,6 +76,8 @@ struct StreamState {
 struct DeviceState {
   int index = 0;
   std::unique_ptr<DeviceMemory> memory;
+  // The device's share of the cores: its stream workers are bound to it.
+  std::unique_ptr<runtime::ThreadPool> pool;
 
   // Guarded by EmulatedRuntime::mutex_. A destroyed stream stays here until
   // its worker has run everything queued on it (device_synchronize waits for it).
@@ -231,6 +233,7 @@ EmulatedRuntime::EmulatedRuntime()
     auto device = std::make_unique<DeviceState>();
     device->index = i;
     device->memory = std::make_unique<emulated::DeviceMemory>(i, capacity);
+    device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i));
     auto stream = std::make_shared<StreamState>();
     stream->device = i;
     stream->id = 0;
@@ -280,9 +283,9 @@ DeviceProperties EmulatedRuntime::properties(int index) const {
   DeviceProperties p;
   p.name = "tiny emulated GPU " + std::to_string(index) + " (EMULATED on your CPU)";
   p.total_memory = d.memory->capacity();
-  // Each device owns an equal share of the cores tiny uses, the way each GPU
-  // owns its own streaming multiprocessors.
-  p.multiprocessor_count = std::max(1, runtime::num_threads() / device_count());
+  // Each device owns an equal share of the cores tiny uses (its thread pool),
+  // the way each GPU owns its own streaming multiprocessors.
+  p.multiprocessor_count = d.pool->size();
   p.major = 8;  // an A100's compute capability: what the lessons' CUDA build targets
   p.minor = 0;
   p.emulated = true;
@@ -326,6 +329,8 @@ int EmulatedRuntime::device_of(const void* ptr) const {
   }
   return -1;
 }
+
+runtime::ThreadPool& EmulatedRuntime::thread_pool(int index) const { return *device(index, "thread_pool").pool; }
 
 int EmulatedRuntime::current_worker_device() { return t_worker_device; }
 
@@ -502,6 +507,9 @@ void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
 void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
   t_worker_device = s->device;
   t_worker_stream = s.get();
+  // The device's kernels run their parallel_for on the device's own threads.
+  // (devices_ and the pools outlive every worker: see ~EmulatedRuntime.)
+  runtime::bind_thread_pool(devices_[s->device]->pool.get());
   const std::string name = "tiny-gpu" + std::to_string(s->device) + "-s" + std::to_string(s->id);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // shows in top -H and gdb
 

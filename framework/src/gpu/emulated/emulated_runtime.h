@@ -40,7 +40,11 @@
 // Devices: TINY_EMULATED_GPUS (default 2; 0 turns emulation off and
 // emulated_runtime() returns nullptr). Each device owns an equal share of the
 // cores tiny uses (tiny::get_num_threads() / devices, at least 1), reported as
-// its multiprocessor_count.
+// its multiprocessor_count: a runtime::ThreadPool of its own, to which its
+// stream workers are bound, so the parallel_for of its kernels runs on its
+// threads (the stream worker and share - 1 pool workers), whatever the other
+// devices are running. The share follows tiny::set_num_threads. (OpenBLAS's
+// thread count is process-wide: a GEMM may use more than the share.)
 //
 // The runtime is created on first use and never destroyed: tensors freed during
 // program exit must still find it, and its worker threads are never joined
@@ -58,6 +62,7 @@
 #include <vector>
 
 #include "gpu/runtime.h"
+#include "runtime/thread_pool.h"
 
 namespace tiny::gpu {
 
@@ -136,6 +141,9 @@ class EmulatedRuntime : public Runtime {
   bool is_device_pointer(const void* ptr) const;
   // The device whose memory range holds `ptr`, or -1.
   int device_of(const void* ptr) const;
+  // The thread pool of the device's kernels: size() is the device's share of
+  // the cores, max(1, runtime::num_threads() / device_count()).
+  runtime::ThreadPool& thread_pool(int device) const;
   // The device whose worker is running the calling thread's code, or -1 on
   // any other thread (kernels can assert they run "on the device").
   static int current_worker_device();
