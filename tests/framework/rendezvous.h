@@ -1,13 +1,18 @@
-// A meeting point for threads that tests use to prove that work ran
+// Helpers for tests of threads. Rendezvous: a meeting point for threads that tests use to prove that work ran
 // concurrently without measuring time: `parties` threads must be inside
 // arrive_and_wait at the same moment for any of them to get `true`. A thread
 // that waits longer than the timeout gets `false` (and stops waiting), so a
 // test whose threads never meet fails instead of hanging.
 #pragma once
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <string>
+#include <thread>
 
 namespace tiny_test {
 
@@ -30,6 +35,25 @@ class Rendezvous {
   std::mutex mutex_;
   std::condition_variable cv_;
   int arrived_ = 0;
+};
+
+// The calling thread's name (pthread_setname_np), e.g. "tiny-gpu0-1".
+inline std::string thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// The threads that ran the chunks of a parallel_for, each once.
+struct SeenThreads {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::set<std::string> names;
+  void add() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+    names.insert(thread_name());
+  }
 };
 
 }  // namespace tiny_test

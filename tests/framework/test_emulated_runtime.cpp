@@ -697,25 +697,9 @@ class ThreadCount {
   int previous_;
 };
 
-std::string thread_name() {
-  char name[16] = {};
-  pthread_getname_np(pthread_self(), name, sizeof(name));
-  return name;
-}
-
-// The threads that ran a kernel's parallel_for chunks.
-struct SeenThreads {
-  std::mutex mutex;
-  std::set<std::thread::id> ids;
-  std::set<std::string> names;
-  void add() {
-    std::lock_guard<std::mutex> lock(mutex);
-    ids.insert(std::this_thread::get_id());
-    names.insert(thread_name());
-  }
-};
-
 }  // namespace
+
+using tiny_test::SeenThreads;
 
 TEST(EmulatedRuntime, EachDeviceOwnsAnEqualShareOfTheThreads) {
   gpu::EmulatedRuntime& rt = runtime();

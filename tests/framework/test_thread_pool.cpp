@@ -361,27 +361,7 @@ TEST(ThreadPool, BadEnvironmentValueThrowsValueError) {
 
 // --- Pools of their own (each emulated GPU has one) ---
 
-namespace {
-
-std::string thread_name() {
-  char name[16] = {};
-  pthread_getname_np(pthread_self(), name, sizeof(name));
-  return name;
-}
-
-// The threads that ran the chunks of one parallel_for, each once.
-struct SeenThreads {
-  std::mutex mutex;
-  std::set<std::thread::id> ids;
-  std::set<std::string> names;
-  void add() {
-    std::lock_guard<std::mutex> lock(mutex);
-    ids.insert(std::this_thread::get_id());
-    names.insert(thread_name());
-  }
-};
-
-}  // namespace
+using tiny_test::SeenThreads;
 
 TEST(ThreadPool, ShareMustBePositive) {
   EXPECT_THROW(rt::ThreadPool(0, "bad"), tiny::ValueError);
