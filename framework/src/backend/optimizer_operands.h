@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/tensor_impl.h"
+#include "kernels/optimizer_ops.h"
 #include "tiny/error.h"
 #include "tiny/tensor.h"
 
@@ -40,6 +41,25 @@ inline void check_operand(const Tensor& t, const Tensor& param, const char* what
              " but the parameter is ", dtype_name(param.dtype()));
   TINY_CHECK(t.device() == param.device(), DeviceError, op, ": the ", what, " is on ", t.device(),
              " but the parameter is on ", param.device());
+}
+
+// The operands of one fused SGD step (the momentum buffer only when momentum is on).
+inline void check_sgd_operands(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                               const kernels::SgdParams& params) {
+  check_operand(grad, param, "gradient", "sgd_step");
+  if (params.momentum != 0.0) check_operand(momentum_buffer, param, "momentum buffer", "sgd_step");
+}
+
+// The operands of one fused Adam step (max_exp_avg_sq only with amsgrad), and its step count.
+inline void check_adam_operands(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                                const kernels::AdamParams& params) {
+  check_operand(grad, param, "gradient", "adam_step");
+  check_operand(exp_avg, param, "exp_avg state", "adam_step");
+  check_operand(exp_avg_sq, param, "exp_avg_sq state", "adam_step");
+  if (params.amsgrad) check_operand(max_exp_avg_sq, param, "max_exp_avg_sq state", "adam_step");
+  TINY_CHECK(params.step >= 1, ValueError, "adam_step: the step count after the update must be >= 1, got ",
+             params.step);
 }
 
 }  // namespace tiny::backend

@@ -22,7 +22,6 @@ using kernels::SgdUpdate;
 
 namespace {
 
-using backend::check_operand;
 using backend::ContiguousOperand;
 
 // u.apply<flags>(args...) for a run-time `flags` < 2^kBits.
@@ -68,8 +67,7 @@ __global__ void adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, 
 void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                      const kernels::SgdParams& params) {
   const bool use_momentum = params.momentum != 0.0;
-  check_operand(grad, param, "gradient", "sgd_step");
-  if (use_momentum) check_operand(momentum_buffer, param, "momentum buffer", "sgd_step");
+  backend::check_sgd_operands(param, grad, momentum_buffer, params);
   const int64_t n = param.numel();
   if (n == 0) return;
   NoGradGuard no_grad;
@@ -90,12 +88,7 @@ void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& mome
 
 void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const Tensor& max_exp_avg_sq, const kernels::AdamParams& params) {
-  check_operand(grad, param, "gradient", "adam_step");
-  check_operand(exp_avg, param, "exp_avg state", "adam_step");
-  check_operand(exp_avg_sq, param, "exp_avg_sq state", "adam_step");
-  if (params.amsgrad) check_operand(max_exp_avg_sq, param, "max_exp_avg_sq state", "adam_step");
-  TINY_CHECK(params.step >= 1, ValueError, "adam_step: the step count after the update must be >= 1, got ",
-             params.step);
+  backend::check_adam_operands(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, params);
   const int64_t n = param.numel();
   if (n == 0) return;
   NoGradGuard no_grad;
