@@ -2,10 +2,15 @@
 //
 //   tinyrun --nproc-per-node 2 ./train --epochs 3
 //   tinyrun --nproc-per-node 4 --nnodes 2 --node-rank 0 --rdzv tcp://10.0.0.1:29500 ./train
+//   tinyrun --nproc-per-node 4 --nnodes 2 --node-rank 1 --rdzv redis://10.0.0.9/job42 ./train
+//   tinyrun --nproc-per-node 4 --nnodes 2 --node-rank 1 --rdzv file:///shared/rdzv/job42 ./train
 //
-// Each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
-// MASTER_ADDR and MASTER_PORT; node 0's tinyrun serves the rendezvous store
-// (TINY_USE_AGENT_STORE=1 tells the ranks not to serve one themselves). Every
+// Each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and GROUP_RANK.
+// With tcp:// (and with no --rdzv) node 0's tinyrun serves the rendezvous
+// store, and the ranks get MASTER_ADDR and MASTER_PORT (TINY_USE_AGENT_STORE=1
+// tells them not to serve one themselves). With redis:// or file:// the
+// ranks meet in that Redis server or shared directory: they get the URL as
+// TINY_INIT_METHOD, which init_process_group's "env://" then uses. Every
 // output line is prefixed with its rank. When a rank fails, the others get a
 // moment to report, then are stopped, and tinyrun exits non-zero naming the
 // first rank that failed, with its last lines of error output. A rank that
@@ -115,7 +120,9 @@ int main(int argc, char** argv) {
   app.add_option("--nnodes", nnodes, "machines in the run")->check(CLI::Range(1, 4096));
   app.add_option("--node-rank,--node_rank", node_rank, "this machine's index, 0..nnodes-1")->check(CLI::NonNegativeNumber);
   app.add_option("--rdzv,--rdzv-endpoint", rdzv,
-                 "tcp://HOST:PORT of node 0, which serves the rendezvous store there (needed with --nnodes > 1)");
+                 "where the ranks meet (needed with --nnodes > 1): tcp://HOST:PORT of node 0, whose tinyrun serves the "
+                 "store there; redis://HOST[:PORT]/RUN_ID, a Redis server; or file:///DIR, a directory every node "
+                 "shares (a fresh RUN_ID or DIR for every run)");
   app.add_option("--timeout", timeout,
                  "seconds every collective and the rendezvous may wait (sets TINY_DIST_TIMEOUT; not a deadline for "
                  "the whole run)")
@@ -134,14 +141,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (nnodes > 1 && rdzv.empty()) {
-    std::cerr << "tinyrun: --nnodes " << nnodes << " needs --rdzv tcp://HOST:PORT (node 0's address)\n";
+    std::cerr << "tinyrun: --nnodes " << nnodes
+              << " needs --rdzv: tcp://HOST:PORT (node 0's address), redis://HOST[:PORT]/RUN_ID or file:///SHARED/DIR\n";
     return 2;
   }
 
-  // The rendezvous: node 0 serves the store, every rank connects to it.
+  // The rendezvous: with tcp://, node 0 serves the store and every rank
+  // connects to it; redis:// and file:// stores are there already.
+  const bool external_store = rdzv.rfind("redis://", 0) == 0 || rdzv.rfind("file://", 0) == 0;
+  if (rdzv.find("://") != std::string::npos && !external_store && rdzv.rfind("tcp://", 0) != 0) {
+    std::cerr << "tinyrun: --rdzv '" << rdzv
+              << "' has an unknown scheme: use tcp://HOST:PORT, redis://HOST[:PORT]/RUN_ID or file:///SHARED/DIR\n";
+    return 2;
+  }
+  if ((rdzv.rfind("file://", 0) == 0 && rdzv.size() == 7) ||
+      (rdzv.rfind("redis://", 0) == 0 && rdzv.find('/', 8) == std::string::npos)) {
+    std::cerr << "tinyrun: --rdzv '" << rdzv
+              << "' is incomplete: redis://HOST[:PORT]/RUN_ID needs a run id, file:///DIR a directory\n";
+    return 2;
+  }
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  if (!rdzv.empty()) {
+  if (!rdzv.empty() && !external_store) {
     std::string hostport = rdzv.rfind("tcp://", 0) == 0 ? rdzv.substr(6) : rdzv;
     size_t colon = hostport.rfind(':');
     if (colon == std::string::npos || colon == 0) {
@@ -152,7 +173,7 @@ int main(int argc, char** argv) {
     master_port = std::atoi(hostport.c_str() + colon + 1);
   }
   std::unique_ptr<tiny::distributed::TCPStoreServer> server;
-  if (node_rank == 0) {
+  if (node_rank == 0 && !external_store) {
     try {
       server = std::make_unique<tiny::distributed::TCPStoreServer>("0.0.0.0", master_port);
     } catch (const std::exception& e) {
@@ -181,7 +202,7 @@ int main(int argc, char** argv) {
       std::string entry = *e;
       std::string name = entry.substr(0, entry.find('='));
       for (const char* ours : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                               "MASTER_PORT", "TINY_USE_AGENT_STORE"})
+                               "MASTER_PORT", "TINY_USE_AGENT_STORE", "TINY_INIT_METHOD"})
         if (name == ours) name.clear();
       if (timeout > 0 && name == "TINY_DIST_TIMEOUT") name.clear();
       if (!name.empty()) env_strings.push_back(entry);
@@ -192,9 +213,13 @@ int main(int argc, char** argv) {
     set("WORLD_SIZE", std::to_string(world_size));
     set("LOCAL_WORLD_SIZE", std::to_string(nproc));
     set("GROUP_RANK", std::to_string(node_rank));
-    set("MASTER_ADDR", master_addr);
-    set("MASTER_PORT", std::to_string(master_port));
-    set("TINY_USE_AGENT_STORE", "1");
+    if (external_store) {
+      set("TINY_INIT_METHOD", rdzv);
+    } else {
+      set("MASTER_ADDR", master_addr);
+      set("MASTER_PORT", std::to_string(master_port));
+      set("TINY_USE_AGENT_STORE", "1");
+    }
     if (timeout > 0) set("TINY_DIST_TIMEOUT", std::to_string(timeout));
     // As torchrun sets OMP_NUM_THREADS: the ranks of one machine share its cores.
     if (!std::getenv("TINY_NUM_THREADS")) set("TINY_NUM_THREADS", std::to_string(std::max(1u, cores / nproc)));

@@ -446,3 +446,35 @@ TEST(Tinyrun, NamesTheRankThatExitedEarlyWithStatusZero) {
   EXPECT_NE(o.err.find("rank 1 is gone"), std::string::npos) << o.err;
   EXPECT_LT(o.seconds, 3.0) << "the run must end within the collective timeout\n" << o.err;
 }
+
+// --rdzv file:// and redis://: no agent store; the ranks meet in the directory or the Redis server.
+TEST(Tinyrun, RanksMeetInARendezvousDirectoryThatMustBeFresh) {
+  const std::string init = file_init("tinyrun_rdzv");
+  auto o = run_tinyrun(2, {"collectives", "cpu"}, {}, 20, {"--rdzv", init});
+  EXPECT_TRUE(o.ok()) << o.out << o.err;
+  EXPECT_NE(o.out.find("[rank1]: collectives ok"), std::string::npos) << o.out;
+  auto again = run_tinyrun(2, {"join"}, {"TINY_DIST_TIMEOUT=3"}, 20, {"--rdzv", init});
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.err.find("use a fresh directory for every run"), std::string::npos) << again.err;
+  fs::remove_all(init.substr(7));
+}
+
+TEST(Tinyrun, RanksMeetThroughRedis) {
+  RedisServer redis;
+  if (!redis.installed()) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server): redis:// untested";
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start on port " << redis.port();
+  auto o = run_tinyrun(3, {"collectives", "cpu"}, {}, 20, {"--rdzv", redis.url("tinyrun")});
+  EXPECT_TRUE(o.ok()) << o.out << o.err;
+  EXPECT_NE(o.out.find("[rank2]: collectives ok"), std::string::npos) << o.out;
+}
+
+TEST(Tinyrun, UnknownOrIncompleteRendezvousIsRefusedBeforeStarting) {
+  for (const std::string& url : {std::string("etcd://10.0.0.1:2379"), std::string("redis://10.0.0.1:6379"),
+                                 std::string("file://")}) {
+    auto o = run_tinyrun(2, {"join"}, {}, 10, {"--rdzv", url});
+    EXPECT_TRUE(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 2) << url << "\n" << o.err;
+    EXPECT_NE(o.err.find("tinyrun: --rdzv '" + url + "'"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("redis://HOST[:PORT]/RUN_ID"), std::string::npos) << o.err;
+    EXPECT_EQ(o.out.find("[rank0]"), std::string::npos) << "no rank may start: " << o.out;
+  }
+}

@@ -103,14 +103,16 @@ class TimedStore : public gloo::rendezvous::Store {
 class RedisRunStore : public gloo::rendezvous::Store {
  public:
   RedisRunStore(const std::string& host, int port, std::string prefix)
-      : redis_(host, port), prefix_(std::move(prefix)) {}
+      : redis_(host, port), prefix_(std::move(prefix)), where_(host + ":" + std::to_string(port)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    redis_.set(prefix_ + key, data);
+    answered([&] { redis_.set(prefix_ + key, data); });
   }
   std::vector<char> get(const std::string& key) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return redis_.get(prefix_ + key);
+    std::vector<char> value;
+    answered([&] { value = redis_.get(prefix_ + key); });
+    return value;
   }
   // Waits are TimedStore's polls of check(); these are never reached.
   void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
@@ -126,12 +128,30 @@ class RedisRunStore : public gloo::rendezvous::Store {
     std::vector<std::string> named;
     for (const auto& k : keys) named.push_back(prefix_ + k);
     std::lock_guard<std::mutex> lock(mutex_);
-    return redis_.check(named);
+    bool found = false;
+    answered([&] { found = redis_.check(named); });
+    return found;
   }
 
  private:
+  // Runs one Redis command; a refusal (Gloo throws its own exceptions) becomes a DistributedError naming the server.
+  template <typename F>
+  void answered(F&& command) {
+    try {
+      command();
+    } catch (const std::exception& e) {
+      const std::string said = e.what();
+      TINY_THROW(distributed::DistributedError, "rendezvous: the Redis server at ", where_, " refused a command: ",
+                 said.substr(0, 200), said.size() > 200 ? "..." : "",
+                 said.find("protected mode") != std::string::npos
+                     ? " (a Redis server reached from other machines needs `--protected-mode no` or a password)"
+                     : "");
+    }
+  }
+
   gloo::rendezvous::RedisStore redis_;
   std::string prefix_;
+  std::string where_;
   std::mutex mutex_;
 };
 
@@ -180,9 +200,14 @@ void check_nccl() {
   (void)nccl_version();  // loads libnccl: a DistributedError naming the library and the fix
 }
 
-std::string host_for_gloo(const std::string& master) {
+// The address this rank's Gloo device listens on: loopback when the
+// rendezvous is on this machine (or is a directory and every rank is here, as
+// LOCAL_WORLD_SIZE from tinyrun says), else the host's name.
+std::string host_for_gloo(const std::string& master, int world_size) {
   if (const char* h = env("TINY_GLOO_HOSTNAME")) return h;
-  if (master.empty() || master == "localhost" || master.rfind("127.", 0) == 0) return "127.0.0.1";
+  const int local_world = env_first({"LOCAL_WORLD_SIZE"}, world_size);
+  if (master.empty() ? local_world >= world_size : master == "localhost" || master.rfind("127.", 0) == 0)
+    return "127.0.0.1";
   char name[256] = {0};
   ::gethostname(name, sizeof name - 1);
   return name;
@@ -245,16 +270,19 @@ void init_process_group(const std::string& backend_name, const std::string& init
   std::string used_before;  // what the message says when this rank's key is already there
   TimedStore::Check check;
   std::string master;
-  if (init_method == "env://" || init_method.rfind("tcp://", 0) == 0) {
+  // tinyrun --rdzv redis://... or file://... hands its URL to "env://" this way.
+  const char* agent_method = env("TINY_INIT_METHOD");
+  const std::string method = init_method == "env://" && agent_method && *agent_method ? agent_method : init_method;
+  if (method == "env://" || method.rfind("tcp://", 0) == 0) {
     Address a;
-    if (init_method == "env://") {
+    if (method == "env://") {
       const char* addr = env("MASTER_ADDR");
       const char* port = env("MASTER_PORT");
       TINY_CHECK(addr && port, ValueError, "init_process_group(init_method=\"env://\"): MASTER_ADDR and MASTER_PORT ",
                  "must be set (tinyrun sets them; by hand: MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)");
       a = parse_host_port(std::string(addr) + ":" + port, "MASTER_ADDR:MASTER_PORT");
     } else {
-      a = parse_host_port(init_method.substr(6), "the init_method");
+      a = parse_host_port(method.substr(6), "the init_method");
     }
     master = a.host;
     // tinyrun serves the store (as torchrun's agent does); started by hand, rank 0 serves it.
@@ -265,8 +293,8 @@ void init_process_group(const std::string& backend_name, const std::string& init
     tcp->register_rank(rank);
     base = std::make_shared<GlooTCPStore>(tcp);
     check = [tcp](const std::vector<std::string>& keys) { return tcp->check(keys); };
-  } else if (init_method.rfind("file://", 0) == 0) {
-    const std::string dir = init_method.substr(7);
+  } else if (method.rfind("file://", 0) == 0) {
+    const std::string dir = method.substr(7);
     TINY_CHECK(!dir.empty(), ValueError, "init_process_group: file:// needs a directory, e.g. file:///tmp/rdzv_run1");
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -277,12 +305,12 @@ void init_process_group(const std::string& backend_name, const std::string& init
     base = files;
     file_store = true;
     used_before = "the rendezvous directory '" + dir + "'";
-  } else if (init_method.rfind("redis://", 0) == 0) {
+  } else if (method.rfind("redis://", 0) == 0) {
     // redis://HOST[:PORT]/RUN_ID, served by a Redis server (Gloo's RedisStore).
-    const std::string rest = init_method.substr(8);
+    const std::string rest = method.substr(8);
     const size_t slash = rest.find('/');
     TINY_CHECK(slash != std::string::npos && slash > 0 && slash + 1 < rest.size(), ValueError,
-               "init_process_group: init_method '", init_method, "' needs a host and a run id, "
+               "init_process_group: init_method '", method, "' needs a host and a run id, "
                "redis://HOST[:PORT]/RUN_ID, e.g. redis://127.0.0.1:6379/job42 (a fresh run id for every job, as "
                "torchrun's --rdzv-id: the keys stay in Redis after a job)");
     const std::string hostport = rest.substr(0, slash);
@@ -294,14 +322,15 @@ void init_process_group(const std::string& backend_name, const std::string& init
       redis = std::make_shared<RedisRunStore>(a.host, a.port, "tiny/" + run_id + "/");
     } catch (const std::exception& e) {
       TINY_THROW(distributed::DistributedError, "init_process_group: cannot reach Redis at ", a.host, ":", a.port,
-                 " (", e.what(), "): is redis-server running there? (init_method '", init_method, "')");
+                 " (", e.what(), "): is redis-server running there? (init_method '", method, "')");
     }
     check = [redis](const std::vector<std::string>& keys) { return redis->check(keys); };
+    master = a.host;
     base = redis;
     file_store = true;  // polled waits, and keys that must be fresh
     used_before = "Redis already holds run id '" + run_id + "'";
   } else {
-    TINY_THROW(ValueError, "init_process_group: unknown init_method '", init_method,
+    TINY_THROW(ValueError, "init_process_group: unknown init_method '", method,
                "' (use env://, tcp://HOST:PORT, file:///path/to/fresh/dir or redis://HOST:PORT)");
   }
   keep_alive.push_back(base);
@@ -311,7 +340,7 @@ void init_process_group(const std::string& backend_name, const std::string& init
   const std::string my_key = "join." + std::to_string(rank);
   TINY_CHECK(!(file_store && store.has(my_key)), distributed::DistributedError, "init_process_group: ", used_before,
              " with the keys of an earlier run (rank ", rank, " already joined there): use a fresh ",
-             init_method.rfind("redis://", 0) == 0 ? "run id" : "directory", " for every run");
+             method.rfind("redis://", 0) == 0 ? "run id" : "directory", " for every run");
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   std::string me = std::string(host) + "\n" + std::to_string(::getpid());
@@ -350,7 +379,7 @@ void init_process_group(const std::string& backend_name, const std::string& init
   if (const char* iface = env("GLOO_SOCKET_IFNAME"))
     attr.iface = iface;
   else
-    attr.hostname = host_for_gloo(master);
+    attr.hostname = host_for_gloo(master, world_size);
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto mesh_store = std::make_shared<TimedStore>(*base, check, file_store, "gloo.", timeout);

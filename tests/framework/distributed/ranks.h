@@ -136,10 +136,13 @@ inline std::vector<Outcome> run_ranks(int world, const std::vector<std::string>&
   return outcomes;
 }
 
+// tinyrun --nproc-per-node NPROC [LAUNCHER_ARGS...] worker ARGS...
 inline Outcome run_tinyrun(int nproc, const std::vector<std::string>& args, std::vector<std::string> env = {},
-                           double deadline_s = 20) {
+                           double deadline_s = 20, const std::vector<std::string>& launcher_args = {}) {
   fs::path dir = fresh_dir("tinyrun");
-  std::vector<std::string> argv{TINYRUN, "--nproc-per-node", std::to_string(nproc), TINY_DIST_WORKER};
+  std::vector<std::string> argv{TINYRUN, "--nproc-per-node", std::to_string(nproc)};
+  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  argv.push_back(TINY_DIST_WORKER);
   argv.insert(argv.end(), args.begin(), args.end());
   auto start = Clock::now();
   pid_t pid = spawn(argv, env, dir, "tinyrun");

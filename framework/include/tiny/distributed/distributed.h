@@ -64,7 +64,9 @@ std::chrono::milliseconds default_timeout();
 /// host, so it is where a failure shows at the latest.
 /// `init_method` says where the rendezvous is:
 /// - "env://" (default): `MASTER_ADDR` and `MASTER_PORT` from the environment;
-///   `tinyrun` serves the store there; without tinyrun, rank 0 serves it;
+///   `tinyrun` serves the store there; without tinyrun, rank 0 serves it.
+///   Under `tinyrun --rdzv redis://...` or `--rdzv file://...`, tinyrun sets
+///   `TINY_INIT_METHOD` to that URL instead, and "env://" uses it;
 /// - "tcp://HOST:PORT": the same with the address given here;
 /// - "file:///path/to/dir": a Gloo FileStore in that directory, which must be
 ///   fresh for each run (a directory with keys of an earlier run is refused);
