@@ -204,4 +204,37 @@ TEST(Linalg, AddmmScalesBiasAndProduct) {
   expect_product(out, p, k);
 }
 
+// Large products are cut into blocks of C that run on tiny's pool (OpenBLAS
+// itself is single-threaded). Shapes with more rows and with more columns take
+// the two ways of cutting; transposed operands move the block offsets. Every
+// block must land in its place, and the bits must not depend on the thread count.
+TEST(Linalg, LargeProductsSplitIntoBlocksAreRightAndTheSameForAnyThreadCount) {
+  const int before = tiny::get_num_threads();
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{300, 200, 700}, {700, 150, 300}, {1000, 64, 1000}}) {
+    const Tensor a = uniform({m, k}, 31), b = uniform({k, n}, 32);
+    const Tensor at = uniform({k, m}, 33).t(), bt = uniform({n, k}, 34).t();  // the transposed layouts
+    for (const auto& [x, y] : {std::pair<Tensor, Tensor>{a, b}, {at, b}, {a, bt}, {at, bt}}) {
+      const Product want = naive_mm(x.to_vector<double>(), y.to_vector<double>(), m, k, n);
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        tiny::set_num_threads(threads);
+        const Tensor c = tiny::mm(x, y);
+        expect_product(c, want, k);
+        if (first.empty()) {
+          first = c.to_vector<float>();
+        } else {
+          EXPECT_TRUE(c.to_vector<float>() == first) << m << "x" << k << "x" << n << " with " << threads
+                                                     << " threads differs in its bits from 1 thread";
+        }
+      }
+    }
+  }
+  // float64 takes the same blocks; float16 sums its float32 products in the same blocks.
+  const Tensor a = uniform({260, 90}, 35, tiny::kFloat64), b = uniform({90, 400}, 36, tiny::kFloat64);
+  expect_product(tiny::mm(a, b), naive_mm(a.to_vector<double>(), b.to_vector<double>(), 260, 90, 400), 90);
+  const Tensor ah = a.to(tiny::kFloat16), bh = b.to(tiny::kFloat16);
+  EXPECT_TRUE(tiny::equal(tiny::mm(ah, bh), tiny::mm(ah.to(tiny::kFloat32), bh.to(tiny::kFloat32)).to(tiny::kFloat16)));
+  tiny::set_num_threads(before);
+}
+
 }  // namespace

@@ -1,9 +1,9 @@
 /// @file parallel.h
 /// @brief How many CPU threads `tiny` uses (PyTorch's `torch.set_num_threads`).
 ///
-/// `tiny` runs CPU kernels on a thread pool of its own and gives OpenBLAS the
-/// same thread count, so matrix products and element-wise kernels take turns on
-/// the same cores instead of fighting over them. Each emulated GPU owns an equal
+/// `tiny` runs CPU kernels, matrix products included, on a thread pool of its
+/// own (OpenBLAS itself runs single-threaded on blocks of each product), so
+/// nothing fights over the cores. Each emulated GPU owns an equal
 /// share of these threads (`get_num_threads() / device_count()`, at least 1, its
 /// `multi_processor_count`) in a pool of its own, so devices running at the
 /// same time (DataParallel replicas) do not wait for each other. The default is the
@@ -15,7 +15,7 @@
 
 namespace tiny {
 
-/// @brief Uses `n` threads (the calling thread included) for CPU kernels and for OpenBLAS.
+/// @brief Uses `n` threads (the calling thread included) for CPU kernels and matrix products.
 ///
 /// Throws tiny::ValueError unless 1 <= n <= 1024. Call it outside of running
 /// kernels, typically once before training. Each emulated GPU's share becomes

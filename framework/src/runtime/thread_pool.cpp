@@ -255,7 +255,8 @@ int num_threads() {
   n = g_num_threads.load(std::memory_order_relaxed);
   if (n == 0) {
     n = default_num_threads();  // may throw: then the next call tries again
-    openblas_set_num_threads(n);
+    // OpenBLAS stays at one thread: tiny splits GEMMs over its own pools (backend/cpu/gemm.cpp).
+    openblas_set_num_threads(1);
     g_num_threads.store(n, std::memory_order_release);
   }
   return n;
@@ -271,7 +272,6 @@ void set_num_threads(int n) {
   // Each pool is resized by its next parallel_for, under its call lock, so
   // this is safe even while another thread is inside parallel_for.
   g_num_threads.store(n, std::memory_order_release);
-  openblas_set_num_threads(n);
 }
 
 bool in_parallel_region() { return t_in_parallel_region; }

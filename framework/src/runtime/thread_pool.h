@@ -3,8 +3,8 @@
 // Why pools of our own and not OpenMP: libgomp's idle threads spin, and a
 // spinning thread steals the cores OpenBLAS needs right after (a 512^3 sgemm
 // went from 1.96 ms to 5.0 ms). Here idle workers sleep on a condition
-// variable, and the same thread count is given to OpenBLAS, so the two take
-// turns on the same cores instead of fighting for them.
+// variable. OpenBLAS runs single-threaded, on blocks of each GEMM that
+// parallel_for hands out (backend/cpu/gemm.cpp): one set of threads, never two.
 //
 // Why chunks of a fixed `grain`: a reduction that sums each chunk and then
 // combines the partial results in chunk order gives bitwise the same answer
@@ -33,13 +33,12 @@ namespace tiny::runtime {
 // TINY_NUM_THREADS throws tiny::ValueError here, on every call until fixed.
 int num_threads();
 
-// Sets the thread count of tiny and of OpenBLAS (openblas_set_num_threads) to n.
+// Sets tiny's thread count to n (OpenBLAS stays at one thread: GEMMs are split over tiny's pools).
 // n must be in [1, 1024], else tiny::ValueError. Call it when no parallel_for
 // is running (for example from the main thread between steps); calling it
 // from inside a parallel_for chunk throws tiny::Error. Every pool takes its
 // new size (max(1, n / share)) at its next parallel_for; a call already
-// running finishes with the old one. OpenBLAS's count is process-wide: a GEMM
-// queued on an emulated GPU may use up to n threads, not only the device's share.
+// running finishes with the old one.
 void set_num_threads(int n);
 
 // True while the current thread runs a parallel_for chunk, on any thread.

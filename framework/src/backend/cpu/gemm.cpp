@@ -1,8 +1,18 @@
 // GEMM on the CPU through OpenBLAS, called with cuBLAS's column-major
 // arguments so the row-major mapping in ops/linalg.cpp is the same for every
 // backend.
+//
+// OpenBLAS runs single-threaded (runtime::num_threads() sets it so); a large
+// GEMM is cut into blocks of C that run on tiny's pool, each one OpenBLAS
+// call. Two things follow. The GEMM uses the calling thread's pool, so on an
+// emulated GPU it uses that device's share of the cores, not every core of
+// the process (OpenBLAS's own thread count is process-wide, and two devices'
+// GEMMs once fought over it). And the block boundaries depend on the shape
+// only, never on the thread count, so the results are bitwise the same with
+// 1 thread or 64, as every other reduction of tiny.
 #include <cblas.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -11,6 +21,48 @@
 namespace tiny::cpu {
 
 namespace {
+
+// Runs call(i0, i1, j0, j1) for blocks of C = op(A) op(B) ([m, n], column-major)
+// that cover it: blocks of whole columns, or of whole rows when C has more rows
+// than columns. Each block repacks the other operand, which costs about
+// 1/width of the block's own work, hence blocks of at least 128 rows or
+// columns; a GEMM too small to be worth waking the pool is one call.
+template <typename Call>
+void for_blocks_of_c(int64_t m, int64_t n, int64_t k, Call&& call) {
+  constexpr int64_t kMinWidth = 128;
+  constexpr double kMinBlockWork = 1 << 21;  // multiply-adds per block
+  const bool by_columns = n >= m;
+  const int64_t length = by_columns ? n : m, across = by_columns ? m : n;
+  const double per_line = static_cast<double>(across) * static_cast<double>(std::max<int64_t>(k, 1));
+  const int64_t by_work = static_cast<int64_t>(std::min(kMinBlockWork / per_line + 1, 1e18));
+  const int64_t width = std::max({kMinWidth, (length + 15) / 16, by_work});
+  if (width >= length) {
+    call(0, m, 0, n);
+    return;
+  }
+  runtime::parallel_for(0, length, width, [&](int64_t b, int64_t e) {
+    if (by_columns) {
+      call(0, m, b, e);
+    } else {
+      call(b, e, 0, n);
+    }
+  });
+}
+
+// cblas_sgemm or cblas_dgemm over the blocks of for_blocks_of_c.
+template <typename T, typename Blas>
+void blas_gemm(Blas blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  for_blocks_of_c(m, n, k, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const T* a_rows = trans_a ? a + i0 * lda : a + i0;  // rows i0.. of op(A)
+    const T* b_cols = trans_b ? b + j0 : b + j0 * ldb;  // columns j0.. of op(B)
+    blas(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+         static_cast<blasint>(i1 - i0), static_cast<blasint>(j1 - j0), static_cast<blasint>(k), alpha, a_rows,
+         static_cast<blasint>(lda), b_cols, static_cast<blasint>(ldb), beta, c + i0 + j0 * ldc,
+         static_cast<blasint>(ldc));
+  });
+}
+
 // OpenBLAS has no integer GEMM; int64 matmul is rare (indices), so a plain loop.
 void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const int64_t* a, int64_t lda,
                 const int64_t* b, int64_t ldb, int64_t beta, int64_t* c, int64_t ldc) {
@@ -54,10 +106,8 @@ void gemm_reduced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   const std::vector<float> fa = trans_a ? widen(a, k, m, lda) : widen(a, m, k, lda);
   const std::vector<float> fb = trans_b ? widen(b, n, k, ldb) : widen(b, k, n, ldb);
   std::vector<float> fc = beta == 0.0f ? std::vector<float>(static_cast<size_t>(m * n)) : widen(c, m, n, ldc);
-  cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, fa.data(),
-              static_cast<blasint>(trans_a ? k : m), fb.data(), static_cast<blasint>(trans_b ? n : k), beta,
-              fc.data(), static_cast<blasint>(m));
+  blas_gemm(cblas_sgemm, trans_a, trans_b, m, n, k, alpha, fa.data(), trans_a ? k : m, fb.data(), trans_b ? n : k,
+            beta, fc.data(), m);
   runtime::parallel_for(0, n, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(m, 1)),
                         [&](int64_t j0, int64_t j1) {
                           for (int64_t j = j0; j < j1; ++j) {
@@ -71,22 +121,17 @@ void gemm_reduced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                  const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  // The first call settles tiny's thread count and gives OpenBLAS the same one,
-  // so the first GEMM never runs with OpenBLAS's own default.
+  // The first call settles tiny's thread count and sets OpenBLAS to one thread,
+  // so no GEMM ever runs with OpenBLAS's own default.
   (void)runtime::num_threads();
-  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   switch (dtype) {
     case Dtype::Float32:
-      cblas_sgemm(CblasColMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-                  static_cast<float>(alpha), static_cast<const float*>(a), static_cast<blasint>(lda),
-                  static_cast<const float*>(b), static_cast<blasint>(ldb), static_cast<float>(beta),
-                  static_cast<float*>(c), static_cast<blasint>(ldc));
+      blas_gemm(cblas_sgemm, trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
+                static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), ldc);
       return;
     case Dtype::Float64:
-      cblas_dgemm(CblasColMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-                  alpha, static_cast<const double*>(a), static_cast<blasint>(lda), static_cast<const double*>(b),
-                  static_cast<blasint>(ldb), beta, static_cast<double*>(c), static_cast<blasint>(ldc));
+      blas_gemm(cblas_dgemm, trans_a, trans_b, m, n, k, alpha, static_cast<const double*>(a), lda,
+                static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), ldc);
       return;
     case Dtype::Int64:
       gemm_int64(trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int64_t*>(a), lda,
