@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/device_context.h"
+#include "emulated_mode.h"
 #include "gpu/emulated/emulated_runtime.h"
 #include "tiny/tiny.h"
 
@@ -182,6 +183,7 @@ TEST(EmulatedBackend, DevicesRunningAtOnceMatchTheCpuBitwise) {
 }
 
 TEST(EmulatedBackend, KernelErrorsSurfaceAtTheNextSynchronization) {
+  tiny_test::ThreadedMode threaded;  // the error waits for the next synchronization
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   auto* emu = tiny::gpu::emulated_runtime();
   ASSERT_NE(emu, nullptr);

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "emulated_mode.h"
 #include "gpu/emulated/emulated_runtime.h"
 #include "rendezvous.h"
 #include "runtime/thread_pool.h"
@@ -35,18 +36,9 @@ using Mode = gpu::EmulatedRuntime::Mode;
 
 namespace {
 
-gpu::EmulatedRuntime& runtime() {
-  gpu::EmulatedRuntime* rt = gpu::emulated_runtime();
-  if (rt == nullptr) throw std::runtime_error("these tests need the emulated GPU: unset TINY_EMULATED_GPUS");
-  return *rt;
-}
-
-// Sets the execution mode for one test and goes back to threaded after it.
-class ModeGuard {
- public:
-  explicit ModeGuard(Mode mode) { runtime().set_mode(mode); }
-  ~ModeGuard() { runtime().set_mode(Mode::threaded); }
-};
+gpu::EmulatedRuntime& runtime() { return tiny_test::emulated_runtime_or_throw(); }
+using tiny_test::ModeGuard;
+using tiny_test::ThreadedMode;
 
 // Device memory freed at the end of the scope.
 class DeviceBuffer {
@@ -381,6 +373,7 @@ TEST(EmulatedRuntime, PinnedMemoryIsTracked) {
 // ---------------------------------------------------------------- asynchrony
 
 TEST(EmulatedRuntime, WorkRunsAfterLaunchReturns) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   const size_t n = 256;
@@ -412,6 +405,7 @@ TEST(EmulatedRuntime, WorkRunsAfterLaunchReturns) {
 }
 
 TEST(EmulatedRuntime, PageableSourceIsCapturedPinnedSourceIsNot) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   DeviceBuffer a(0, sizeof(float)), b(0, sizeof(float));
@@ -434,6 +428,7 @@ TEST(EmulatedRuntime, PageableSourceIsCapturedPinnedSourceIsNot) {
 }
 
 TEST(EmulatedRuntime, StreamsAreIndependent) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream blocked(0), free_stream(0);
   auto gate = launch_gate(blocked);
@@ -453,6 +448,7 @@ TEST(EmulatedRuntime, StreamsAreIndependent) {
 }
 
 TEST(EmulatedRuntime, StreamWaitEventOrdersStreams) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream producer(0), consumer(0);
   std::atomic<int> value{0};
@@ -480,6 +476,7 @@ TEST(EmulatedRuntime, StreamWaitEventOrdersStreams) {
 }
 
 TEST(EmulatedRuntime, DestroyedStreamStillRunsItsWork) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   const gpu::Stream s = rt.create_stream(1);
   auto gate = launch_gate(s);
@@ -572,6 +569,7 @@ TEST(EmulatedRuntime, LeavingDeferredModeReleasesHeldWork) {
 // ---------------------------------------------------------------- errors
 
 TEST(EmulatedRuntime, KernelErrorsAreStickyUntilCleared) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   rt.launch(s, [&] { rt.record_error(0, "index_select", "index 7 is out of bounds for dimension 0 with size 5"); },
@@ -604,6 +602,7 @@ TEST(EmulatedRuntime, KernelErrorsAreStickyUntilCleared) {
 }
 
 TEST(EmulatedRuntime, ThrowingKernelBecomesTheStickyError) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   rt.launch(s, [] { throw tiny::IndexError("index 3 is out of bounds"); }, "embedding");
@@ -622,6 +621,7 @@ TEST(EmulatedRuntime, ThrowingKernelBecomesTheStickyError) {
 // ---------------------------------------------------------------- events and counters
 
 TEST(EmulatedRuntime, EventsMeasureHostTime) {
+  ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   const gpu::Event start = rt.create_event(0, true), end = rt.create_event(0, true);

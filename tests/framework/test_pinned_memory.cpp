@@ -7,6 +7,7 @@
 
 #include "core/tensor_impl.h"
 #include "gpu/device_context.h"
+#include "emulated_mode.h"
 #include "gpu/emulated/emulated_runtime.h"
 #include "tiny/tiny.h"
 
@@ -39,6 +40,7 @@ TEST(PinnedMemory, PinMemoryCopiesIntoPinnedMemory) {
 }
 
 TEST(PinnedMemory, NonBlockingCopyToAPinnedDestinationHasNotRunUntilTheStreamHas) {
+  tiny_test::ThreadedMode threaded;  // observes asynchrony
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const tiny::Tensor on_device = tiny::full({4}, 7.0, kGpu);
   tiny::cuda::synchronize(0);
@@ -52,6 +54,7 @@ TEST(PinnedMemory, NonBlockingCopyToAPinnedDestinationHasNotRunUntilTheStreamHas
 }
 
 TEST(PinnedMemory, NonBlockingCopyFromPageableMemorySnapshotsTheSource) {
+  tiny_test::ThreadedMode threaded;  // observes asynchrony
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   tiny::Tensor src = tiny::ones({1000});
   tiny::Tensor on_device;
@@ -64,6 +67,7 @@ TEST(PinnedMemory, NonBlockingCopyFromPageableMemorySnapshotsTheSource) {
 }
 
 TEST(PinnedMemory, NonBlockingCopyFromPinnedMemoryReadsTheSourceWhenItRuns) {
+  tiny_test::ThreadedMode threaded;  // observes asynchrony
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   // The lesson's race made repeatable: the source changes before the queued
   // copy reads it, so the device gets the new values.
@@ -87,6 +91,7 @@ TEST(PinnedMemory, NonBlockingToCpuLandsInPinnedMemory) {
 }
 
 TEST(PinnedMemory, APinnedBlockIsNotReusedBeforeItsCopyRan) {
+  tiny_test::ThreadedMode threaded;  // observes asynchrony
   if (!tiny::cuda::is_available()) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
   const size_t n = 4096;
   const void* first = nullptr;
