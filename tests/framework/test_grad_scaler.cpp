@@ -325,8 +325,10 @@ TEST(GradScaler, ParametersOnSeveralDevices) {
     const bool with_cpu = bad != 3;
     if (bad == 3) bad = -1;
     amp::GradScaler s("cuda", options(4.0, 1));
-    std::vector<Tensor> params{param_with_grad({1.0, 1.0}, {4.0, 8.0}, Device("cuda:0")),
-                               param_with_grad({2.0}, {12.0}, Device("cuda:1"))};
+    std::vector<Tensor> params;
+    params.reserve(3);
+    params.push_back(param_with_grad({1.0, 1.0}, {4.0, 8.0}, Device("cuda:0")));
+    params.push_back(param_with_grad({2.0}, {12.0}, Device("cuda:1")));
     if (with_cpu) params.push_back(param_with_grad({3.0}, {-4.0}, Device("cpu")));
     if (bad >= 0) params[static_cast<size_t>(bad)].set_grad(tiny::full({params[bad].numel()}, kInf).to(params[bad].device()));
     optim::SGD opt(params, optim::SGDOptions{1.0});
@@ -346,7 +348,9 @@ TEST(GradScaler, ParametersOnSeveralDevices) {
     if (bad < 0) {
       EXPECT_EQ(values(params[0].grad()), (std::vector<double>{1.0, 2.0}));
       EXPECT_EQ(values(params[1].grad()), (std::vector<double>{3.0}));
-      if (with_cpu) EXPECT_EQ(values(params[2].grad()), (std::vector<double>{-1.0}));
+      if (with_cpu) {
+        EXPECT_EQ(values(params[2].grad()), (std::vector<double>{-1.0}));
+      }
     }
     const bool stepped = s.step(opt);
     EXPECT_EQ(stepped, bad < 0) << "inf on parameter " << bad;
@@ -355,7 +359,9 @@ TEST(GradScaler, ParametersOnSeveralDevices) {
     if (bad < 0) {
       EXPECT_EQ(values(params[0]), (std::vector<double>{0.0, -1.0}));
       EXPECT_EQ(values(params[1]), (std::vector<double>{-1.0}));
-      if (with_cpu) EXPECT_EQ(values(params[2]), (std::vector<double>{4.0}));
+      if (with_cpu) {
+        EXPECT_EQ(values(params[2]), (std::vector<double>{4.0}));
+      }
     } else {
       EXPECT_EQ(values(params[1]), (std::vector<double>{2.0}));
     }
