@@ -149,8 +149,9 @@ int main(int argc, char** argv) {
     std::printf("\n\ntotal: one GPU %.2f s, DataParallel %.2f s (speedup %.2fx; host timings)\n", time_single, time_dp,
                 time_single / time_dp);
     if (tiny::cuda::is_emulated(0)) {
-      std::printf("The emulated GPUs share your CPU's cores, so DataParallel cannot be faster here: it shows the\n"
-                  "mechanics (split, replicate, gather, sum the gradients), not the speed. On real GPUs it still\n"
+      std::printf("Each emulated GPU owns a share of your CPU's cores, and this model is small: the copies and\n"
+                  "threads cost more than the split compute saves. The demo shows the mechanics (split, replicate,\n"
+                  "gather, sum the gradients), not the speed. On real GPUs it still\n"
                   "copies the model from cuda:0 and sums every gradient back onto it each step; that is why\n"
                   "DistributedDataParallel (lesson 6) is preferred.\n");
     }
