@@ -106,4 +106,13 @@ std::optional<std::string> differ(const std::string& what, const Bundle& yours, 
   return differ(what, yours.tensor(name), expected.tensor(name), rtol, atol);
 }
 
+std::optional<std::string> state_differs(const std::string& label, const Bundle& yours, const Bundle& expected,
+                                         const std::string& prefix, double rtol, double atol) {
+  for (const auto& entry : expected.state(prefix)) {
+    if (auto why = differ(label + ", " + entry.first, yours, expected, prefix + "." + entry.first, rtol, atol, false))
+      return why;
+  }
+  return std::nullopt;
+}
+
 }  // namespace workbook

@@ -34,4 +34,10 @@ std::optional<std::string> differ(const std::string& what, const tiny::Tensor& y
 std::optional<std::string> differ(const std::string& what, const Bundle& yours, const Bundle& expected,
                                   const std::string& name, double rtol = 1e-5, double atol = 1e-6, bool facts = true);
 
+/// @brief The same for every tensor of the expected bundle's state `prefix`
+/// (put_state): the first that differs, named "<label>, <tensor>" (values only,
+/// not where they live); nullopt when all match.
+std::optional<std::string> state_differs(const std::string& label, const Bundle& yours, const Bundle& expected,
+                                         const std::string& prefix, double rtol, double atol);
+
 }  // namespace workbook

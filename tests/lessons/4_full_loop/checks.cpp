@@ -91,14 +91,7 @@ int first_difference(const nlohmann::json& mine, const nlohmann::json& ref) {
 
 // Why the final weights differ, or nullopt.
 std::optional<std::string> weights_differ(const Run& mine, const Run& ref, const std::string& call) {
-  for (const auto& [name, tensor] : ref.out.state("final")) {
-    (void)tensor;
-    if (auto why = workbook::differ("after " + call + ", " + name, mine.out, ref.out, "final." + name, kParamRtol,
-                                    kParamAtol, false)) {
-      return *why;
-    }
-  }
-  return std::nullopt;
+  return workbook::state_differs("after " + call, mine.out, ref.out, "final", kParamRtol, kParamAtol);
 }
 
 // Sum of loss * batch size over examples, and the plain mean over batches, of the passes a run recorded.

@@ -41,19 +41,10 @@ struct Cublas {
   const char* (*status_string)(cublasStatus_t) = nullptr;
 };
 
-// Where libcudart was loaded from: cuBLAS ships beside it in every toolkit.
-std::string cudart_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 || info.dli_fname == nullptr) return "";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
 const Cublas& cublas() {
   static const Cublas api = [] {
     const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-    std::vector<std::string> candidates = {soname, cudart_directory() + soname, "libcublas.so"};
+    std::vector<std::string> candidates = {soname, gpu::cudart_directory() + soname, "libcublas.so"};
     void* lib = nullptr;
     std::string errors;
     for (const std::string& name : candidates) {

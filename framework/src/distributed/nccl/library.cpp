@@ -4,7 +4,6 @@
 // libcudart (the CUDA toolkit's lib folder, where CUDA 13 ships NCCL).
 #include "distributed/nccl/library.h"
 
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -12,21 +11,13 @@
 #include <vector>
 
 #include "distributed/nccl.h"
+#include "gpu/cuda/cuda_runtime.h"
 #include "tiny/error.h"
 
 namespace tiny::distributed::detail {
 namespace {
 
 constexpr const char* kSoname = "libnccl.so.2";
-
-// The folder libcudart was loaded from, with a trailing slash ("" if unknown).
-std::string cudart_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 || info.dli_fname == nullptr) return "";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
 
 // Opens the first of `candidates` that loads and resolves every entry point.
 NcclLibrary load(const std::vector<std::string>& candidates, bool from_variable) {
@@ -86,7 +77,7 @@ const NcclLibrary& nccl() {
     const char* chosen = std::getenv(kNcclLibraryVariable);
     if (chosen != nullptr && *chosen != '\0') return load({chosen}, true);
     std::vector<std::string> candidates{kSoname};
-    const std::string beside = cudart_directory();
+    const std::string beside = gpu::cudart_directory();
     if (!beside.empty()) candidates.push_back(beside + kSoname);
     return load(candidates, false);
   }();

@@ -4,12 +4,21 @@
 #include "gpu/cuda/cuda_runtime.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstring>
 
 #include "tiny/error.h"
 
 namespace tiny::gpu {
+
+std::string cudart_directory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 || info.dli_fname == nullptr) return "";
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
 
 std::string cuda_error_message(cudaError_t error, const std::string& call, int device) {
   std::string where = call;

@@ -155,4 +155,9 @@ class CudaDeviceGuard {
 /// @brief The message throw_cuda_error uses, for tests and logs.
 std::string cuda_error_message(cudaError_t error, const std::string& call, int device);
 
+/// @brief The folder libcudart was loaded from, with a trailing slash ("" if
+/// unknown): the CUDA toolkit's lib folder, where cuBLAS and (since CUDA 13)
+/// NCCL ship, for the dlopen fallbacks that look beside it.
+std::string cudart_directory();
+
 }  // namespace tiny::gpu
