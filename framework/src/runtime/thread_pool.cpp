@@ -155,6 +155,12 @@ class WorkerSet {
                    e.what(), "); use fewer threads with tiny::set_num_threads(n) or TINY_NUM_THREADS");
       }
     }
+    // Wait until every worker is parked in worker_loop. A thread still being
+    // started holds locks of the C library (or of a sanitizer's runtime); a
+    // fork() then would copy them held, and the child's first thread would
+    // hang on them. Once per resize, so it costs nothing per parallel_for.
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return started_ == count; });
   }
 
   // Runs every chunk of `job` on the workers and the calling thread. Caller
@@ -186,6 +192,8 @@ class WorkerSet {
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // shows in top -H and gdb
 
     std::unique_lock<std::mutex> lock(mutex_);
+    ++started_;
+    done_cv_.notify_all();  // ensure_workers waits for every worker to get here
     for (;;) {
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation; });
       if (stop_) return;
@@ -208,6 +216,7 @@ class WorkerSet {
     work_cv_.notify_all();
     for (std::thread& worker : workers_) worker.join();
     workers_.clear();
+    started_ = 0;
     stop_ = false;
   }
 
@@ -218,7 +227,8 @@ class WorkerSet {
   std::vector<std::thread> workers_;
   uint64_t generation_ = 0;  // bumped per job (not the fork generation)
   Job* job_ = nullptr;
-  int active_ = 0;  // workers inside the current job
+  int active_ = 0;   // workers inside the current job
+  int started_ = 0;  // workers that reached worker_loop
   bool stop_ = false;
 };
 
