@@ -35,12 +35,14 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/half_convert.h"
 #include "test_util.h"
 #include "tiny/cuda.h"
 #include "tiny/generator.h"
@@ -234,6 +236,55 @@ void check_encoding(const Format& fmt) {
 
 TEST(HalfConversion, FloatToHalfRoundsToNearestEven) { check_encoding<Half>(kHalfFmt); }
 TEST(HalfConversion, FloatToBFloat16RoundsToNearestEven) { check_encoding<BFloat16>(kBf16Fmt); }
+
+// The CPU kernels convert float16 in bulk (F16C on x86): bit for bit what the
+// scalar conversions above give, NaNs and every length's tail included.
+TEST(HalfConversion, BulkConversionsMatchTheScalarOnes) {
+  std::cout << "bulk float16 conversion: " << (tiny::cpu::half_convert_uses_f16c() ? "F16C" : "portable code")
+            << "\n";
+  std::vector<Half> halves(65536);
+  for (uint32_t b = 0; b < 65536; ++b) halves[b] = Half::from_bits(static_cast<uint16_t>(b));
+  std::vector<float> widened(halves.size());
+  for (size_t offset : {size_t{0}, size_t{3}}) {  // an unaligned start and a tail of 5
+    tiny::cpu::half_to_float(halves.data() + offset, widened.data() + offset,
+                             static_cast<int64_t>(halves.size() - offset));
+    for (size_t i = offset; i < halves.size(); ++i) {
+      ASSERT_EQ(float_bits(widened[i]), float_bits(static_cast<float>(halves[i]))) << "pattern 0x" << std::hex << i;
+    }
+  }
+
+  // Every float16 value, every tie between neighbours and one float either
+  // side, both signs; the float32 edges; then random patterns, NaNs included.
+  std::vector<float> floats;
+  const std::vector<double>& t = value_table(kHalfFmt);
+  for (size_t i = 0; i + 1 < t.size(); ++i) {
+    const float mid = static_cast<float>((t[i] + t[i + 1]) / 2);
+    for (float x : {static_cast<float>(t[i]), mid, std::nextafter(mid, INFINITY), std::nextafter(mid, -INFINITY)}) {
+      floats.push_back(x);
+      floats.push_back(-x);
+    }
+  }
+  for (float x : {0.0f, INFINITY, std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
+                  std::numeric_limits<float>::min(), 65520.0f, 65519.996f, 0x1p-25f, 0x1.8p-24f}) {
+    floats.push_back(x);
+    floats.push_back(-x);
+  }
+  for (uint32_t payload : {1u, 0x2000u, 0x3FFFFFu, 0x400000u, 0x400001u, 0x7FFFFFu}) {
+    floats.push_back(bits_float(0x7F800000u | payload));
+    floats.push_back(bits_float(0xFF800000u | payload));
+  }
+  std::mt19937 rng(2026);
+  for (int i = 0; i < 1000000; ++i) floats.push_back(bits_float(static_cast<uint32_t>(rng())));
+  std::vector<Half> narrowed(floats.size());
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    tiny::cpu::float_to_half(floats.data() + offset, narrowed.data() + offset,
+                             static_cast<int64_t>(floats.size() - offset));
+    for (size_t i = offset; i < floats.size(); ++i) {
+      ASSERT_EQ(narrowed[i].x, Half(floats[i]).x)
+          << "value " << std::hexfloat << floats[i] << " (bits 0x" << std::hex << float_bits(floats[i]) << ")";
+    }
+  }
+}
 
 TEST(HalfConversion, EdgeValues) {
   EXPECT_EQ(Half(65504.0f).x, 0x7BFF);     // largest finite

@@ -11,7 +11,7 @@ void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
   TINY_DISPATCH_ALL(iter.dtype(1), "unary op", [&] {
     // 16-bit floats: the op runs on float (opmath_t); loads widen, the store rounds.
     const bool found = visit_unary_op<opmath_t>(kind, params, [&](auto op) {
-      pointwise_loop<scalar_t, scalar_t>(iter, op);
+      pointwise_loop_opmath<scalar_t, scalar_t>(iter, op);
     });
     TINY_CHECK(found, DtypeError, "unary op ", static_cast<int>(kind), " not implemented for '",
                dtype_name(iter.dtype(1)), "'");
@@ -24,7 +24,7 @@ void binary_kernel(TensorIter& iter, BinaryKind kind, const OpParams& params) {
     const bool found = visit_binary_op<opmath_t>(kind, params, [&](auto op) {
       using op_out_t = decltype(op(opmath_t{}, opmath_t{}));  // bool for comparisons
       using out_t = std::conditional_t<std::is_same_v<op_out_t, bool>, bool, scalar_t>;
-      pointwise_loop<out_t, scalar_t, scalar_t>(iter, op);
+      pointwise_loop_opmath<out_t, scalar_t, scalar_t>(iter, op);
     });
     TINY_CHECK(found, DtypeError, "binary op ", static_cast<int>(kind), " not implemented for '", dtype_name(in),
                "'");
@@ -41,7 +41,15 @@ void copy_kernel(TensorIter& iter) {
   TINY_DISPATCH_ALL(iter.dtype(0), "copy_", [&] {
     using dst_t = scalar_t;
     TINY_DISPATCH_ALL(iter.dtype(1), "copy_", [&] {
-      pointwise_loop<dst_t, scalar_t>(iter, [](scalar_t x) { return static_cast<dst_t>(x); });
+      if constexpr (std::is_same_v<dst_t, Half> != std::is_same_v<scalar_t, Half>) {
+        // To or from float16, through float (as Half's conversions go): the
+        // float16 side converts in bulk. Half to Half stays a copy of bits.
+        using src_t = tile_value_t<scalar_t>;
+        using result_t = tile_value_t<dst_t>;
+        pointwise_loop_opmath<dst_t, scalar_t>(iter, [](src_t x) { return static_cast<result_t>(x); });
+      } else {
+        pointwise_loop<dst_t, scalar_t>(iter, [](scalar_t x) { return static_cast<dst_t>(x); });
+      }
     });
   });
 }
