@@ -32,13 +32,19 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, const
       const kernels::UnscaleOp<opmath_t> op{static_cast<opmath_t>(inv)};
       scalar_t* p = data_of<scalar_t>(grad);
       runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
-        float flag = reduce.identity();
+        // The flags are 0 or 1: an integer OR of them vectorises, where the
+        // float max of FoundInfOp::combine does not (NaN rules), and this loop
+        // reads every gradient of the model once per step.
+        // A copy of the op: the stores to p (float) could alias the captured
+        // op's inv_scale, which kept the compiler reloading it every element.
+        const kernels::UnscaleOp<opmath_t> unscale = op;
+        int any = 0;
         for (int64_t i = begin; i < end; ++i) {
           opmath_t v = p[i];
-          flag = reduce.combine(flag, op(v));
+          any |= static_cast<int>(unscale(v) != 0.0f);
           p[i] = static_cast<scalar_t>(v);
         }
-        chunk_flags[static_cast<size_t>(begin / kPointwiseGrain)] = flag;
+        chunk_flags[static_cast<size_t>(begin / kPointwiseGrain)] = any != 0 ? 1.0f : reduce.identity();
       });
     });
     for (float f : chunk_flags) found = reduce.combine(found, f);
