@@ -8,7 +8,9 @@
 // error (ncclCommGetAsyncError), or a collective older than the timeout,
 // marks the group broken with a message naming the oldest unfinished
 // collective and the peers that are gone, then aborts the communicator
-// (ncclCommAbort makes the stuck kernels return, so the streams drain).
+// (ncclCommAbort makes the stuck kernels return, so the streams drain). The
+// abort first gives a thread that is entering an NCCL call a moment to leave
+// it, since the abort frees the communicator that call is using.
 // From then on every call, NcclWork::wait and synchronize included, throws
 // DistributedError with that message, as PyTorch's ProcessGroupNCCL with
 // async error handling (which would also end the process; tiny throws).
@@ -89,6 +91,8 @@ struct State {
   uint64_t failed_from = UINT64_MAX;  // collectives from this sequence on did not complete
   bool aborted = false;              // comm was aborted and must not be used again
   bool stopping = false;
+  int callers = 0;                   // threads between the broken check and the end of their NCCL call
+  std::condition_variable callers_done;
 
   // Throws the failure if collective `sequence` is among the failed ones (callers hold no lock).
   void check(uint64_t sequence) {
@@ -96,8 +100,9 @@ struct State {
     if (!broken.empty() && sequence >= failed_from) throw DistributedError(broken);
   }
 
-  // Marks the group broken (the caller holds `mutex`) and aborts the communicator.
-  void fail_locked(const Pending& oldest, const std::string& reason) {
+  // Marks the group broken and aborts the communicator; `lock` holds `mutex`
+  // and is released while waiting for the threads inside an NCCL call.
+  void fail_locked(std::unique_lock<std::mutex>& lock, const Pending& oldest, const std::string& reason) {
     const std::string gone = lost_peers ? lost_peers() : std::string();
     const std::string what = oldest.call.substr(0, oldest.call.find(' '));
     broken = what + " failed on rank " + std::to_string(rank) + " (NCCL collective #" +
@@ -109,9 +114,17 @@ struct State {
     std::cerr << "[rank " << rank << "] tiny NCCL watchdog: " << broken << std::endl;
     if (!aborted) {
       aborted = true;
+      // ncclCommAbort frees the communicator. A thread that passed the broken
+      // check just before is about to call NCCL with it, or is inside a call
+      // that returns at once (collectives only enqueue): let it finish first.
+      // One stuck inside NCCL (connecting to a dead peer) needs the abort to
+      // return, so the wait is short.
+      callers_done.wait_for(lock, kCallerGrace, [this] { return callers == 0; });
       (void)nccl().comm_abort(comm);  // the stuck kernels return; the streams drain
     }
   }
+
+  static constexpr std::chrono::milliseconds kCallerGrace{1000};
 };
 
 // The caller's current stream of `device`, as CUDA's stream.
@@ -261,6 +274,7 @@ class NcclGroupImpl final : public NcclGroup {
     auto done = std::make_shared<EventBox>();
     cudaError_t err = cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming);
     if (err != cudaSuccess) gpu::throw_cuda_error(err, "cudaEventCreateWithFlags", state_->device);
+    const std::string what = call.substr(0, call.find(' '));  // "all_reduce"
     uint64_t sequence = 0;
     ncclComm_t comm = nullptr;
     {
@@ -270,16 +284,26 @@ class NcclGroupImpl final : public NcclGroup {
       comm = state_->comm;
       // Registered before NCCL is called: a call that blocks inside NCCL is timed too.
       state_->pending.push_back({sequence, std::move(call), Clock::now(), nullptr});
+      ++state_->callers;  // the watchdog does not free comm under this call (State::fail_locked)
     }
-    if (count > 0) {
-      const ncclResult_t result = fn(comm, stream);
-      if (result != ncclSuccess) {
-        const std::string described = forget(sequence);
-        state_->check(sequence);  // the watchdog aborted the communicator under this call
-        const std::string what = described.substr(0, described.find(' '));
-        TINY_THROW(distributed::DistributedError, what, " on rank ", state_->rank, " (", described,
-                   "): ", nccl_error_message(result, "nccl " + what, comm));
+    std::string failure;  // NCCL's message, read while comm is still ours
+    {
+      struct CallerGuard {
+        State& state;
+        ~CallerGuard() {
+          std::lock_guard<std::mutex> lock(state.mutex);
+          if (--state.callers == 0) state.callers_done.notify_all();
+        }
+      } caller{*state_};
+      if (count > 0) {
+        const ncclResult_t result = fn(comm, stream);
+        if (result != ncclSuccess) failure = nccl_error_message(result, "nccl " + what, comm);
       }
+    }
+    if (!failure.empty()) {
+      const std::string described = forget(sequence);
+      state_->check(sequence);  // the watchdog aborted the communicator under this call
+      TINY_THROW(distributed::DistributedError, what, " on rank ", state_->rank, " (", described, "): ", failure);
     }
     err = cudaEventRecord(done->event, stream);
     if (err != cudaSuccess) {
@@ -324,9 +348,9 @@ class NcclGroupImpl final : public NcclGroup {
       const ncclResult_t got = nccl().comm_get_async_error(state.comm, &async);
       if (got != ncclSuccess) async = got;
       if (async != ncclSuccess && async != ncclInProgress) {
-        state.fail_locked(oldest, nccl_error_message(async, "reported by ncclCommGetAsyncError", state.comm));
+        state.fail_locked(lock, oldest, nccl_error_message(async, "reported by ncclCommGetAsyncError", state.comm));
       } else if (Clock::now() - oldest.start > state.timeout) {
-        state.fail_locked(oldest, "it did not complete within the timeout of " + std::to_string(state.timeout.count()) +
+        state.fail_locked(lock, oldest, "it did not complete within the timeout of " + std::to_string(state.timeout.count()) +
                                       " ms (is a peer stuck, or calling other collectives, or the same ones on other "
                                       "sizes, in another order?)");
       }
