@@ -1,7 +1,8 @@
 // Backend "nccl" on real GPUs: every collective in a world of one, two ranks
 // on two GPUs (the worker of tests/framework/distributed with
 // TINY_TEST_BACKEND=nccl), DDP against single-process training, and a peer
-// that dies. Without a GPU (or NCCL, or a second GPU) each test skips and says why.
+// that dies or never joins the communicator. Without a GPU (or NCCL, or a
+// second GPU) each test skips and says why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,4 +143,18 @@ TEST(Nccl, PeerThatDiesIsNamedWithinTheTimeout) {
   EXPECT_TRUE(contains(outcomes[0].err, "rank 1 is gone")) << dist_test::describe(outcomes);
   EXPECT_TRUE(contains(outcomes[0].err, "all_reduce failed on rank 0")) << dist_test::describe(outcomes);
   EXPECT_LT(outcomes[0].seconds, 5.0 + 10.0) << "the survivor must fail within the timeout (plus start-up)";
+}
+
+TEST(Nccl, RankThatNeverJoinsTheCommunicatorIsNamedWithinTheTimeout) {
+  REQUIRE_NCCL(1);
+  // Rank 1 picks gloo: it passes the store's barrier and leaves, and rank 0's
+  // ncclCommInitRank waits for it; TINY_DIST_TIMEOUT=5 bounds that wait.
+  auto outcomes = dist_test::run_ranks(2, {"leave"}, dist_test::file_init("nccl_init_lost"),
+                                       nccl_env({"TINY_TEST_RANK1_BACKEND=gloo"}), -1, 60);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[1].ok()) << dist_test::describe(outcomes);
+  EXPECT_FALSE(outcomes[0].ok()) << dist_test::describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[0].err, "ncclCommInitRank waits for every rank")) << dist_test::describe(outcomes);
+  EXPECT_TRUE(contains(outcomes[0].err, "rank 1 is gone")) << dist_test::describe(outcomes);
+  EXPECT_LT(outcomes[0].seconds, 5.0 + 10.0) << "rank 0 must fail within the timeout (plus start-up)";
 }

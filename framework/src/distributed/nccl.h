@@ -85,8 +85,9 @@ struct NcclSetup {
 /// A fresh ncclUniqueId's bytes (rank 0 makes it and shares it through the store).
 std::vector<char> nccl_unique_id();
 
-/// This rank's communicator (ncclCommInitRank on `setup.device`, which blocks
-/// until every rank has called it with the same id).
+/// This rank's communicator (ncclCommInitRank on `setup.device`, which waits
+/// until every rank has called it with the same id: a DistributedError naming
+/// the lost peers when that takes longer than `setup.timeout`).
 std::unique_ptr<NcclGroup> nccl_create_group(const std::vector<char>& unique_id, const NcclSetup& setup);
 
 }  // namespace tiny::distributed::detail

@@ -144,6 +144,10 @@ int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const char* init = std::getenv("TINY_TEST_INIT");
   const char* backend = std::getenv("TINY_TEST_BACKEND");
+  // A rank that picks another backend than the others (a test of the survivors' error).
+  const char* rank1_backend = std::getenv("TINY_TEST_RANK1_BACKEND");
+  const char* my_rank = std::getenv("RANK");
+  if (rank1_backend != nullptr && my_rank != nullptr && std::string(my_rank) == "1") backend = rank1_backend;
   int rank = -1;
   try {
     // As in PyTorch, picking each rank's GPU is the program's job, before the process group.

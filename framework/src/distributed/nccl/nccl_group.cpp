@@ -127,6 +127,59 @@ struct State {
   static constexpr std::chrono::milliseconds kCallerGrace{1000};
 };
 
+// ncclCommInitRank, bounded by the timeout. It blocks until every rank has
+// joined NCCL's bootstrap and has no timeout of its own, so a rank that is
+// gone after the store's barrier (it crashed, or chose another backend) would
+// hang the others forever. The call runs on a helper thread; the caller waits
+// up to the timeout and then fails naming the lost peers. The helper is left
+// inside NCCL (nothing can interrupt it), and aborts the communicator itself
+// should it ever be made.
+ncclComm_t init_communicator(const ncclUniqueId& id, const NcclSetup& setup) {
+  struct Call {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false, abandoned = false;
+    ncclComm_t comm = nullptr;
+    std::string error;  // NCCL's message, read on the thread that made the call (it is per thread)
+  };
+  auto call = std::make_shared<Call>();
+  try {
+    std::thread([call, id, rank = setup.rank, size = setup.size, device = setup.device] {
+      (void)cudaSetDevice(device);  // NCCL takes CUDA's current device
+      ncclComm_t comm = nullptr;
+      const ncclResult_t result = nccl().comm_init_rank(&comm, size, id, rank);
+      std::string error = result == ncclSuccess ? "" : nccl_error_message(result, "ncclCommInitRank", nullptr);
+      std::lock_guard<std::mutex> lock(call->mutex);
+      if (call->abandoned) {
+        if (result == ncclSuccess) (void)nccl().comm_abort(comm);
+        return;
+      }
+      call->done = true;
+      call->comm = comm;
+      call->error = std::move(error);
+      call->done_cv.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {
+    TINY_THROW(distributed::DistributedError, "init_process_group: could not start a thread for ncclCommInitRank (",
+               e.what(), ")");
+  }
+  std::unique_lock<std::mutex> lock(call->mutex);
+  if (!call->done_cv.wait_for(lock, setup.timeout, [&] { return call->done; })) {
+    call->abandoned = true;
+    lock.unlock();
+    const std::string gone = setup.lost_peers ? setup.lost_peers() : std::string();
+    TINY_THROW(distributed::DistributedError, "init_process_group: rank ", setup.rank, " on cuda:", setup.device,
+               ": NCCL's communicator of ", setup.size, " ranks was not complete within the timeout of ",
+               setup.timeout.count(), " ms (ncclCommInitRank waits for every rank)",
+               gone.empty() ? std::string() : ": " + gone,
+               ". Did every rank call init_process_group(\"nccl\", ...), and is each one alive?");
+  }
+  TINY_CHECK(call->error.empty(), distributed::DistributedError, "init_process_group: rank ", setup.rank, " on cuda:",
+             setup.device, ": ", call->error,
+             " (every rank needs its own GPU: call tiny::cuda::set_device(local_rank()) before init_process_group)");
+  return call->comm;
+}
+
 // The caller's current stream of `device`, as CUDA's stream.
 cudaStream_t native_current_stream(int device) {
   gpu::CudaRuntime* runtime = gpu::CudaRuntime::instance();
@@ -178,11 +231,7 @@ class NcclGroupImpl final : public NcclGroup {
                "init_process_group: the NCCL unique id from the store has ", unique_id.size(), " bytes, expected ",
                sizeof id.internal, " (do all ranks run the same NCCL?)");
     std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
-    gpu::CudaDeviceGuard guard(setup.device);  // NCCL takes CUDA's current device
-    const ncclResult_t result = nccl().comm_init_rank(&state_->comm, setup.size, id, setup.rank);
-    TINY_CHECK(result == ncclSuccess, distributed::DistributedError, "init_process_group: rank ", setup.rank,
-               " on cuda:", setup.device, ": ", nccl_error_message(result, "ncclCommInitRank", nullptr),
-               " (every rank needs its own GPU: call tiny::cuda::set_device(local_rank()) before init_process_group)");
+    state_->comm = init_communicator(id, setup);
     watchdog_ = std::thread([state = state_] { watch(*state); });
   }
 
