@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/half_convert.h"
@@ -53,22 +54,23 @@ std::vector<T> narrowed(const std::vector<float>& f) {
   return out;
 }
 
-void half_to_float_bulk(benchmark::State& state) {
-  const std::vector<Half> src = narrowed<Half>(random_floats());
-  std::vector<float> dst(src.size());
-  for (auto _ : state) {
-    tiny::cpu::half_to_float(src.data(), dst.data(), kElements);
-    benchmark::DoNotOptimize(dst.data());
+// random_floats(), or those values rounded to T.
+template <typename T>
+std::vector<T> inputs() {
+  if constexpr (std::is_same_v<T, float>) {
+    return random_floats();
+  } else {
+    return narrowed<T>(random_floats());
   }
-  state.SetItemsProcessed(state.iterations() * kElements);
-  state.SetLabel(tiny::cpu::half_convert_uses_f16c() ? "F16C" : "portable");
 }
 
-void float_to_half_bulk(benchmark::State& state) {
-  const std::vector<float> src = random_floats();
-  std::vector<Half> dst(src.size());
+// tiny's bulk conversion (tiny::cpu::half_to_float or float_to_half).
+template <typename From, typename To, void (*Convert)(const From*, To*, int64_t)>
+void bulk(benchmark::State& state) {
+  const std::vector<From> src = inputs<From>();
+  std::vector<To> dst(src.size());
   for (auto _ : state) {
-    tiny::cpu::float_to_half(src.data(), dst.data(), kElements);
+    Convert(src.data(), dst.data(), kElements);
     benchmark::DoNotOptimize(dst.data());
   }
   state.SetItemsProcessed(state.iterations() * kElements);
@@ -77,7 +79,7 @@ void float_to_half_bulk(benchmark::State& state) {
 
 template <typename T>
 void to_float_scalar(benchmark::State& state) {
-  const std::vector<T> src = narrowed<T>(random_floats());
+  const std::vector<T> src = inputs<T>();
   std::vector<float> dst(src.size());
   for (auto _ : state) {
     for (int64_t i = 0; i < kElements; ++i) dst[i] = static_cast<float>(src[i]);
@@ -149,10 +151,10 @@ void amp_step(benchmark::State& state, tiny::Dtype dtype) {
 
 }  // namespace
 
-BENCHMARK(half_to_float_bulk)->Name("HalfToFloat/bulk");
+BENCHMARK(bulk<Half, float, tiny::cpu::half_to_float>)->Name("HalfToFloat/bulk");
 BENCHMARK(to_float_scalar<Half>)->Name("HalfToFloat/scalar");
 BENCHMARK(to_float_scalar<BFloat16>)->Name("BFloat16ToFloat");
-BENCHMARK(float_to_half_bulk)->Name("FloatToHalf/bulk");
+BENCHMARK(bulk<float, Half, tiny::cpu::float_to_half>)->Name("FloatToHalf/bulk");
 BENCHMARK(from_float_scalar<Half>)->Name("FloatToHalf/scalar");
 BENCHMARK(from_float_scalar<BFloat16>)->Name("FloatToBFloat16");
 BENCHMARK_CAPTURE(amp_step, float32, tiny::kFloat32)->Name("AmpStep/float32")->Unit(benchmark::kMillisecond)->UseRealTime();
