@@ -69,6 +69,7 @@ struct StreamState {
   std::deque<WorkItem> queue;
   uint64_t enqueued = 0, released = 0, taken = 0, completed = 0;
   bool worker_running = false;
+  bool worker_started = false;  // the worker reached worker_loop (see enqueue)
   bool destroyed = false;      // by destroy_stream: the worker drains the queue and exits
   std::condition_variable cv;  // the worker sleeps here until work is released
 };
@@ -488,6 +489,11 @@ void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
                  stream.device, " (", e.what(), "); use fewer streams");
     }
     s->worker_running = true;
+    // Wait until the new thread runs our code: one still being started holds
+    // locks of the C library (or of a sanitizer's runtime) that a fork() would
+    // copy held, and a DataLoader worker forked then could hang on them. Once
+    // per stream.
+    done_cv_.wait(lock, [&] { return s->worker_started; });
   }
   s->queue.push_back(std::move(item));
   ++s->enqueued;
@@ -514,6 +520,8 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // shows in top -H and gdb
 
   std::unique_lock<std::mutex> lock(mutex_);
+  s->worker_started = true;
+  done_cv_.notify_all();  // enqueue waits for this
   for (;;) {
     s->cv.wait(lock, [&] { return s->taken < s->released || (s->destroyed && s->queue.empty()); });
     if (s->taken == s->released) {  // destroyed and drained: forget the stream and exit
