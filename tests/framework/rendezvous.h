@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +44,17 @@ inline std::string thread_name() {
   char name[16] = {};
   pthread_getname_np(pthread_self(), name, sizeof(name));
   return name;
+}
+
+// The names of every thread of this process now (/proc/self/task/*/comm).
+inline std::multiset<std::string> thread_names() {
+  std::multiset<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.insert(name);
+  }
+  return names;
 }
 
 // The threads that ran the chunks of a parallel_for, each once.

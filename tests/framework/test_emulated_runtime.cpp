@@ -801,6 +801,23 @@ TEST(EmulatedRuntime, DevicePoolsWorkInAForkedChild) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// The first launch on a stream starts its worker thread, and returns only
+// once that thread runs (it has named itself), as a parallel_for does with
+// its pool's workers: a fork() right after (a DataLoader worker) must not copy
+// a thread still being started.
+TEST(EmulatedRuntime, StreamWorkerIsRunningWhenItsFirstLaunchReturns) {
+  gpu::EmulatedRuntime& rt = runtime();
+  for (int round = 0; round < 20; ++round) {
+    ScopedStream side(0);
+    const gpu::Stream stream = side;
+    rt.launch(stream, [] {}, "first_launch");
+    const std::string name = ("tiny-gpu0-s" + std::to_string(stream.id)).substr(0, 15);
+    EXPECT_EQ(tiny_test::thread_names().count(name), 1u)
+        << "round " << round << ": the worker of stream " << stream.id << " was not running yet";
+    rt.stream_synchronize(stream);
+  }
+}
+
 // A forked child has none of the parent's workers and shares its device
 // memory: queuing work there throws (CUDA refuses too) instead of hanging.
 TEST(EmulatedRuntime, ForkedChildCannotQueueWork) {

@@ -504,6 +504,24 @@ TEST(ThreadPool, OwnPoolKeepsTheContract) {
   EXPECT_TRUE(stayed.load());
 }
 
+// When parallel_for returns, every worker it started is already running the
+// pool's loop (it has named itself), never still being started: a fork()
+// then would copy a half-made thread, with the C library's (or a sanitizer's)
+// locks held, and the child's first thread would hang on them.
+TEST(ThreadPool, WorkersAreRunningWhenParallelForReturns) {
+  ThreadCount count(4);
+  for (int round = 0; round < 20; ++round) {
+    const std::string name = "tiny-st" + std::to_string(round);
+    rt::ThreadPool pool(1, name);
+    pool.parallel_for(0, 2, 1, [](int64_t, int64_t) {});  // the caller may run both chunks alone
+    const std::multiset<std::string> names = tiny_test::thread_names();
+    for (int i = 1; i <= 3; ++i) {
+      EXPECT_EQ(names.count(name + "-" + std::to_string(i)), 1u)
+          << "round " << round << ": worker " << i << " of pool " << name << " was not running yet";
+    }
+  }
+}
+
 TEST(ThreadPool, OwnPoolWorksInAForkedChild) {
   ThreadCount count(4);
   rt::ThreadPool pool(2, "tiny-forked");
