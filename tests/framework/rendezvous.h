@@ -47,6 +47,9 @@ inline std::string thread_name() {
 }
 
 // The names of every thread of this process now (/proc/self/task/*/comm).
+// A thread that exits during the listing can hide others from it (procfs
+// walks the thread list from the last entry it returned), so a test that
+// counts threads keeps every thread it made alive until it has looked.
 inline std::multiset<std::string> thread_names() {
   std::multiset<std::string> names;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {

@@ -807,9 +807,12 @@ TEST(EmulatedRuntime, DevicePoolsWorkInAForkedChild) {
 // a thread still being started.
 TEST(EmulatedRuntime, StreamWorkerIsRunningWhenItsFirstLaunchReturns) {
   gpu::EmulatedRuntime& rt = runtime();
+  // Every stream stays alive to the end: a thread exiting while
+  // /proc/self/task is listed can hide others from the listing.
+  std::vector<std::unique_ptr<ScopedStream>> streams;
   for (int round = 0; round < 20; ++round) {
-    ScopedStream side(0);
-    const gpu::Stream stream = side;
+    streams.push_back(std::make_unique<ScopedStream>(0));
+    const gpu::Stream stream = *streams.back();
     rt.launch(stream, [] {}, "first_launch");
     const std::string name = ("tiny-gpu0-s" + std::to_string(stream.id)).substr(0, 15);
     EXPECT_EQ(tiny_test::thread_names().count(name), 1u)

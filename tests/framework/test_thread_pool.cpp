@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -510,10 +511,13 @@ TEST(ThreadPool, OwnPoolKeepsTheContract) {
 // locks held, and the child's first thread would hang on them.
 TEST(ThreadPool, WorkersAreRunningWhenParallelForReturns) {
   ThreadCount count(4);
+  // Every pool stays alive to the end: a thread exiting while
+  // /proc/self/task is listed can hide others from the listing.
+  std::vector<std::unique_ptr<rt::ThreadPool>> pools;
   for (int round = 0; round < 20; ++round) {
     const std::string name = "tiny-st" + std::to_string(round);
-    rt::ThreadPool pool(1, name);
-    pool.parallel_for(0, 2, 1, [](int64_t, int64_t) {});  // the caller may run both chunks alone
+    pools.push_back(std::make_unique<rt::ThreadPool>(1, name));
+    pools.back()->parallel_for(0, 2, 1, [](int64_t, int64_t) {});  // the caller may run both chunks alone
     const std::multiset<std::string> names = tiny_test::thread_names();
     for (int i = 1; i <= 3; ++i) {
       EXPECT_EQ(names.count(name + "-" + std::to_string(i)), 1u)
