@@ -95,15 +95,17 @@ TEST(ThreadPool, VisitsEveryIndexExactlyOnce) {
       {0, 4097, 4096}, {-500, -1, 17}, {0, 100000, 1000}};
   for (int threads : {1, 2, 3, 8}) {
     ThreadCount count(threads);
-    for (const auto& [begin, end, grain] : ranges) {
+    for (const auto& range : ranges) {
+      const auto [begin, end, grain] = range;
+      const int64_t first = begin, max_chunk = grain;  // lambdas may not capture bindings before C++20 (clang)
       const int64_t n = std::max<int64_t>(end - begin, 0);
       std::vector<std::atomic<int>> visits(n);
       std::atomic<int64_t> calls{0};
       rt::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
         ASSERT_LT(b, e);
-        ASSERT_LE(e - b, grain);
+        ASSERT_LE(e - b, max_chunk);
         ++calls;
-        for (int64_t i = b; i < e; ++i) ++visits[i - begin];
+        for (int64_t i = b; i < e; ++i) ++visits[i - first];
       });
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(visits[i].load(), 1) << "index " << begin + i << " of [" << begin << ", " << end << ") grain "

@@ -2,6 +2,7 @@
 #include "backend/cpu/half_convert.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define TINY_HAVE_F16C_PATH 1
 #endif
@@ -57,9 +58,28 @@ __attribute__((target("avx,f16c"))) void float_to_half_f16c(const float* src, Ha
 
 }  // namespace
 
+#ifdef TINY_HAVE_F16C_PATH
+namespace {
+
+// CPUID leaf 1: F16C and AVX (F16C is VEX-encoded), and the OS saving the
+// AVX registers (OSXSAVE, then XCR0's SSE and AVX bits). Asked of CPUID
+// directly: clang's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  constexpr unsigned kOsxsave = 1u << 27, kAvx = 1u << 28, kF16c = 1u << 29;
+  if ((ecx & (kOsxsave | kAvx | kF16c)) != (kOsxsave | kAvx | kF16c)) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  return (xcr0_low & 0x6u) == 0x6u;
+}
+
+}  // namespace
+#endif
+
 bool half_convert_uses_f16c() {
 #ifdef TINY_HAVE_F16C_PATH
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool f16c = cpu_has_f16c();
   return f16c;
 #else
   return false;
