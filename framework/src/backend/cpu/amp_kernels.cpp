@@ -32,11 +32,10 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, const
       const kernels::UnscaleOp<opmath_t> op{static_cast<opmath_t>(inv)};
       scalar_t* p = data_of<scalar_t>(grad);
       runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
-        // The flags are 0 or 1: an integer OR of them vectorises, where the
-        // float max of FoundInfOp::combine does not (NaN rules), and this loop
-        // reads every gradient of the model once per step.
-        // A copy of the op: the stores to p (float) could alias the captured
-        // op's inv_scale, which kept the compiler reloading it every element.
+        // This loop reads every gradient of the model once per step, so it is
+        // kept vectorisable: the flags (0 or 1) are ORed as integers, where
+        // FoundInfOp::combine's float max is not (NaN rules), and the op is a
+        // local copy, as stores to p could alias a captured op's inv_scale.
         const kernels::UnscaleOp<opmath_t> unscale = op;
         int any = 0;
         for (int64_t i = begin; i < end; ++i) {

@@ -13,7 +13,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/half_convert.h"
@@ -90,13 +89,7 @@ std::vector<float> widen(const T* src, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> dst(static_cast<size_t>(rows * cols));
   runtime::parallel_for(0, cols, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(rows, 1)),
                         [&](int64_t j0, int64_t j1) {
-                          for (int64_t j = j0; j < j1; ++j) {
-                            if constexpr (std::is_same_v<T, Half>) {
-                              half_to_float(src + j * ld, dst.data() + j * rows, rows);
-                            } else {
-                              for (int64_t i = 0; i < rows; ++i) dst[i + j * rows] = src[i + j * ld];
-                            }
-                          }
+                          for (int64_t j = j0; j < j1; ++j) to_float(src + j * ld, dst.data() + j * rows, rows);
                         });
   return dst;
 }
@@ -116,13 +109,7 @@ void gemm_reduced(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
             beta, fc.data(), m);
   runtime::parallel_for(0, n, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(m, 1)),
                         [&](int64_t j0, int64_t j1) {
-                          for (int64_t j = j0; j < j1; ++j) {
-                            if constexpr (std::is_same_v<T, Half>) {
-                              float_to_half(fc.data() + j * m, c + j * ldc, m);
-                            } else {
-                              for (int64_t i = 0; i < m; ++i) c[i + j * ldc] = T(fc[i + j * m]);
-                            }
-                          }
+                          for (int64_t j = j0; j < j1; ++j) from_float(fc.data() + j * m, c + j * ldc, m);
                         });
 }
 

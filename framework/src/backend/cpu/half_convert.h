@@ -23,4 +23,18 @@ void float_to_half(const float* src, Half* dst, int64_t n);
 // Whether the two functions above use F16C on this CPU (for tests and benchmarks).
 bool half_convert_uses_f16c();
 
+// dst[i] = float(src[i]) and dst[i] = T(src[i]) for any element type: the
+// bulk functions above for Half, else one element at a time (bfloat16's shift
+// vectorises as it is).
+template <typename T>
+void to_float(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+template <typename T>
+void from_float(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+}
+inline void to_float(const Half* src, float* dst, int64_t n) { half_to_float(src, dst, n); }
+inline void from_float(const float* src, Half* dst, int64_t n) { float_to_half(src, dst, n); }
+
 }  // namespace tiny::cpu
