@@ -3,6 +3,7 @@
 // (registration only stores function pointers, so this runs without a GPU).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "backend/dispatch.h"
@@ -67,10 +68,13 @@ TEST(Dispatch, MissingKernelIsAClearError) {
 }
 
 TEST(Dispatch, CudaDevicesUseTheBackendOfTheSelectedRuntime) {
-  // tiny_tests run with TINY_FORCE_EMULATED_GPU=1 (tests/CMakeLists.txt), so
+  // tiny_tests set TINY_FORCE_EMULATED_GPU=1 (tests/emulated_gpu.cpp), so
   // cuda:0 is the emulator's here even on a machine with a GPU.
+  const char* forced = std::getenv("TINY_FORCE_EMULATED_GPU");
+  ASSERT_NE(forced, nullptr) << "tests/emulated_gpu.cpp is not linked into tiny_tests";
   EXPECT_EQ(tiny::backend_of(tiny::Device("cpu")), tiny::Backend::CPU);
   if (tiny::gpu::device_runtime() == nullptr) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
+  if (std::string(forced) == "1") EXPECT_FALSE(tiny::gpu::device_runtime_is_cuda());
   EXPECT_EQ(tiny::backend_of(tiny::Device("cuda:0")),
             tiny::gpu::device_runtime_is_cuda() ? tiny::Backend::CUDA : tiny::Backend::Emulated);
 }
