@@ -74,6 +74,34 @@ TEST(Bundle, MissingOrDamagedFolderIsAnIOError) {
   fs::remove_all(dir);
 }
 
+// A runner's environment: the emulated GPUs the check asked for, on the
+// emulator even where an NVIDIA GPU is present (checks grade by its counters,
+// and lessons 5 and 6 need two devices), and the check's own variables.
+TEST(Context, RunnersSeeTheEmulatedGpusEvenOnAMachineWithARealOne) {
+  const fs::path dir = fresh_dir("environment");
+  fs::create_directories(dir / "work");
+  fs::permissions(dir / "work", fs::perms::owner_all);
+  const fs::path runner = dir / "runner.sh";
+  {
+    std::ofstream(runner) << "#!/bin/sh\nmkdir -p out && printf '{\"_status\": \"ok\", \"force\": \"%s\", "
+                             "\"gpus\": \"%s\", \"extra\": \"%s\"}' \"$TINY_FORCE_EMULATED_GPU\" "
+                             "\"$TINY_EMULATED_GPUS\" \"$EXTRA\" > out/values.json\n";
+  }
+  fs::permissions(runner, fs::perms::owner_all);
+  workbook::Context ctx;
+  ctx.reference_runner = runner;
+  ctx.work_dir = dir / "work";
+  workbook::RunOptions options;
+  options.gpus = 3;
+  options.env["EXTRA"] = "kept";
+  const workbook::Run r = ctx.reference("env", Bundle{}, options);
+  ASSERT_TRUE(r.ok()) << r.status << ": " << r.message;
+  EXPECT_EQ(r.out.values.value("force", ""), "1");
+  EXPECT_EQ(r.out.values.value("gpus", ""), "3");
+  EXPECT_EQ(r.out.values.value("extra", ""), "kept");
+  fs::remove_all(dir);
+}
+
 TEST(Compare, NumbersAndListsAsChecksQuoteThem) {
   EXPECT_EQ(workbook::number_text(2.30661234, 5), "2.3066");
   EXPECT_EQ(workbook::values_text(nlohmann::json::array({2.30661234, 1, "x"})), "[2.3066, 1, \"x\"]");
