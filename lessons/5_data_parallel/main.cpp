@@ -81,7 +81,13 @@ int main(int argc, char** argv) {
   }
   try {
     if (tiny::cuda::device_count() < 2) {
-      std::printf("this demo needs 2 GPUs; none or one here (leave TINY_EMULATED_GPUS unset to emulate 2)\n");
+      if (tiny::cuda::device_count() == 1 && !tiny::cuda::is_emulated(0)) {
+        std::printf("this demo needs 2 GPUs; this machine has one (%s).\nRun it on 2 emulated GPUs instead: "
+                    "TINY_FORCE_EMULATED_GPU=1 ./workbook run 5\n", tiny::cuda::get_device_name(0).c_str());
+      } else {
+        std::printf("this demo needs 2 GPUs; %d here (leave TINY_EMULATED_GPUS unset to emulate 2)\n",
+                    tiny::cuda::device_count());
+      }
       return 0;
     }
     std::vector<int> ids;

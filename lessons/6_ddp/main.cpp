@@ -1,10 +1,10 @@
 // Lesson 6 demo: train an MLP on the 8x8 digits (data/digits) with your
 // DistributedDataParallel training function, one process per GPU.
-//   ./workbook run 6                 (2 ranks, 10 epochs, batch size 64 per rank)
+//   ./workbook run 6                 (a rank per GPU: 2 on emulated GPUs; 10 epochs, batch size 64 per rank)
 // Started without RANK in the environment, the demo starts itself again under
 //   tinyrun --nproc-per-node N <this program> <options>
 // which is what you would type yourself (and what torchrun does in PyTorch).
-// Options: --nproc N (ranks, default 2), --epochs N, --batch-size B, --lr LR, --seed S
+// Options: --nproc N (ranks, default one per real GPU, else 2), --epochs N, --batch-size B, --lr LR, --seed S
 #include <unistd.h>
 
 #include <chrono>
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Options {
-  int nproc = 2;
+  int nproc = 0;  // 0: one rank per real GPU, else 2
   int epochs = 10;
   int64_t batch_size = 64;
   double lr = 0.1;
@@ -41,7 +41,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
     else return false;
   }
-  return o.nproc >= 1 && o.epochs >= 1 && o.batch_size >= 1 && o.lr > 0;
+  return o.nproc >= 0 && o.epochs >= 1 && o.batch_size >= 1 && o.lr > 0;
 }
 
 // tinyrun: where CMake built it, else beside this program's build folder.
@@ -84,7 +84,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s [--nproc N] [--epochs N] [--batch-size B] [--lr LR] [--seed S]\n", argv[0]);
     return 2;
   }
-  if (std::getenv("RANK") == nullptr) return relaunch(argc, argv, o);
+  if (std::getenv("RANK") == nullptr) {
+    // Each rank takes the GPU of its LOCAL_RANK: on real GPUs, one rank per GPU
+    // (as torchrun users pass --nproc-per-node with their GPU count); emulated
+    // GPUs can be as many as the ranks.
+    const bool real = tiny::cuda::is_available() && !tiny::cuda::is_emulated(0);
+    const int gpus = real ? tiny::cuda::device_count() : 0;
+    if (o.nproc == 0) {
+      o.nproc = real ? gpus : 2;
+      if (real && gpus < 2) {
+        std::printf("this machine has one GPU (%s): starting 1 rank. For 2 ranks on 2 emulated GPUs: "
+                    "TINY_FORCE_EMULATED_GPU=1 ./workbook run 6\n", tiny::cuda::get_device_name(0).c_str());
+      }
+    } else if (real && o.nproc > gpus) {
+      std::fprintf(stderr, "--nproc %d: each rank needs a GPU of its own and this machine has %d (%s). Use --nproc %d, "
+                           "or 2 emulated GPUs: TINY_FORCE_EMULATED_GPU=1 ./workbook run 6 --nproc %d\n",
+                   o.nproc, gpus, tiny::cuda::get_device_name(0).c_str(), gpus, o.nproc);
+      return 2;
+    }
+    return relaunch(argc, argv, o);
+  }
 
   const int rank = std::atoi(std::getenv("RANK"));
   const int world = std::atoi(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "1");
