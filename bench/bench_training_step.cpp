@@ -107,12 +107,20 @@ void tiny_step(benchmark::State& state, const TrainingCase& c) {
   state.counters["sys_allocs/step"] = static_cast<double>(after.num_system_allocs - before.num_system_allocs) / steps;
 }
 
-// The same step on the emulated GPU (cuda:0): the emulator's overhead over the
-// CPU backend (queuing each kernel on a stream, a worker thread running it).
-// Each step ends with a synchronize so the time is the step's, not the queue's.
-void tiny_step_emulated(benchmark::State& state, const TrainingCase& c) {
+// The same step on cuda:0, each step ending with a synchronize so the time is
+// the step's, not the queue's. TinyStepEmulated: the emulator's overhead over
+// the CPU backend (queuing each kernel on a stream, a worker thread running
+// it). TinyStepCuda: a real GPU (the CUDA backend); bench/peers/bench_torch.py
+// --device cuda is its PyTorch peer. Each skips, saying why, where cuda:0 is
+// the other kind.
+void tiny_step_gpu(benchmark::State& state, const TrainingCase& c, bool emulated) {
   if (!tiny::cuda::is_available()) {
-    state.SkipWithError("no cuda device (TINY_EMULATED_GPUS=0)");
+    state.SkipWithError("no cuda device (no NVIDIA GPU, and TINY_EMULATED_GPUS=0)");
+    return;
+  }
+  if (tiny::cuda::is_emulated(0) != emulated) {
+    state.SkipWithError(emulated ? "cuda:0 is a real GPU here: TINY_FORCE_EMULATED_GPU=1 selects the emulator"
+                                 : "cuda:0 is the emulated GPU here: TinyStepCuda needs an NVIDIA GPU");
     return;
   }
   TinyTrainer t(c, tiny::Device("cuda:0"));
@@ -122,8 +130,12 @@ void tiny_step_emulated(benchmark::State& state, const TrainingCase& c) {
     t.step();
     tiny::cuda::synchronize(0);
   }
+  state.SetLabel(tiny::cuda::get_device_name(0));
   report(state, c);
 }
+
+void tiny_step_emulated(benchmark::State& state, const TrainingCase& c) { tiny_step_gpu(state, c, true); }
+void tiny_step_cuda(benchmark::State& state, const TrainingCase& c) { tiny_step_gpu(state, c, false); }
 
 void tiny_forward(benchmark::State& state, const TrainingCase& c) {
   TinyTrainer t(c);
@@ -230,7 +242,8 @@ bool register_all(const char* name, Fn fn) {
   return true;
 }
 
-const bool registered = register_all("TinyStep", tiny_step) && register_all("TinyStepEmulated", tiny_step_emulated) && register_all("GemmFloor", gemm_floor) &&
+const bool registered = register_all("TinyStep", tiny_step) && register_all("TinyStepEmulated", tiny_step_emulated) &&
+                        register_all("TinyStepCuda", tiny_step_cuda) && register_all("GemmFloor", gemm_floor) &&
                         register_all("TinyForward", tiny_forward) &&
                         register_all("TinyForwardBackward", tiny_forward_backward) &&
                         register_all("TinyOptimizerStep", tiny_optimizer_step);

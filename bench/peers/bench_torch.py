@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch (eager, CPU) peer of bench/bench_training_step.cpp: the same three training steps.
+"""PyTorch (eager) peer of bench/bench_training_step.cpp: the same three training steps.
 
 Run with Debian's python3 (torch 1.13):
 
     /usr/bin/python3 bench/peers/bench_torch.py                 # all cases, 2 threads
     /usr/bin/python3 bench/peers/bench_torch.py --cases A --threads 1
+    python3 bench/peers/bench_torch.py --device cuda            # on a GPU: peer of TinyStepCuda
+
+On a GPU each step ends with torch.cuda.synchronize(), as TinyStepCuda's ends
+with tiny::cuda::synchronize(0), so both time whole steps, not their queuing.
 
 Prints one JSON object per case on stdout:
     {"impl": "pytorch", "case": "A", "ms_per_step": ..., "ms_runs": [...], "threads": 2, ...}
@@ -64,18 +68,21 @@ def make_model(sizes, dropout):
 def run_case(name, args):
     sizes, batch, dropout, adam = CASES[name]
     torch.manual_seed(0)
-    model = make_model(sizes, dropout).train()
+    device = torch.device(args.device)
+    model = make_model(sizes, dropout).train().to(device)
     if adam:
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
-    x, y = case_data(sizes, batch)
+    x, y = (t.to(device) for t in case_data(sizes, batch))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def step():
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+        sync()
 
     for _ in range(args.warmup):
         step()
@@ -101,6 +108,7 @@ def run_case(name, args):
         "ms_runs": runs,
         "steps_per_run": steps,
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "env": {k: os.environ[k] for k in sorted(os.environ)
                 if k.startswith(("OMP_", "MALLOC_", "OPENBLAS_"))},
@@ -113,9 +121,12 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
     parser.add_argument("--repetitions", type=int, default=5, help="timed runs (default 5)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to train (default cpu)")
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds per timed run (default 1.0)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: this torch sees no GPU (torch.cuda.is_available() is False)")
     for name in args.cases:
         if name not in CASES:
             sys.exit(f"unknown case {name!r}: cases are {''.join(CASES)}")

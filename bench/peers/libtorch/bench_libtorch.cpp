@@ -1,12 +1,15 @@
-// LibTorch (C++ frontend, eager, CPU) peer of bench/bench_training_step.cpp:
-// the same three training steps (bench/training_cases.h), timed like
-// bench/peers/bench_torch.py.
+// LibTorch (C++ frontend, eager) peer of bench/bench_training_step.cpp: the
+// same three training steps (bench/training_cases.h), timed like
+// bench/peers/bench_torch.py. With --device cuda (a LibTorch built with CUDA,
+// e.g. the one inside PyTorch's wheel) it is the peer of TinyStepCuda: each
+// step ends with torch::cuda::synchronize(), as TinyStepCuda's does.
 //
-//   bench_libtorch [--cases ABC] [--threads 2] [--warmup 20] [--repetitions 5] [--min-time 1.0]
+//   bench_libtorch [--cases ABC] [--threads 2] [--warmup 20] [--repetitions 5] [--min-time 1.0] [--device cpu|cuda]
 //
 // Prints one JSON object per case:
 //   {"impl": "libtorch", "case": "A", "ms_per_step": ..., "ms_min": ..., "ms_runs": [...], ...}
 // ms_per_step is the median over the repetitions of each run's mean step time.
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@ struct Args {
   int warmup = 20;
   int repetitions = 5;
   double min_time = 1.0;
+  std::string device = "cpu";
 };
 
 double now() {
@@ -44,6 +48,8 @@ void run_case(const bench::TrainingCase& c, const Args& args) {
     }
   }
   model->train();
+  const torch::Device device(args.device);
+  model->to(device);
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (c.adam) {
     opt = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(bench::kAdamLr));
@@ -53,14 +59,16 @@ void run_case(const bench::TrainingCase& c, const Args& args) {
   }
   std::vector<float> xs = bench::case_inputs(c);
   std::vector<int64_t> ys = bench::case_labels(c);
-  torch::Tensor x = torch::from_blob(xs.data(), {c.batch, c.sizes.front()}, torch::kFloat32).clone();
-  torch::Tensor y = torch::from_blob(ys.data(), {c.batch}, torch::kInt64).clone();
+  torch::Tensor x = torch::from_blob(xs.data(), {c.batch, c.sizes.front()}, torch::kFloat32).to(device);
+  torch::Tensor y = torch::from_blob(ys.data(), {c.batch}, torch::kInt64).to(device);
+  const bool cuda = device.is_cuda();
 
   auto step = [&] {
     opt->zero_grad();
     torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
     loss.backward();
     opt->step();
+    if (cuda) torch::cuda::synchronize();
   };
   for (int i = 0; i < args.warmup; ++i) step();
   double t0 = now();
@@ -83,7 +91,8 @@ void run_case(const bench::TrainingCase& c, const Args& args) {
   std::printf("{\"impl\": \"libtorch\", \"case\": \"%c\", \"ms_per_step\": %.6f, \"ms_min\": %.6f, \"ms_runs\": [",
               c.name, median, sorted.front());
   for (size_t i = 0; i < runs.size(); ++i) std::printf("%s%.6f", i ? ", " : "", runs[i]);
-  std::printf("], \"steps_per_run\": %d, \"threads\": %d}\n", steps, torch::get_num_threads());
+  std::printf("], \"steps_per_run\": %d, \"threads\": %d, \"device\": \"%s\"}\n", steps, torch::get_num_threads(),
+              args.device.c_str());
   std::fflush(stdout);
 }
 
@@ -110,9 +119,21 @@ int main(int argc, char** argv) {
       args.repetitions = std::max(1, std::atoi(value()));
     } else if (a == "--min-time") {
       args.min_time = std::atof(value());
+    } else if (a == "--device") {
+      args.device = value();
+      if (args.device != "cpu" && args.device != "cuda") {
+        std::fprintf(stderr, "bench_libtorch: --device is cpu or cuda, not '%s'\n", args.device.c_str());
+        return 2;
+      }
+      if (args.device == "cuda" && !torch::cuda::is_available()) {
+        std::fprintf(stderr, "bench_libtorch: --device cuda, but this LibTorch sees no GPU (built without CUDA, "
+                             "or no GPU here)\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
-                   "usage: bench_libtorch [--cases ABC] [--threads N] [--warmup N] [--repetitions N] [--min-time S]\n");
+                   "usage: bench_libtorch [--cases ABC] [--threads N] [--warmup N] [--repetitions N] [--min-time S] "
+                   "[--device cpu|cuda]\n");
       return 2;
     }
   }
