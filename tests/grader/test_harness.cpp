@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -94,7 +95,13 @@ TEST(Context, RunnersSeeTheEmulatedGpusEvenOnAMachineWithARealOne) {
   workbook::RunOptions options;
   options.gpus = 3;
   options.env["EXTRA"] = "kept";
+  // The grader's own environment asks for the real GPU: the runner must not inherit that.
+  const char* before = std::getenv("TINY_FORCE_EMULATED_GPU");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("TINY_FORCE_EMULATED_GPU", "0", 1);
   const workbook::Run r = ctx.reference("env", Bundle{}, options);
+  if (before != nullptr) ::setenv("TINY_FORCE_EMULATED_GPU", saved.c_str(), 1);
+  else ::unsetenv("TINY_FORCE_EMULATED_GPU");
   ASSERT_TRUE(r.ok()) << r.status << ": " << r.message;
   EXPECT_EQ(r.out.values.value("force", ""), "1");
   EXPECT_EQ(r.out.values.value("gpus", ""), "3");
