@@ -1,0 +1,106 @@
+// What a real GPU does through tiny: the figures lessons 2, 4 and 7 quote
+// beside the student's own (bench/peers/bench_torch_gpu.py times the same
+// with PyTorch). Every benchmark skips, saying why, unless cuda:0 is a real
+// GPU: the emulator computes on the CPU (bench_training_step's
+// TinyStepEmulated measures it).
+//
+//   Matmul/<dtype>/<n>        an n x n x n product (tiny::matmul: cuBLAS; float32
+//                             without TF32, as PyTorch's default; float16 and
+//                             bfloat16 on the tensor cores), synchronized after
+//                             each; counter TFLOP/s = 2 n^3 / time
+//   CopyToGpu/<kind>/<MiB>    a host tensor to cuda:0 and a synchronize, from
+//                             pageable or pinned memory; counter GB/s
+//   CopyToCpu/<kind>/<MiB>    back, into pageable memory (.cpu()) or into a
+//                             pinned tensor (copy_ with non_blocking) and a synchronize
+#include <benchmark/benchmark.h>
+
+#include <initializer_list>
+
+#include "tiny/cuda.h"
+#include "tiny/ops.h"
+#include "tiny/tensor.h"
+
+namespace {
+
+using tiny::Tensor;
+
+const char* const kGpu = "cuda:0";
+
+// True when cuda:0 is a real GPU; otherwise the benchmark is skipped with the reason.
+bool real_gpu(benchmark::State& state) {
+  if (!tiny::cuda::is_available()) {
+    state.SkipWithError("no GPU: these figures need an NVIDIA GPU");
+    return false;
+  }
+  if (tiny::cuda::is_emulated(0)) {
+    state.SkipWithError("cuda:0 is the emulated GPU, which computes on the CPU: these figures need an NVIDIA GPU");
+    return false;
+  }
+  state.SetLabel(tiny::cuda::get_device_name(0));
+  return true;
+}
+
+void matmul(benchmark::State& state, tiny::Dtype dtype) {
+  if (!real_gpu(state)) return;
+  const int64_t n = state.range(0);
+  const Tensor a = tiny::randn({n, n}, kGpu).to(dtype), b = tiny::randn({n, n}, kGpu).to(dtype);
+  for (int i = 0; i < 3; ++i) benchmark::DoNotOptimize(tiny::matmul(a, b));  // cuBLAS handle, kernel choice
+  tiny::cuda::synchronize(0);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tiny::matmul(a, b));
+    tiny::cuda::synchronize(0);
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+Tensor host_tensor(int64_t mib, bool pinned) {
+  const Tensor t = tiny::rand({mib << 18});  // float32: 2^18 per MiB
+  return pinned ? t.pin_memory() : t;
+}
+
+void copy_to_gpu(benchmark::State& state, bool pinned) {
+  if (!real_gpu(state)) return;
+  const Tensor src = host_tensor(state.range(0), pinned);
+  const tiny::Device gpu(kGpu);
+  benchmark::DoNotOptimize(src.to(gpu));
+  tiny::cuda::synchronize(0);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(src.to(gpu, /*non_blocking=*/pinned));
+    tiny::cuda::synchronize(0);
+  }
+  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
+}
+
+void copy_to_cpu(benchmark::State& state, bool pinned) {
+  if (!real_gpu(state)) return;
+  const Tensor src = host_tensor(state.range(0), false).to(tiny::Device(kGpu));
+  Tensor dst = host_tensor(state.range(0), pinned);
+  for (auto _ : state) {
+    if (pinned) {
+      dst.copy_(src, /*non_blocking=*/true);
+      tiny::cuda::synchronize(0);
+    } else {
+      benchmark::DoNotOptimize(src.cpu());
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
+}
+
+template <typename Fn, typename Arg>
+void add(const char* name, Fn fn, Arg arg, std::initializer_list<int64_t> sizes) {
+  auto* b = benchmark::RegisterBenchmark(name, fn, arg)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (int64_t size : sizes) b->Arg(size);
+}
+
+const bool registered = [] {
+  add("Matmul/float32", matmul, tiny::kFloat32, {1024, 4096});
+  add("Matmul/float16", matmul, tiny::kFloat16, {1024, 4096});
+  add("Matmul/bfloat16", matmul, tiny::kBFloat16, {1024, 4096});
+  add("CopyToGpu/pageable", copy_to_gpu, false, {256});
+  add("CopyToGpu/pinned", copy_to_gpu, true, {256});
+  add("CopyToCpu/pageable", copy_to_cpu, false, {256});
+  add("CopyToCpu/pinned", copy_to_cpu, true, {256});
+  return true;
+}();
+
+}  // namespace
