@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
 
     // 4. Timing.
     std::printf("\nmatrix product n x n, float32, ms per product (mean of the timed reps, after a warm-up)\n");
-    std::printf("%7s %12s %12s %10s %26s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "gpu/cpu",
+    std::printf("%7s %12s %12s %10s %26s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "speedup",
                 "gpu ms, NO synchronize");
     for (const int64_t n : sizes) {
       const int reps = n <= 512 ? 5 : 2;
@@ -75,13 +75,13 @@ int main(int argc, char** argv) {
       const double wrong_ms = time_without_synchronize_ms(a_gpu, b_gpu, reps);
       char wrong[32] = "(no GPU)";
       if (gpu.is_cuda()) std::snprintf(wrong, sizeof wrong, "%.3f", wrong_ms);
-      std::printf("%7lld %12.3f %12.3f %9.2fx %26s\n", static_cast<long long>(n), cpu_ms, gpu_ms, gpu_ms / cpu_ms,
+      std::printf("%7lld %12.3f %12.3f %9.1fx %26s\n", static_cast<long long>(n), cpu_ms, gpu_ms, cpu_ms / gpu_ms,
                   wrong);
     }
     if (emulated) {
       std::printf("\n%s is EMULATED on your CPU: these are host timings, so the GPU column is about the CPU's\n"
                   "speed (the emulated device owns a share of your cores). On real hardware a 4096 x 4096\n"
-                  "float32 product takes milliseconds: see the README for approximate A100/H100 figures.\n",
+                  "float32 product takes milliseconds: see the README for an H100's figures.\n",
                   gpu.str().c_str());
     }
     if (gpu.is_cuda()) {
