@@ -74,7 +74,9 @@ TEST(Dispatch, CudaDevicesUseTheBackendOfTheSelectedRuntime) {
   ASSERT_NE(forced, nullptr) << "tests/emulated_gpu.cpp is not linked into tiny_tests";
   EXPECT_EQ(tiny::backend_of(tiny::Device("cpu")), tiny::Backend::CPU);
   if (tiny::gpu::device_runtime() == nullptr) GTEST_SKIP() << "no cuda device (TINY_EMULATED_GPUS=0)";
-  if (std::string(forced) == "1") EXPECT_FALSE(tiny::gpu::device_runtime_is_cuda());
+  if (std::string(forced) == "1") {
+    EXPECT_FALSE(tiny::gpu::device_runtime_is_cuda());
+  }
   EXPECT_EQ(tiny::backend_of(tiny::Device("cuda:0")),
             tiny::gpu::device_runtime_is_cuda() ? tiny::Backend::CUDA : tiny::Backend::Emulated);
 }

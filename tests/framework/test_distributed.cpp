@@ -175,6 +175,8 @@ TEST(Distributed, CollectivesOnTheEmulatedGpu) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok() && o.out.find("on cuda:") != std::string::npos) << describe(outcomes);
 }
 
+TEST(Distributed, RanksSharingOneGpuRunCollectivesAndDdp) { expect_two_ranks_sharing_cuda0_work(); }
+
 TEST(Distributed, EnvRendezvousServedByRankZero) {
   int port;
   {

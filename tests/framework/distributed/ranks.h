@@ -205,4 +205,14 @@ inline void expect_ddp_matches_single_process(int world, const std::string& devi
   fs::remove_all(out.parent_path());
 }
 
+// Backend gloo lets ranks share a GPU (NCCL does not): two ranks on cuda:0 run
+// every collective, then DDP training that must match one process's.
+inline void expect_two_ranks_sharing_cuda0_work() {
+  auto outcomes = run_ranks(2, {"collectives", "cuda0"}, file_init("cuda0"));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.ok() && o.out.find("collectives ok on cuda:0") != std::string::npos) << describe(outcomes);
+  }
+  expect_ddp_matches_single_process(2, "cuda0", false);
+}
+
 }  // namespace dist_test

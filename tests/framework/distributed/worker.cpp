@@ -1,6 +1,7 @@
 // One rank of the multi-process tests of tiny::distributed (test_distributed.cpp
 // starts it, directly or through tinyrun). Usage: tiny_dist_worker SCENARIO [args].
-//   collectives DEVICE        every collective on tensors of DEVICE (cpu or cuda)
+//   collectives DEVICE        every collective on tensors of DEVICE (cpu; cuda: cuda:LOCAL_RANK;
+//                             cuda0: cuda:0 in every rank, ranks sharing one GPU as gloo allows)
 //   ddp DEVICE OUT [accum]    DDP training; rank 0 writes the final parameters to OUT
 //   overlap OUT               DDP with small buckets; rank 0 writes the events to OUT
 //   die [DEVICE]              DDP training (on DEVICE, default cpu) in which the last rank kills itself mid-step
@@ -36,7 +37,10 @@ void expect(bool ok, const std::string& what) {
 }
 
 tiny::Device device_for(const std::string& kind) {
-  return kind == "cuda" ? tiny::Device("cuda:" + std::to_string(dist::local_rank())) : tiny::Device("cpu");
+  if (kind == "cuda") return tiny::Device("cuda:" + std::to_string(dist::local_rank()));
+  if (kind == "cuda0") return tiny::Device("cuda:0");
+  expect(kind == "cpu", "the device is cpu, cuda or cuda0, not " + kind);
+  return tiny::Device("cpu");
 }
 
 void collectives(const std::string& kind) {
