@@ -74,7 +74,7 @@ void copy_to_gpu(benchmark::State& state, bool pinned) {
 void copy_to_cpu(benchmark::State& state, bool pinned) {
   if (!real_gpu(state)) return;
   const Tensor src = host_tensor(state.range(0), false).to(tiny::Device(kGpu));
-  Tensor dst = host_tensor(state.range(0), pinned);
+  const Tensor dst = pinned ? host_tensor(state.range(0), true) : Tensor();
   for (auto _ : state) {
     if (pinned) {
       dst.copy_(src, /*non_blocking=*/true);

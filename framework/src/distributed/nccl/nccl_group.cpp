@@ -168,18 +168,17 @@ ncclComm_t init_communicator(const ncclUniqueId& id, const NcclSetup& setup) {
     call->abandoned = true;
     lock.unlock();
     const std::string gone = setup.lost_peers ? setup.lost_peers() : std::string();
-    // Alone, or with every peer alive, the wait was NCCL's own set-up (slow
-    // under compute-sanitizer or a debugger, for one): say so, and how to wait longer.
-    const std::string slow = "ncclCommInitRank itself may be this slow here (under compute-sanitizer or a debugger, "
-                             "say): give init_process_group a longer timeout, or set TINY_DIST_TIMEOUT (seconds)";
+    // With peers, one that is gone is the likely cause; alone, or with every
+    // peer alive, NCCL's own set-up was this slow (under compute-sanitizer, say).
+    const std::string peers =
+        setup.size == 1 ? std::string(". ")
+                        : " (ncclCommInitRank waits for every rank)" + (gone.empty() ? std::string() : ": " + gone) +
+                              ". Did every rank call init_process_group(\"nccl\", ...), and is each one alive? If so, ";
     TINY_THROW(distributed::DistributedError, "init_process_group: rank ", setup.rank, " on cuda:", setup.device,
                ": NCCL's communicator of ", setup.size, setup.size == 1 ? " rank" : " ranks",
-               " was not complete within the timeout of ", setup.timeout.count(), " ms",
-               setup.size == 1 ? ". " + slow
-                               : " (ncclCommInitRank waits for every rank)" +
-                                     (gone.empty() ? std::string() : ": " + gone) +
-                                     ". Did every rank call init_process_group(\"nccl\", ...), and is each one "
-                                     "alive? If so, " + slow);
+               " was not complete within the timeout of ", setup.timeout.count(), " ms", peers,
+               "ncclCommInitRank itself may be this slow here (under compute-sanitizer or a debugger, say): give "
+               "init_process_group a longer timeout, or set TINY_DIST_TIMEOUT (seconds)");
   }
   TINY_CHECK(call->error.empty(), distributed::DistributedError, "init_process_group: rank ", setup.rank, " on cuda:",
              setup.device, ": ", call->error,
