@@ -19,26 +19,14 @@
 #include "tiny/cuda.h"
 #include "tiny/ops.h"
 #include "tiny/tensor.h"
+#include "real_gpu.h"
 
 namespace {
 
+using bench::real_gpu;
 using tiny::Tensor;
 
 const char* const kGpu = "cuda:0";
-
-// True when cuda:0 is a real GPU; otherwise the benchmark is skipped with the reason.
-bool real_gpu(benchmark::State& state) {
-  if (!tiny::cuda::is_available()) {
-    state.SkipWithError("no GPU: these figures need an NVIDIA GPU");
-    return false;
-  }
-  if (tiny::cuda::is_emulated(0)) {
-    state.SkipWithError("cuda:0 is the emulated GPU, which computes on the CPU: these figures need an NVIDIA GPU");
-    return false;
-  }
-  state.SetLabel(tiny::cuda::get_device_name(0));
-  return true;
-}
 
 void matmul(benchmark::State& state, tiny::Dtype dtype) {
   if (!real_gpu(state)) return;

@@ -30,7 +30,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,26 +38,14 @@
 #include "tiny/ops.h"
 #include "tiny/optim/adam.h"
 #include "tiny/tensor.h"
+#include "../real_gpu.h"
 
 namespace {
 
+using bench::real_gpu;
 using tiny::Tensor;
 
 const char* const kGpu = "cuda:0";
-
-bool real_gpu(benchmark::State& state) {
-  if (!tiny::cuda::is_available()) {
-    state.SkipWithError("no GPU: these figures need an NVIDIA GPU");
-    return false;
-  }
-  // BENCH_ON_EMULATOR=1 runs the rows on the emulated GPU: it checks the program, not the figures.
-  if (tiny::cuda::is_emulated(0) && std::getenv("BENCH_ON_EMULATOR") == nullptr) {
-    state.SkipWithError("cuda:0 is the emulated GPU: these figures need an NVIDIA GPU (unset TINY_FORCE_EMULATED_GPU)");
-    return false;
-  }
-  state.SetLabel(tiny::cuda::get_device_name(0));
-  return true;
-}
 
 tiny::Device gpu() { return tiny::Device(kGpu); }
 
