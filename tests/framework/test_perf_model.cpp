@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -184,6 +185,36 @@ TEST(PerfModel, AnEngineFillsGapsAndNeverOverlaps) {
   EXPECT_EQ(e.busy_total(), 50 + 50 + 100 + 60 + 100);
   EXPECT_EQ(e.busy_between(100, 300), 50 + 100);
   EXPECT_EQ(e.last_end(), 410);
+}
+
+TEST(PerfModel, AnEngineForgetsOldSpansButNeverPlacesWorkBeforeThem) {
+  Engine e;
+  const int64_t n = 70000;  // past the engine's limit of 65536 spans kept
+  for (int64_t i = 0; i < n; ++i) e.place(2 * i, 1);
+  EXPECT_EQ(e.busy_total(), n);
+  EXPECT_NEAR(static_cast<double>(e.busy_between(0, 2 * n)), static_cast<double>(n), 2.0);
+  const Span late = e.place(0, 1);  // the gaps before the forgotten spans are gone
+  EXPECT_GT(late.start, n / 2) << "it would have fitted at 1";
+  EXPECT_EQ(e.busy_between(late.start, late.end), 1) << "and it overlaps nothing";
+}
+
+TEST(PerfModel, ThreadsStartAtTheirCallersTimeAndTheCallerJoinsTheLatest) {
+  host_advance(1000);
+  const int64_t start = host_now();
+  HostClockFork fork;
+  std::vector<std::thread> threads;
+  for (int64_t spend : {300, 700}) {
+    threads.emplace_back([&fork, spend, start] {
+      fork.enter();
+      EXPECT_EQ(host_now(), start);
+      host_advance(spend);
+      fork.leave();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(host_now(), start) << "the caller has not joined the clocks yet";
+  fork.join();
+  EXPECT_EQ(host_now(), start + 700);
 }
 
 // Runs `program` on a fresh device timeline and returns the host time it took.

@@ -58,10 +58,6 @@ int64_t Engine::busy_between(int64_t from, int64_t to) const {
   return busy;
 }
 
-}  // namespace tiny::gpu::model
-
-namespace tiny::gpu::model {
-
 int64_t DeviceTimeline::tail(int64_t stream) const {
   const auto it = tails_.find(stream);
   return it == tails_.end() ? 0 : it->second;

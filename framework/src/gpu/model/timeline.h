@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <vector>
+
+#include "gpu/model/cost.h"
 
 namespace tiny::gpu::model {
 
@@ -68,13 +71,7 @@ class Engine {
   int64_t last_end_ = 0;
 };
 
-}  // namespace tiny::gpu::model
-
-#include <map>
-
-#include "gpu/model/cost.h"
-
-namespace tiny::gpu::model {
+// ---------------------------------------------------------------- a device
 
 // One device's schedule, as the host issues work to it (the emulated GPU's
 // runtime drives it under its lock; the calibration test drives it directly):
