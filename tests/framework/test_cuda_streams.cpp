@@ -197,7 +197,9 @@ TEST_F(CudaStreams, EventRecordQuerySynchronizeAndElapsedTime) {
   waiter.synchronize();
   EXPECT_TRUE(waiter.query());
   const float ms = start.elapsed_time(end);
-  EXPECT_GE(ms, 20.0f) << "the gated kernel slept 20 ms between the two events";
+  EXPECT_GT(ms, 0.0f);
+  EXPECT_LT(ms, 0.1f) << "events time the modelled GPU: the gated kernel slept 20 ms on this CPU, but a kernel "
+                         "that declares no work costs the shortest kernel, microseconds";
 
   // Copies share one event.
   Event copy = end;

@@ -502,7 +502,13 @@ TEST(EmulatedRuntime, BlockingModeRunsWorkBeforeReturning) {
   bool ran = false;  // no atomics needed: the launch waits for the kernel
   rt.launch(s, [&] { ran = true; }, "set_flag");
   EXPECT_TRUE(ran);
-  EXPECT_TRUE(rt.stream_query(s));
+  // The work has run, but the modelled clock has not reached its end: blocking
+  // mode models the program, not CUDA_LAUNCH_BLOCKING. Each query costs the
+  // host a little modelled time, so polling gets there.
+  EXPECT_FALSE(rt.stream_query(s));
+  int polls = 1;
+  while (!rt.stream_query(s) && polls < 1000) ++polls;
+  EXPECT_LT(polls, 1000);
 
   DeviceBuffer device(0, sizeof(float));
   PinnedBuffer pinned(sizeof(float));
@@ -623,18 +629,57 @@ TEST(EmulatedRuntime, ThrowingKernelBecomesTheStickyError) {
 
 // ---------------------------------------------------------------- events and counters
 
-TEST(EmulatedRuntime, EventsMeasureHostTime) {
+// With TINY_EMULATED_GPU_CLOCK=host, events stamp this CPU's clock when their
+// marker runs (exploring what the emulator's work costs here; never graded).
+TEST(EmulatedRuntime, EventsMeasureHostTimeWhenAsked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_EMULATED_GPU_CLOCK", "host", 1);
+        gpu::EmulatedRuntime& rt = *gpu::emulated_runtime();
+        const gpu::Stream s = rt.default_stream(0);
+        const gpu::Event start = rt.create_event(0, true);
+        const gpu::Event end = rt.create_event(0, true);
+        rt.record_event(start, s);
+        rt.launch(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, "sleep");
+        rt.record_event(end, s);
+        rt.event_synchronize(end);
+        std::exit(rt.event_elapsed_ms(start, end) >= 30.0f ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("TINY_EMULATED_GPU_CLOCK", "wall", 1);
+        try {
+          gpu::emulated_runtime();
+        } catch (const tiny::ValueError& e) {
+          std::exit(std::string(e.what()).find("TINY_EMULATED_GPU_CLOCK=\"wall\"") != std::string::npos ? 0 : 2);
+        }
+        std::exit(1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+// By default events time the modelled GPU: what the work between them would
+// take there, whatever it took on this CPU.
+TEST(EmulatedRuntime, EventsMeasureModelledTime) {
   ThreadedMode threaded;  // observes asynchrony
   gpu::EmulatedRuntime& rt = runtime();
   ScopedStream s(0);
   const gpu::Event start = rt.create_event(0, true), end = rt.create_event(0, true);
   const gpu::Event untimed = rt.create_event(0, false);
+  const gpu::model::DeviceModel& m = rt.model();
+  gpu::model::KernelCost gigabyte;
+  gigabyte.bytes = int64_t{1} << 30;
   rt.record_event(start, s);
-  rt.launch(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, "sleep");
+  rt.launch(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, "sleep", gigabyte);
   rt.record_event(end, s);
   rt.record_event(untimed, s);
   rt.event_synchronize(end);
-  EXPECT_GE(rt.event_elapsed_ms(start, end), 30.0f);
+  const double expected_ms = gpu::model::kernel_ns(m, gigabyte) * 1e-6;
+  EXPECT_GE(rt.event_elapsed_ms(start, end), expected_ms * 0.999) << "a 1 GiB pointwise kernel on " << m.display_name;
+  EXPECT_LT(rt.event_elapsed_ms(start, end), expected_ms + 0.02) << "plus the host's launch cost at most";
+  EXPECT_LT(rt.event_elapsed_ms(start, end), 30.0f) << "not the 30 ms the kernel slept on this CPU";
   EXPECT_THROW(rt.event_elapsed_ms(start, untimed), tiny::Error);
 
   auto gate = launch_gate(s);
@@ -647,7 +692,7 @@ TEST(EmulatedRuntime, EventsMeasureHostTime) {
   }
   gate->open();
   rt.event_synchronize(end);
-  EXPECT_GE(rt.event_elapsed_ms(start, end), 30.0f);
+  EXPECT_GE(rt.event_elapsed_ms(start, end), expected_ms * 0.999);
   for (gpu::Event e : {start, end, untimed}) rt.destroy_event(e);
 }
 

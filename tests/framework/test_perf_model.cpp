@@ -340,7 +340,11 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
   if (p[0] == "Sync") return host([&](DeviceTimeline& t) { t.synchronize(0); });
   if (p[0] == "OpSync") return host([&](DeviceTimeline& t) { t.launch(0, one), t.synchronize(0); });
   if (p[0] == "Item") {
-    return host([&](DeviceTimeline& t) { t.launch(0, one), t.copy(0, CopyKind::DeviceToHost, false, 4); });
+    return host([&](DeviceTimeline& t) {
+      t.launch(0, one);
+      t.copy(0, CopyKind::DeviceToHost, false, 4);
+      t.synchronize(0);  // a copy into pageable memory waits for its stream
+    });
   }
   if (p[0] == "LaunchRate") {
     return host([&](DeviceTimeline& t) {
@@ -357,7 +361,7 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
     const CopyKind kind = p[0] == "CopyToGpu" ? CopyKind::HostToDevice : CopyKind::DeviceToHost;
     return host([&](DeviceTimeline& t) {
       t.copy(0, kind, pinned, std::stoll(p[2]) * 1024);
-      if (pinned || kind == CopyKind::HostToDevice) t.synchronize(0);
+      t.synchronize(0);
     });
   }
   if (p[0] == "PageableAfterKernel") {
@@ -365,6 +369,7 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
     return host([&](DeviceTimeline& t) {
       t.launch(0, gemm_cost(Dtype::Float32, n, n, n, false));
       t.copy(0, CopyKind::DeviceToHost, false, 4);
+      t.synchronize(0);
     });
   }
   if (p[0] == "Overlap") {

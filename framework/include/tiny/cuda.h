@@ -98,11 +98,32 @@ struct DeviceCounters {
   uint64_t bytes_device_to_host_pinned = 0;    ///< copied out to pinned memory
   uint64_t bytes_device_to_device = 0;         ///< copied between devices or within one
   uint64_t device_mallocs = 0;                 ///< allocations that reached the device (not served from the cache)
+  double modelled_kernel_ms = 0;               ///< emulated GPU: modelled time its kernels ran (0 on a real GPU)
+  double modelled_copy_ms = 0;                 ///< emulated GPU: modelled time of its copies to and from the host
 };
 /// @brief The counters of device `index` (-1: the current device).
 DeviceCounters device_counters(int index = -1);
-/// @brief Starts the counters of device `index` again from zero.
+/// @brief Starts the counters of device `index` again from zero (and the window of utilization()).
 void reset_device_counters(int index = -1);
+
+/// @brief The calling thread's clock, in seconds: modelled time when the GPU
+/// is the emulated one (how long the program would have taken on the modelled
+/// GPU, `TINY_EMULATED_GPU_MODEL`: see docs/performance_model.md), the host's
+/// steady clock otherwise.
+///
+/// Time a region as on a real GPU: read it, do the work, `synchronize()`,
+/// read it again (`std::chrono` reads this CPU's time, which says nothing of
+/// the modelled GPU). In modelled time only what tiny launches costs the host;
+/// the rest of a program's host code is free.
+double host_time();
+
+/// @brief nvidia-smi's GPU-Util of emulated device `index` (-1: the current
+/// device), in [0, 1]: the share of the time since reset_device_counters (up
+/// to host_time()) in which any kernel ran, in modelled time.
+///
+/// Like GPU-Util it says the GPU was waiting, not how much of it was used. On
+/// a real GPU read nvidia-smi instead: this throws tiny::NotImplemented there.
+double utilization(int index = -1);
 
 
 // ---------------------------------------------------------------- streams and events

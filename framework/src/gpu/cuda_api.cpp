@@ -1,7 +1,12 @@
 // tiny::cuda: the user-facing GPU functions, over gpu::device_runtime() and the
 // per-device caching allocators.
+#include <chrono>
+#include <string>
+
 #include "gpu/caching_allocator.h"
 #include "gpu/device_context.h"
+#include "gpu/emulated/emulated_runtime.h"
+#include "gpu/model/timeline.h"
 #include "runtime/cpu_allocator.h"
 #include "tiny/cuda.h"
 #include "tiny/error.h"
@@ -75,7 +80,26 @@ DeviceCounters device_counters(int index) {
   out.bytes_device_to_host_pinned = c.bytes_device_to_host_pinned;
   out.bytes_device_to_device = c.bytes_device_to_device;
   out.device_mallocs = c.raw_mallocs;
+  out.modelled_kernel_ms = static_cast<double>(c.modelled_kernel_ns) * 1e-6;
+  out.modelled_copy_ms = static_cast<double>(c.modelled_copy_ns) * 1e-6;
   return out;
+}
+
+double host_time() {
+  gpu::Runtime* runtime = gpu::device_count() > 0 ? gpu::device_runtime() : nullptr;
+  if (runtime != nullptr && std::string(runtime->kind()) == "emulated") {
+    return static_cast<double>(gpu::model::host_now()) * 1e-9;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double utilization(int index) {
+  const int i = resolve(index);
+  gpu::Runtime* runtime = gpu::device_runtime();
+  TINY_CHECK(std::string(runtime->kind()) == "emulated", NotImplemented, "utilization(", i,
+             "): cuda:", i, " is a real GPU; read its GPU-Util with nvidia-smi (utilization.gpu). "
+             "tiny::cuda::utilization models it on the emulated GPU");
+  return static_cast<gpu::EmulatedRuntime*>(runtime)->utilization(i);
 }
 void reset_device_counters(int index) {
   const int i = resolve(index);

@@ -57,6 +57,8 @@ struct Counters {
   uint64_t bytes_device_to_device = 0;
   uint64_t raw_mallocs = 0;               // calls that reached the device (not the cache)
   uint64_t raw_frees = 0;
+  uint64_t modelled_kernel_ns = 0;        // the emulator: modelled time its kernels ran (0 on a real GPU)
+  uint64_t modelled_copy_ns = 0;          // ... and its copies to and from the host
 };
 
 class Runtime {

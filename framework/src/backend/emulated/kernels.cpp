@@ -2,11 +2,15 @@
 // current stream and run by its worker on the worker's view of device memory
 // (host code only ever sees a PROT_NONE address). Each wrapper captures
 // worker views of its device tensors (see worker_view: they do not own the
-// memory, as a CUDA kernel's pointers do not) and its CPU tensors by value.
+// memory, as a CUDA kernel's pointers do not) and its CPU tensors by value,
+// and declares the kernel's work (a KernelCost: bytes moved, FLOPs), from
+// which the performance model times it on the modelled GPU: launch() takes no
+// kernel without one.
 #include "backend/cpu/kernels.h"
 #include "core/tensor_impl.h"
 #include "gpu/device_context.h"
 #include "gpu/emulated/emulated_runtime.h"
+#include "gpu/model/cost.h"
 
 namespace tiny {
 
@@ -53,46 +57,75 @@ ReduceIter worker_iter(const ReduceIter& iter) {
 
 int device_index(const Tensor& t) { return t.device().index(); }
 
-void launch(int device, const char* name, std::function<void()> work) {
-  emu().launch(gpu::current_stream(device), std::move(work), name);
+using gpu::model::KernelCost;
+using gpu::model::Work;
+
+// The bytes a kernel moves reading or writing `t`: each stored element once
+// (a broadcast dimension, of stride 0, is read once), at least 4 bytes each
+// (tiny's kernels move one element per thread).
+int64_t moved_bytes(const Tensor& t) {
+  if (!t.defined()) return 0;
+  int64_t elements = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.strides()[d] != 0) elements *= t.sizes()[d];
+  }
+  return elements * gpu::model::element_bytes(t.dtype());
+}
+
+KernelCost cost_of(std::initializer_list<Tensor> tensors, Work work = Work::pointwise) {
+  KernelCost c;
+  c.work = work;
+  for (const Tensor& t : tensors) c.bytes += moved_bytes(t);
+  return c;
+}
+
+KernelCost cost_of(const TensorIter& iter, Work work = Work::pointwise) {
+  KernelCost c;
+  c.work = work;
+  for (int k = 0; k < iter.num_operands; ++k) c.bytes += moved_bytes(iter.operands[k]);
+  return c;
+}
+
+void launch(int device, const char* name, const KernelCost& cost, std::function<void()> work) {
+  emu().launch(gpu::current_stream(device), std::move(work), name, cost);
 }
 
 void unary(TensorIter& iter, kernels::UnaryKind kind, const kernels::OpParams& p) {
-  launch(device_index(iter.operands[0]), "unary", [it = worker_iter(iter), kind, p]() mutable {
+  launch(device_index(iter.operands[0]), "unary", cost_of(iter), [it = worker_iter(iter), kind, p]() mutable {
     cpu::unary_kernel(it, kind, p);
   });
 }
 
 void binary(TensorIter& iter, kernels::BinaryKind kind, const kernels::OpParams& p) {
-  launch(device_index(iter.operands[0]), "binary", [it = worker_iter(iter), kind, p]() mutable {
+  launch(device_index(iter.operands[0]), "binary", cost_of(iter), [it = worker_iter(iter), kind, p]() mutable {
     cpu::binary_kernel(it, kind, p);
   });
 }
 
 void where(TensorIter& iter) {
-  launch(device_index(iter.operands[0]), "where", [it = worker_iter(iter)]() mutable { cpu::where_kernel(it); });
+  launch(device_index(iter.operands[0]), "where", cost_of(iter), [it = worker_iter(iter)]() mutable { cpu::where_kernel(it); });
 }
 
 void copy(TensorIter& iter) {
-  launch(device_index(iter.operands[0]), "copy_", [it = worker_iter(iter)]() mutable { cpu::copy_kernel(it); });
+  launch(device_index(iter.operands[0]), "copy_", cost_of(iter), [it = worker_iter(iter)]() mutable { cpu::copy_kernel(it); });
 }
 
 void fill(TensorIter& iter, const Scalar& value) {
-  launch(device_index(iter.operands[0]), "fill_",
+  launch(device_index(iter.operands[0]), "fill_", cost_of(iter, Work::memset),
          [it = worker_iter(iter), value]() mutable { cpu::fill_kernel(it, value); });
 }
 
 void arange(const Tensor& out, double start, double step) {
-  launch(device_index(out), "arange", [o = worker_view(out), start, step] { cpu::arange_kernel(o, start, step); });
+  launch(device_index(out), "arange", cost_of({out}), [o = worker_view(out), start, step] { cpu::arange_kernel(o, start, step); });
 }
 
 void reduce(ReduceIter& iter, kernels::ReduceKind kind) {
-  launch(device_index(iter.input), "reduce", [it = worker_iter(iter), kind]() mutable { cpu::reduce_kernel(it, kind); });
+  launch(device_index(iter.input), "reduce", cost_of({iter.input, iter.outputs[0]}, Work::reduction), [it = worker_iter(iter), kind]() mutable { cpu::reduce_kernel(it, kind); });
 }
 
 void arg_reduce(ReduceIter& iter, bool is_max) {
   launch(device_index(iter.input), "argmax",
-         [it = worker_iter(iter), is_max]() mutable { cpu::arg_reduce_kernel(it, is_max); });
+         cost_of({iter.input, iter.outputs[0], iter.outputs[1]}, Work::reduction), [it = worker_iter(iter), is_max]() mutable { cpu::arg_reduce_kernel(it, is_max); });
 }
 
 // Column-major GEMM on device pointers: the worker reads them through its
@@ -103,49 +136,51 @@ void gemm(Dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double
   const void* wa = emu().worker_address(a);
   const void* wb = emu().worker_address(b);
   void* wc = emu().worker_address(c);
-  launch(device, "gemm", [=] { cpu::gemm_kernel(dtype, ta, tb, m, n, k, alpha, wa, lda, wb, ldb, beta, wc, ldc); });
+  launch(device, "gemm", gpu::model::gemm_cost(dtype, m, n, k, beta != 0), [=] { cpu::gemm_kernel(dtype, ta, tb, m, n, k, alpha, wa, lda, wb, ldb, beta, wc, ldc); });
 }
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
-  launch(device_index(out), log ? "log_softmax" : "softmax",
-         [o = worker_view(out), i = worker_view(in), dim, log] { cpu::softmax_kernel(o, i, dim, log); });
+  launch(device_index(out), log ? "log_softmax" : "softmax", cost_of({in, out}), [o = worker_view(out), i = worker_view(in), dim, log] { cpu::softmax_kernel(o, i, dim, log); });
 }
 
 void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim, bool log) {
-  launch(device_index(out), "softmax_backward",
+  launch(device_index(out), "softmax_backward", cost_of({grad_in, grad_out, out}),
          [gi = worker_view(grad_in), go = worker_view(grad_out), o = worker_view(out), dim, log] {
            cpu::softmax_backward_kernel(gi, go, o, dim, log);
          });
 }
 
 void nll_forward(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
-  launch(device_index(losses), "nll_loss",
+  // One log-probability read per row, beside the target and the loss.
+  KernelCost cost = cost_of({losses, target});
+  cost.bytes += target.numel() * gpu::model::element_bytes(log_probs.dtype());
+  launch(device_index(losses), "nll_loss", cost,
          [l = worker_view(losses), lp = worker_view(log_probs), t = worker_view(target), ignore_index] {
            cpu::nll_forward_kernel(l, lp, t, ignore_index);
          });
 }
 
 void nll_backward(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target, int64_t ignore_index) {
-  launch(device_index(grad_input), "nll_loss_backward",
+  launch(device_index(grad_input), "nll_loss_backward", cost_of({grad_input, grad_losses, target}),
          [gi = worker_view(grad_input), gl = worker_view(grad_losses), t = worker_view(target), ignore_index] {
            cpu::nll_backward_kernel(gi, gl, t, ignore_index);
          });
 }
 
 void random(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b) {
-  launch(device_index(out), "random",
+  launch(device_index(out), "random", cost_of({out}),
          [o = worker_view(out), kind, state, a, b] { cpu::random_kernel(o, kind, state, a, b); });
 }
 
 void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
   const auto fn = embedding_stub.table[static_cast<int>(Backend::CPU)];
-  launch(device_index(out), "embedding",
+  launch(device_index(out), "embedding", cost_of({out, out, indices}),  // each row read, then written
          [fn, o = worker_view(out), w = worker_view(weight), i = worker_view(indices)] { fn(o, w, i); });
 }
 
 void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices, int64_t padding_idx) {
   const auto fn = embedding_backward_stub.table[static_cast<int>(Backend::CPU)];
-  launch(device_index(grad_weight), "embedding_backward",
+  launch(device_index(grad_weight), "embedding_backward", cost_of({grad_out, grad_out, grad_out, indices}),
          [fn, gw = worker_view(grad_weight), go = worker_view(grad_out), i = worker_view(indices), padding_idx] {
            fn(gw, go, i, padding_idx);
          });
@@ -153,14 +188,16 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, const kernels::SgdParams& p) {
   const auto fn = sgd_step_stub.table[static_cast<int>(Backend::CPU)];
-  launch(device_index(param), "sgd_step",
+  // Reads and writes the parameter (and the momentum buffer), reads the gradient.
+  launch(device_index(param), "sgd_step", cost_of({param, param, grad, buf, buf}, Work::optimizer),
          [fn, pa = worker_view(param), g = worker_view(grad), b = worker_view(buf), p] { fn(pa, g, b, p); });
 }
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                const kernels::AdamParams& p) {
   const auto fn = adam_step_stub.table[static_cast<int>(Backend::CPU)];
-  launch(device_index(param), "adam_step",
+  // Reads and writes the parameter and both moments (and the max), reads the gradient.
+  launch(device_index(param), "adam_step", cost_of({param, param, grad, m, m, v, v, vmax, vmax}, Work::optimizer),
          [fn, pa = worker_view(param), g = worker_view(grad), m1 = worker_view(m), v1 = worker_view(v),
           vx = worker_view(vmax), p] { fn(pa, g, m1, v1, vx, p); });
 }
@@ -171,14 +208,16 @@ void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor
   std::vector<Tensor> views;
   views.reserve(grads.size());
   for (const Tensor& g : grads) views.push_back(worker_view(g));
-  launch(device_index(found_inf), "_amp_foreach_non_finite_check_and_unscale_",
+  KernelCost cost;  // every gradient read and written, in one kernel
+  for (const Tensor& g : grads) cost.bytes += 2 * moved_bytes(g);
+  launch(device_index(found_inf), "_amp_foreach_non_finite_check_and_unscale_", cost,
          [fn, gs = std::move(views), f = worker_view(found_inf), s = worker_view(inv_scale)] { fn(gs, f, s); });
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                   double backoff_factor, int64_t growth_interval) {
   const auto fn = update_scale_stub.table[static_cast<int>(Backend::CPU)];
-  launch(device_index(scale), "_amp_update_scale_",
+  launch(device_index(scale), "_amp_update_scale_", cost_of({scale, growth_tracker, found_inf}),
          [fn, s = worker_view(scale), t = worker_view(growth_tracker), f = worker_view(found_inf), growth_factor,
           backoff_factor, growth_interval] { fn(s, t, f, growth_factor, backoff_factor, growth_interval); });
 }

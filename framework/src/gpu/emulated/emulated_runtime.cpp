@@ -36,6 +36,7 @@
 
 #include "core/fault_injection.h"
 #include "gpu/emulated/device_memory.h"
+#include "gpu/model/timeline.h"
 #include "runtime/cpu_allocator.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
@@ -50,7 +51,8 @@ struct EventState {
   bool timing = false;
   uint64_t recorded = 0;   // how many times record_event was called
   uint64_t completed = 0;  // the highest record number whose marker has run
-  Clock::time_point time;  // when the marker of record `completed` ran
+  Clock::time_point time;  // when the marker of record `completed` ran (host time)
+  int64_t modelled_ns = 0;  // when the latest record completes in modelled time
 };
 
 enum class ItemKind { kernel, record_event, wait_event };
@@ -79,6 +81,11 @@ struct DeviceState {
   std::unique_ptr<DeviceMemory> memory;
   // The device's share of the cores: its stream workers are bound to it.
   std::unique_ptr<runtime::ThreadPool> pool;
+  // Modelled time (DESIGN.md section 4a), guarded by EmulatedRuntime::mutex_:
+  // the schedule of the device's engines and streams, and where the window of
+  // utilization() starts (reset_counters).
+  std::unique_ptr<model::DeviceTimeline> timeline;
+  int64_t window_start_ns = 0;
 
   // Guarded by EmulatedRuntime::mutex_. A destroyed stream stays here until
   // its worker has run everything queued on it (device_synchronize waits for it).
@@ -202,6 +209,18 @@ EmulatedRuntime::Mode parse_mode() {
   return named;
 }
 
+// TINY_EMULATED_GPU_CLOCK: "modelled" (the default: events time the modelled
+// GPU) or "host" (events stamp the host's clock when their marker runs: what
+// the emulator's work took on this CPU, for exploring, never for grading).
+bool parse_event_clock() {
+  const char* value = env_or_null(kEmulatedGpuClockVariable);
+  if (value == nullptr || std::strcmp(value, "modelled") == 0) return false;
+  TINY_CHECK(std::strcmp(value, "host") == 0, ValueError, kEmulatedGpuClockVariable, "=\"", value,
+             "\" is not a clock of the emulated GPU: use modelled (the default: events time the modelled GPU, "
+             "TINY_EMULATED_GPU_MODEL) or host (events time this CPU's work)");
+  return true;
+}
+
 const char* copy_kind_name(CopyKind kind) {
   switch (kind) {
     case CopyKind::HostToDevice: return "HostToDevice";
@@ -226,7 +245,10 @@ struct EmulatedRuntime::PinnedRegistry {
 // ---------------------------------------------------------------- lifetime
 
 EmulatedRuntime::EmulatedRuntime()
-    : mode_(parse_mode()), creator_pid_(getpid()), pinned_(std::make_unique<PinnedRegistry>()) {
+    : mode_(parse_mode()),
+      host_clock_events_(parse_event_clock()),
+      creator_pid_(getpid()),
+      pinned_(std::make_unique<PinnedRegistry>()) {
   const int count = parse_device_count();
   TINY_CHECK(count > 0, Error, kEmulatedGpusVariable, "=0 turns the emulated GPU off: no EmulatedRuntime can be made");
   const size_t capacity = parse_capacity(count);
@@ -235,6 +257,7 @@ EmulatedRuntime::EmulatedRuntime()
     device->index = i;
     device->memory = std::make_unique<emulated::DeviceMemory>(i, capacity);
     device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i));
+    device->timeline = std::make_unique<model::DeviceTimeline>(model::selected_model());
     auto stream = std::make_shared<StreamState>();
     stream->device = i;
     stream->id = 0;
@@ -308,6 +331,10 @@ void EmulatedRuntime::raw_free(int index, void* ptr) {
   if (ptr == nullptr) return;
   TINY_CHECK(d.memory->free(ptr, /*give_back_pages=*/!in_forked_child()), Error, "raw_free: ", ptr,
              " is not memory that raw_malloc of cuda:", index, " handed out (or it was freed already)");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    d.timeline->synchronize_device();  // cudaFree waits for the device
+  }
   d.count([](Counters& c) { ++c.raw_frees; });
 }
 
@@ -421,7 +448,12 @@ bool EmulatedRuntime::in_forked_child() const { return getpid() != creator_pid_;
 bool EmulatedRuntime::stream_query(Stream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::shared_ptr<StreamState> s = stream_state(stream, "stream_query");
-  return s->completed == s->enqueued;  // never runs work, whatever the mode
+  // Done when the work has really run (never run here, whatever the mode) and
+  // the modelled clock has passed it; each query costs the host a little, so
+  // a polling loop advances.
+  model::DeviceTimeline& t = *devices_[stream.device]->timeline;
+  model::host_advance(t.model().sync_ns);
+  return s->completed == s->enqueued && model::host_now() >= t.stream_end(stream.id);
 }
 
 void EmulatedRuntime::stream_synchronize(Stream stream) {
@@ -429,6 +461,7 @@ void EmulatedRuntime::stream_synchronize(Stream stream) {
     std::unique_lock<std::mutex> lock(mutex_);
     const std::shared_ptr<StreamState> s = stream_state(stream, "stream_synchronize");
     wait_stream_locked(lock, s);
+    devices_[stream.device]->timeline->synchronize(stream.id);
   }
   devices_[stream.device]->count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(stream.device);
@@ -441,6 +474,7 @@ void EmulatedRuntime::device_synchronize(int index) {
     std::vector<std::shared_ptr<StreamState>> streams;
     for (auto& [id, s] : d.streams) streams.push_back(s);
     for (auto& s : streams) wait_stream_locked(lock, s);
+    d.timeline->synchronize_device();
   }
   d.count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(index);
@@ -570,14 +604,39 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
 }
 
 void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const char* name) {
+  launch(stream, std::move(work), name, model::KernelCost{});
+}
+
+void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const char* name,
+                             const model::KernelCost& cost) {
   DeviceState& d = device(stream.device, "launch");
   WorkItem item;
   item.work = std::move(work);
   item.name = name != nullptr ? name : "kernel";
   const char* op = item.name;
-  check_stream(stream, op);  // count only launches that are queued
-  d.count([](Counters& c) { ++c.kernel_launches; });
+  int64_t busy = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_state(stream, op);  // count and time only launches that are queued
+    const model::Span span = d.timeline->launch(stream.id, cost);
+    busy = span.end - span.start;
+  }
+  d.count([busy](Counters& c) {
+    ++c.kernel_launches;
+    c.modelled_kernel_ns += static_cast<uint64_t>(busy);
+  });
   enqueue(stream, std::move(item), op);
+}
+
+void EmulatedRuntime::schedule_copy(Stream stream, CopyKind kind, bool pinned, size_t nbytes, bool peer) {
+  DeviceState& d = device(stream.device, "memcpy_async");
+  int64_t busy = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const model::Span span = d.timeline->copy(stream.id, kind, pinned, static_cast<int64_t>(nbytes), peer);
+    busy = span.end - span.start;
+  }
+  d.count([busy](Counters& c) { c.modelled_copy_ns += static_cast<uint64_t>(busy); });
 }
 
 void EmulatedRuntime::memcpy_async(void* dst, const void* src, size_t nbytes, CopyKind kind, Stream stream) {
@@ -645,6 +704,11 @@ void EmulatedRuntime::memcpy_async(void* dst, const void* src, size_t nbytes, Co
     default:
       TINY_THROW(ValueError, what, ": unknown copy kind ", static_cast<int>(kind));
   }
+  if (kind == CopyKind::HostToDevice || kind == CopyKind::DeviceToHost) {
+    schedule_copy(stream, kind, is_pinned(kind == CopyKind::HostToDevice ? src : dst), nbytes, false);
+  } else if (kind == CopyKind::DeviceToDevice) {
+    schedule_copy(stream, kind, true, nbytes, device_of(src) != device_of(dst));
+  }  // a host-to-host copy is host code: free in modelled time
   enqueue(stream, std::move(item), copy_kind_name(kind));
   if (wait_for_copy) {
     // The caller reads the destination right after the call (.cpu(), .item()):
@@ -662,6 +726,13 @@ void EmulatedRuntime::memset_async(void* dst, int value, size_t nbytes, Stream s
   WorkItem item;
   item.name = "memset_async";
   item.work = [to, value, nbytes] { std::memset(to, value, nbytes); };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model::KernelCost cost;
+    cost.work = model::Work::memset;
+    cost.bytes = static_cast<int64_t>(nbytes);
+    devices_[stream.device]->timeline->launch(stream.id, cost);
+  }
   enqueue(stream, std::move(item), "memset_async");
 }
 
@@ -700,6 +771,8 @@ void EmulatedRuntime::record_event(Event event, Stream stream) {
                " belongs to cuda:", item.event->device, " but the stream is on cuda:", stream.device);
     item.kind = ItemKind::record_event;
     item.record = ++item.event->recorded;  // from now on, queries are about this record
+    stream_state(stream, "record_event");
+    item.event->modelled_ns = devices_[stream.device]->timeline->record_event(stream.id);
   }
   enqueue(stream, std::move(item), "record_event");
 }
@@ -707,7 +780,9 @@ void EmulatedRuntime::record_event(Event event, Stream stream) {
 bool EmulatedRuntime::event_query(Event event) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::shared_ptr<EventState> e = event_state(event, "event_query");
-  return e->completed >= e->recorded;  // never runs work, whatever the mode
+  // As stream_query: really run (never run here) and passed in modelled time.
+  model::host_advance(devices_[e->device]->timeline->model().sync_ns);
+  return e->completed >= e->recorded && model::host_now() >= e->modelled_ns;
 }
 
 void EmulatedRuntime::event_synchronize(Event event) {
@@ -723,6 +798,8 @@ void EmulatedRuntime::event_synchronize(Event event) {
       const uint64_t target = e->recorded;
       done_cv_.wait(lock, [&] { return e->completed >= target; });
     }
+    model::host_wait_until(e->modelled_ns);
+    model::host_advance(devices_[index]->timeline->model().sync_ns);
   }
   devices_[index]->count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(index);
@@ -737,6 +814,8 @@ void EmulatedRuntime::stream_wait_event(Stream stream, Event event) {
     if (item.event->recorded == 0) return;
     item.kind = ItemKind::wait_event;
     item.record = item.event->recorded;  // the latest record, not any later one
+    stream_state(stream, "stream_wait_event");
+    devices_[stream.device]->timeline->wait_event(stream.id, item.event->modelled_ns);
   }
   enqueue(stream, std::move(item), "stream_wait_event");
 }
@@ -753,7 +832,8 @@ float EmulatedRuntime::event_elapsed_ms(Event start, Event end) {
   TINY_CHECK(a->completed >= a->recorded && b->completed >= b->recorded, Error,
              "CUDA error: device not ready in event_elapsed_ms: an event has not completed yet; "
              "call event_synchronize on the end event first");
-  return std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  if (host_clock_events_) return std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  return static_cast<float>(static_cast<double>(b->modelled_ns - a->modelled_ns) * 1e-6);
 }
 
 // ---------------------------------------------------------------- errors
@@ -817,9 +897,21 @@ Counters EmulatedRuntime::counters(int index) const {
 
 void EmulatedRuntime::reset_counters(int index) {
   DeviceState& d = device(index, "reset_counters");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    d.window_start_ns = model::host_now();
+  }
   std::lock_guard<std::mutex> lock(d.counters_mutex);
   d.counters = Counters{};
 }
+
+double EmulatedRuntime::utilization(int index) const {
+  const DeviceState& d = device(index, "utilization");
+  std::lock_guard<std::mutex> lock(mutex_);
+  return d.timeline->utilization(d.window_start_ns, model::host_now());
+}
+
+const model::DeviceModel& EmulatedRuntime::model() const { return model::selected_model(); }
 
 // ---------------------------------------------------------------- Gate
 

@@ -61,6 +61,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/model/cost.h"
+#include "gpu/model/device_model.h"
 #include "gpu/runtime.h"
 #include "runtime/thread_pool.h"
 
@@ -130,7 +132,18 @@ class EmulatedRuntime : public Runtime {
   // work queued before it (counted in kernel_launches). `name` (a string
   // literal: it is kept, not copied) names the op in error messages. If `work`
   // throws, its message becomes the device's sticky error.
+  // `cost` is the work the kernel does, from which the performance model
+  // times it (DESIGN.md section 4a); without one it costs the shortest kernel
+  // (tests' own kernels).
+  void launch(Stream stream, std::function<void()> work, const char* name, const model::KernelCost& cost);
   void launch(Stream stream, std::function<void()> work, const char* name);
+
+  // nvidia-smi's GPU-Util in modelled time: the share of the window since the
+  // device's counters were last reset (up to the calling thread's host clock)
+  // in which a kernel ran.
+  double utilization(int device) const;
+  // The real GPU whose timing the emulator models (TINY_EMULATED_GPU_MODEL).
+  const model::DeviceModel& model() const;
 
   // The address through which a worker reads and writes the device memory at
   // `device_ptr` (the same bytes, mapped read-write). Only kernels and copies
@@ -169,6 +182,8 @@ class EmulatedRuntime : public Runtime {
   // Puts an item on a stream (starting its worker if needed) and, in blocking
   // mode, waits for it and raises the device's error.
   void enqueue(Stream stream, emulated::WorkItem item, const char* what);
+  // Times a copy in modelled time (and, for pageable memory, holds the host).
+  void schedule_copy(Stream stream, CopyKind kind, bool pinned, size_t nbytes, bool peer);
   void worker_loop(std::shared_ptr<emulated::StreamState> stream);
   // Runs every queued item in deferred mode (a synchronization point). mutex_ held.
   void release_all_locked();
@@ -186,6 +201,7 @@ class EmulatedRuntime : public Runtime {
 
   std::vector<std::unique_ptr<emulated::DeviceState>> devices_;
   Mode mode_;
+  bool host_clock_events_;  // TINY_EMULATED_GPU_CLOCK=host: events stamp host time
   int creator_pid_;  // the process that made the runtime (see in_forked_child)
 
   // One lock for streams, queues and events: it is only ever held for a few
@@ -226,5 +242,6 @@ inline constexpr const char* kEmulatedGpusVariable = "TINY_EMULATED_GPUS";
 inline constexpr const char* kEmulatedGpuMemoryVariable = "TINY_EMULATED_GPU_MEMORY";
 inline constexpr const char* kLaunchBlockingVariable = "TINY_LAUNCH_BLOCKING";
 inline constexpr const char* kEmulatedGpuModeVariable = "TINY_EMULATED_GPU_MODE";
+inline constexpr const char* kEmulatedGpuClockVariable = "TINY_EMULATED_GPU_CLOCK";
 
 }  // namespace tiny::gpu

@@ -58,13 +58,13 @@ int64_t Engine::busy_between(int64_t from, int64_t to) const {
   return busy;
 }
 
-int64_t DeviceTimeline::tail(int64_t stream) const {
+int64_t DeviceTimeline::stream_end(int64_t stream) const {
   const auto it = tails_.find(stream);
   return it == tails_.end() ? 0 : it->second;
 }
 
 Span DeviceTimeline::schedule(Engine& engine, int64_t stream, int64_t duration) {
-  const int64_t ready = std::max(host_now() + model_->launch_latency_ns, tail(stream));
+  const int64_t ready = std::max(host_now() + model_->launch_latency_ns, stream_end(stream));
   const Span span = engine.place(ready, duration);
   tails_[stream] = span.end;
   last_end_ = std::max(last_end_, span.end);
@@ -76,26 +76,25 @@ Span DeviceTimeline::launch(int64_t stream, const KernelCost& cost) {
   return schedule(compute_, stream, kernel_ns(*model_, cost));
 }
 
-Span DeviceTimeline::copy(int64_t stream, CopyKind kind, bool pinned, int64_t bytes) {
+Span DeviceTimeline::copy(int64_t stream, CopyKind kind, bool pinned, int64_t bytes, bool peer) {
   host_advance(model_->host_copy_ns);
-  const int64_t duration = copy_ns(*model_, kind, pinned, bytes);
-  Engine& engine = kind == CopyKind::HostToDevice   ? to_device_
-                   : kind == CopyKind::DeviceToHost ? to_host_
-                                                    : compute_;
+  const int64_t duration = copy_ns(*model_, kind, pinned, bytes, peer);
+  Engine& engine = kind == CopyKind::DeviceToHost                  ? to_host_
+                   : kind == CopyKind::HostToDevice || peer         ? to_device_
+                                                                    : compute_;
   const Span span = schedule(engine, stream, duration);
   if (!pinned && kind == CopyKind::HostToDevice) host_wait_until(span.end);
-  if (!pinned && kind == CopyKind::DeviceToHost) synchronize(stream);
   return span;
 }
 
 int64_t DeviceTimeline::record_event(int64_t stream) const {
-  return std::max(host_now() + model_->launch_latency_ns, tail(stream));
+  return std::max(host_now() + model_->launch_latency_ns, stream_end(stream));
 }
 
-void DeviceTimeline::wait_event(int64_t stream, int64_t event_ns) { tails_[stream] = std::max(tail(stream), event_ns); }
+void DeviceTimeline::wait_event(int64_t stream, int64_t event_ns) { tails_[stream] = std::max(stream_end(stream), event_ns); }
 
 void DeviceTimeline::synchronize(int64_t stream) {
-  host_wait_until(tail(stream));
+  host_wait_until(stream_end(stream));
   host_advance(model_->sync_ns);
 }
 

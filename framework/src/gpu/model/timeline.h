@@ -95,7 +95,9 @@ class DeviceTimeline {
   // From pageable memory the host is held until the copy is done (CUDA
   // stages it through a pinned buffer); into pageable memory it waits for the
   // stream as well (synchronize). Pinned copies free the host at once.
-  Span copy(int64_t stream, CopyKind kind, bool pinned, int64_t bytes);
+  // `peer`: a device-to-device copy between two devices, on the copy engine.
+  // (The caller synchronizes after a copy into pageable memory.)
+  Span copy(int64_t stream, CopyKind kind, bool pinned, int64_t bytes, bool peer = false);
   // An event recorded on `stream`: the modelled time at which it completes.
   int64_t record_event(int64_t stream) const;
   // Work queued on `stream` from now on waits for an event of time `event_ns`.
@@ -104,7 +106,8 @@ class DeviceTimeline {
   // stream and engine), and pays the synchronize's own cost.
   void synchronize(int64_t stream);
   void synchronize_device();
-  // The end of everything queued so far.
+  // The end of everything queued so far, on one stream or on the device.
+  int64_t stream_end(int64_t stream) const;
   int64_t last_end() const { return last_end_; }
   // Busy time of the compute engine in [from, to): nvidia-smi's GPU-Util over that window.
   double utilization(int64_t from, int64_t to) const;
@@ -112,7 +115,6 @@ class DeviceTimeline {
   const Engine& copy_engine(CopyKind kind) const { return kind == CopyKind::DeviceToHost ? to_host_ : to_device_; }
 
  private:
-  int64_t tail(int64_t stream) const;
   Span schedule(Engine& engine, int64_t stream, int64_t duration);
 
   const DeviceModel* model_;

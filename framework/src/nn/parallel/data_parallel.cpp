@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "autograd/function.h"
+#include "gpu/model/timeline.h"
 #include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/cuda.h"
@@ -157,7 +158,11 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   for (int d : devices) streams.push_back(cuda::current_stream(d));
   std::vector<Tensor> outputs(replicas.size());
   std::vector<std::exception_ptr> errors(replicas.size());
+  // Each replica's thread starts at the caller's modelled time; the caller
+  // resumes at the latest of theirs (DESIGN.md section 4a).
+  gpu::model::HostClockFork clock;
   auto run = [&](size_t i) {
+    clock.enter();
     try {
       ThreadLocalStateGuard carry(state);      // grad mode (and the caller's current device)
       amp::StateGuard carry_autocast(autocast_state);  // a forward under autocast runs under it in every replica
@@ -166,6 +171,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
     } catch (...) {
       errors[i] = std::current_exception();
     }
+    clock.leave();
   };
   if (replicas.size() == 1) {
     run(0);
@@ -174,6 +180,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
     for (size_t i = 0; i < replicas.size(); ++i) threads.emplace_back(run, i);
     for (std::thread& t : threads) t.join();
   }
+  clock.join();
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }
