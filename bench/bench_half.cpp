@@ -29,6 +29,7 @@
 #include "tiny/ops.h"
 #include "tiny/optim/optim.h"
 #include "tiny/tensor.h"
+#include "tiny_trainer.h"
 #include "training_cases.h"
 
 namespace {
@@ -105,48 +106,14 @@ void amp_step(benchmark::State& state, tiny::Dtype dtype) {
     state.SkipWithError("no cuda device (TINY_EMULATED_GPUS=0)");
     return;
   }
-  const bench::TrainingCase& c = bench::training_cases()[1];
-  const tiny::Device device("cuda:0");
-  tiny::manual_seed(0);
-  auto model = std::make_shared<tiny::nn::Sequential>();
-  for (size_t i = 0; i + 1 < c.sizes.size(); ++i) {
-    model->push_back(std::make_shared<tiny::nn::Linear>(c.sizes[i], c.sizes[i + 1]));
-    if (i + 2 < c.sizes.size()) model->push_back(std::make_shared<tiny::nn::ReLU>());
-  }
-  model->to(device);
-  tiny::optim::AdamOptions options;
-  options.lr = bench::kAdamLr;
-  tiny::optim::Adam optimizer(model->parameters(), options);
-  tiny::amp::GradScaler scaler;
-  tiny::nn::CrossEntropyLoss criterion;
-  const Tensor x = tiny::from_vector(bench::case_inputs(c), {c.batch, c.sizes.front()}).to(device);
-  const Tensor y = tiny::from_vector(bench::case_labels(c), {c.batch}).to(device);
-
+  bench::AmpTrainer t(dtype, tiny::Device("cuda:0"));
   auto step = [&] {
-    optimizer.zero_grad();
-    if (dtype == tiny::kFloat32) {
-      criterion(model->forward(x), y).backward();
-      optimizer.step();
-    } else {
-      Tensor loss;
-      {
-        tiny::amp::autocast guard("cuda", dtype);
-        loss = criterion(model->forward(x), y);
-      }
-      if (dtype == tiny::kFloat16) {
-        scaler.scale(loss).backward();
-        scaler.step(optimizer);
-        scaler.update();
-      } else {
-        loss.backward();
-        optimizer.step();
-      }
-    }
+    t.step();
     tiny::cuda::synchronize(0);
   };
   for (int i = 0; i < 5; ++i) step();
   for (auto _ : state) step();
-  state.SetItemsProcessed(state.iterations() * c.batch);
+  state.SetItemsProcessed(state.iterations() * bench::training_cases()[1].batch);
 }
 
 }  // namespace

@@ -40,54 +40,16 @@
 #include "tiny/parallel.h"
 #include "tiny/tensor.h"
 #include "runtime/cpu_allocator.h"
+#include "tiny_trainer.h"
 #include "training_cases.h"
 
 namespace {
 
+using bench::TinyTrainer;
 using bench::TrainingCase;
 using tiny::Tensor;
 
-// ---- tiny -----------------------------------------------------------------------
-struct TinyTrainer {
-  std::shared_ptr<tiny::nn::Sequential> model = std::make_shared<tiny::nn::Sequential>();
-  std::unique_ptr<tiny::optim::Optimizer> optimizer;
-  tiny::nn::CrossEntropyLoss criterion;
-  Tensor x, y;
-
-  explicit TinyTrainer(const TrainingCase& c, const tiny::Device& device = tiny::Device()) {
-    tiny::manual_seed(0);
-    for (size_t i = 0; i + 1 < c.sizes.size(); ++i) {
-      model->push_back(std::make_shared<tiny::nn::Linear>(c.sizes[i], c.sizes[i + 1]));
-      if (i + 2 < c.sizes.size()) {
-        model->push_back(std::make_shared<tiny::nn::ReLU>());
-        if (c.dropout > 0) model->push_back(std::make_shared<tiny::nn::Dropout>(c.dropout));
-      }
-    }
-    model->train();
-    model->to(device);
-    if (c.adam) {
-      tiny::optim::AdamOptions options;
-      options.lr = bench::kAdamLr;
-      optimizer = std::make_unique<tiny::optim::Adam>(model->parameters(), options);
-    } else {
-      tiny::optim::SGDOptions options;
-      options.lr = bench::kSgdLr;
-      options.momentum = bench::kSgdMomentum;
-      optimizer = std::make_unique<tiny::optim::SGD>(model->parameters(), options);
-    }
-    x = tiny::from_vector(bench::case_inputs(c), {c.batch, c.sizes.front()}).to(device);
-    y = tiny::from_vector(bench::case_labels(c), {c.batch}).to(device);
-  }
-
-  Tensor forward() { return criterion(model->forward(x), y); }
-
-  void step() {
-    optimizer->zero_grad();
-    forward().backward();
-    optimizer->step();
-  }
-};
-
+// ---- tiny: TinyTrainer (tiny_trainer.h) -------------------------------------
 void report(benchmark::State& state, const TrainingCase& c) {
   state.SetItemsProcessed(state.iterations() * c.batch);
   state.counters["threads"] = tiny::get_num_threads();

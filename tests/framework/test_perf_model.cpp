@@ -22,14 +22,19 @@
 #include "gpu/model/cost.h"
 #include "gpu/model/device_model.h"
 #include "gpu/model/timeline.h"
+#include "emulated_mode.h"
 #include "test_util.h"
+#include "tiny/parallel.h"
+#include "tiny/cuda.h"
 #include "tiny/error.h"
+#include "tiny_trainer.h"  // bench/: the training steps the benchmarks time
 
 namespace {
 
 using namespace tiny::gpu::model;
 using tiny::Dtype;
 using tiny::gpu::CopyKind;
+namespace model = tiny::gpu::model;
 
 // The call throws `type` with a message containing `text`.
 #define EXPECT_THROW_WITH(call, type, text)                                            \
@@ -291,6 +296,33 @@ TEST(PerfModel, ASmallModelIsLaunchBoundAndHidesTheLatency) {
   EXPECT_NEAR(ns, 100 * m.host_launch_ns + m.launch_latency_ns + m.min_kernel_ns + m.sync_ns, 1.0);
 }
 
+// The schedule is computed as work is issued, never from the workers' clocks:
+// the same program takes the same modelled time in every execution mode, with
+// any number of threads, and however slowly this machine runs it.
+TEST(PerfModel, ModelledTimeIsTheSameInEveryModeAndThreadCount) {
+  using Mode = tiny::gpu::EmulatedRuntime::Mode;
+  const bench::TrainingCase& c = bench::training_cases()[0];  // A: dropout, Adam, three layers
+  std::vector<double> times;
+  for (Mode mode : {Mode::threaded, Mode::blocking, Mode::deferred}) {
+    for (int threads : {1, 2, 3}) {
+      tiny_test::ModeGuard guard(mode);
+      tiny::set_num_threads(threads);
+      bench::TinyTrainer t(c, tiny::Device("cuda:0"));
+      t.step();
+      tiny::cuda::synchronize(0);
+      const double start = tiny::cuda::host_time();
+      for (int i = 0; i < 2; ++i) {
+        t.step();
+        tiny::cuda::synchronize(0);
+      }
+      times.push_back(tiny::cuda::host_time() - start);
+    }
+  }
+  tiny::set_num_threads(2);
+  for (double t : times) EXPECT_EQ(t, times.front());
+  EXPECT_GT(times.front(), 0.0);
+}
+
 // ---------------------------------------------------------------- calibration
 
 // The model's prediction of one measured row (microseconds), or nullopt with
@@ -379,7 +411,41 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
       t.synchronize_device();
     });
   }
-  return {std::nullopt, "a whole training step: predicted once the emulated runtime runs on the modelled clock"};
+  if (p[0] == "TinyStepCuda" || p[0] == "AmpStep") {
+    // The real step, run on the emulated cuda:0 (whose model is the one the
+    // calibration reads), each step ending in a synchronize as the benchmark's.
+    if (tiny::cuda::get_device_properties(0).name.find(m.display_name) == std::string::npos &&
+        model::selected_model().name != m.name) {
+      return {std::nullopt, "the emulated GPU models another GPU here (TINY_EMULATED_GPU_MODEL)"};
+    }
+    std::function<void()> step;
+    std::shared_ptr<void> keep;
+    if (p[0] == "TinyStepCuda") {
+      const char name = p[1][0];
+      for (const bench::TrainingCase& c : bench::training_cases()) {
+        if (c.name == name) {
+          auto t = std::make_shared<bench::TinyTrainer>(c, tiny::Device("cuda:0"));
+          step = [t] { t->step(); };
+          keep = t;
+        }
+      }
+    } else {
+      auto t = std::make_shared<bench::AmpTrainer>(dtype_named(p[1]), tiny::Device("cuda:0"));
+      step = [t] { t->step(); };
+      keep = t;
+    }
+    if (!step) return {std::nullopt, "no such training case"};
+    for (int i = 0; i < 3; ++i) step();  // optimizer state, allocator cache
+    tiny::cuda::synchronize(0);
+    const double start = tiny::cuda::host_time();
+    constexpr int kSteps = 3;
+    for (int i = 0; i < kSteps; ++i) {
+      step();
+      tiny::cuda::synchronize(0);
+    }
+    return {(tiny::cuda::host_time() - start) / kSteps * 1e6, ""};
+  }
+  return {std::nullopt, "no prediction for this kind of row"};
 }
 
 TEST(PerfModel, Calibration) {

@@ -5,6 +5,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "gpu/model/timeline.h"
 #include "autograd/function.h"
 #include "core/op_scope.h"
 #include "tiny/cuda.h"
@@ -139,6 +140,7 @@ void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_g
     }
     const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
     if (any_defined && !(captures != nullptr && is_accumulator)) {
+      gpu::model::host_advance_autograd();  // running a node's backward costs the host, as recording it did
       input_grads = node->apply(std::move(grads));
     }
     if (!retain_graph) node->release_variables();
@@ -184,7 +186,9 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& tensors, const
 
 }  // namespace
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  gpu::model::host_advance_autograd();  // recording an op for backward costs the host (modelled time)
+}
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, bool retain_graph) {
   TINY_OP_SCOPE("backward");

@@ -252,6 +252,7 @@ EmulatedRuntime::EmulatedRuntime()
   const int count = parse_device_count();
   TINY_CHECK(count > 0, Error, kEmulatedGpusVariable, "=0 turns the emulated GPU off: no EmulatedRuntime can be made");
   const size_t capacity = parse_capacity(count);
+  model::set_host_autograd_ns(model::selected_model().host_autograd_ns);
   for (int i = 0; i < count; ++i) {
     auto device = std::make_unique<DeviceState>();
     device->index = i;

@@ -68,6 +68,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   }
   d.host_launch_ns = field<int64_t>(m, defaults, "host_launch_ns", at);
   d.host_copy_ns = field<int64_t>(m, defaults, "host_copy_ns", at);
+  d.host_autograd_ns = field<int64_t>(m, defaults, "host_autograd_ns", at);
   d.launch_latency_ns = field<int64_t>(m, defaults, "launch_latency_ns", at);
   d.sync_ns = field<int64_t>(m, defaults, "sync_ns", at);
   d.min_kernel_ns = field<int64_t>(m, defaults, "min_kernel_ns", at);

@@ -6,12 +6,15 @@ namespace tiny::gpu::model {
 
 namespace {
 thread_local int64_t t_host_ns = 0;
+std::atomic<int64_t> g_host_autograd_ns{0};
 constexpr size_t kMaxSpans = size_t{1} << 16;
 }  // namespace
 
 int64_t host_now() { return t_host_ns; }
 void host_advance(int64_t ns) { t_host_ns += ns; }
 void host_wait_until(int64_t t) { t_host_ns = std::max(t_host_ns, t); }
+void host_advance_autograd() { t_host_ns += g_host_autograd_ns.load(std::memory_order_relaxed); }
+void set_host_autograd_ns(int64_t ns) { g_host_autograd_ns.store(ns, std::memory_order_relaxed); }
 
 HostClockFork::HostClockFork() : start_(host_now()), latest_(host_now()) {}
 void HostClockFork::enter() const { t_host_ns = start_; }

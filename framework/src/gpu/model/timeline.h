@@ -23,6 +23,12 @@ int64_t host_now();
 void host_advance(int64_t ns);
 // The host waits until `t` (a synchronize): its clock becomes max(now, t).
 void host_wait_until(int64_t t);
+// The host records an op for backward, or runs one node of backward: tiny's
+// own cost per autograd node (host_autograd_ns of the emulated GPU's model;
+// nothing until an emulated GPU exists).
+void host_advance_autograd();
+// Set by the emulated GPU when it starts, from its model.
+void set_host_autograd_ns(int64_t ns);
 
 // Threads that do GPU work for a caller (DataParallel's replicas) start at the
 // caller's time, and the caller resumes at the latest of theirs when it joins
