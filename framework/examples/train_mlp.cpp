@@ -1,4 +1,4 @@
-// Trains an MLP on a real data set on the CPU, the way the PyTorch tutorials do:
+// Trains an MLP on a real data set, the way the PyTorch tutorials do:
 //
 //   model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
 //                         nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.2),
@@ -12,9 +12,15 @@
 //           optimizer.step()
 //
 // Usage: train_mlp [--dataset fashion-mnist|digits] [--epochs N] [--batch-size B]
-//                  [--lr LR] [--seed S] [--min-accuracy A]
+//                  [--lr LR] [--seed S] [--min-accuracy A] [--device cpu|cuda|cuda:N]
+//                  [--profile trace.json]
 // With --min-accuracy the program exits with status 1 when the final test
 // accuracy is lower (the tests use it to hold the demo to its promise).
+// On --device cuda without an NVIDIA GPU the emulated GPU trains, and each
+// epoch also prints the modelled time of a real GPU (TINY_EMULATED_GPU_MODEL,
+// an H100 SXM by default: docs/performance_model.md). --profile writes a
+// Chrome trace of the first 20 training steps (open it in
+// https://ui.perfetto.dev), as torch.profiler's export_chrome_trace.
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -43,13 +49,13 @@ Split load(const std::string& name) {
           std::make_shared<tiny::data::FashionMNIST>(tiny::data::FashionMNIST::kDebianRoot, false), 784};
 }
 
-double accuracy(nn::Module& model, tiny::data::DataLoader& loader) {
+double accuracy(nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device) {
   tiny::NoGradGuard no_grad;  // with torch.no_grad():
   model.eval();
   int64_t correct = 0, seen = 0;
   for (const tiny::data::Batch& batch : loader) {
-    tiny::Tensor predicted = model(batch.data).argmax(1);
-    correct += (predicted == batch.target).sum().item<int64_t>();
+    tiny::Tensor predicted = model(batch.data.to(device)).argmax(1);
+    correct += (predicted == batch.target.to(device)).sum().item<int64_t>();
     seen += batch.target.size(0);
   }
   model.train();
@@ -59,13 +65,15 @@ double accuracy(nn::Module& model, tiny::data::DataLoader& loader) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Train an MLP with tiny on the CPU"};
+  CLI::App app{"Train an MLP with tiny"};
   std::string dataset = "fashion-mnist";
   int epochs = 3;
   int64_t batch_size = 64;
   double lr = 1e-3;
   uint64_t seed = 0;
   double min_accuracy = 0.0;
+  std::string device_name = "cpu", profile_path;
+  constexpr int64_t kProfiledSteps = 20;
   app.add_option("--dataset", dataset, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
   app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::Range(1, 1000));
   app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::Range(1, 1 << 20));
@@ -73,6 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "tiny::manual_seed");
   app.add_option("--min-accuracy", min_accuracy, "exit with status 1 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--device", device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
+  app.add_option("--profile", profile_path, "write a Chrome trace of the first 20 training steps to this file");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -91,32 +101,55 @@ int main(int argc, char** argv) {
         std::make_shared<nn::Linear>(data.features, hidden1), std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden1, hidden2),
         std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden2, 10));
+    const tiny::Device device(device_name);
+    model->to(device);
     tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{lr});
+    const bool emulated = device.is_cuda() && tiny::cuda::is_emulated(device.index());
 
-    std::cout << "device: cpu (" << tiny::get_num_threads() << " threads), data: " << dataset << " ("
-              << data.train->size() << " train / " << data.test->size() << " test)\n"
+    std::cout << "device: "
+              << (device.is_cpu() ? "cpu (" + std::to_string(tiny::get_num_threads()) + " threads)"
+                                  : tiny::cuda::device_banner(device))
+              << ", data: " << dataset << " (" << data.train->size() << " train / " << data.test->size()
+              << " test)\n"
               << *model << "\n";
+    std::unique_ptr<tiny::profiler::profile> profile;
+    if (!profile_path.empty()) profile = std::make_unique<tiny::profiler::profile>();
     double final_accuracy = 0.0;
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
+      const double modelled_start = tiny::cuda::host_time();
       double loss_sum = 0.0;
       int64_t steps = 0;
       tiny::ProgressBar bar(train_loader.size(), "epoch " + std::to_string(epoch));  // drawn on a terminal only
       for (const tiny::data::Batch& batch : train_loader) {
         optimizer.zero_grad();
-        tiny::Tensor loss = F::cross_entropy((*model)(batch.data), batch.target);
+        tiny::Tensor loss = F::cross_entropy((*model)(batch.data.to(device)), batch.target.to(device));
         loss.backward();
         optimizer.step();
         loss_sum += loss.item<double>();  // .item(): a number, not a tensor that keeps the graph alive
         ++steps;
         bar.update(steps, "loss " + std::to_string(loss_sum / steps).substr(0, 6));
+        if (profile && steps == kProfiledSteps) {
+          profile->stop();
+          profile->export_chrome_trace(profile_path);
+          std::cout << "\nthe first " << kProfiledSteps << " steps' trace: " << profile_path
+                    << " (open it in https://ui.perfetto.dev)\n" << profile->key_averages();
+          profile.reset();
+        }
       }
+      if (device.is_cuda()) tiny::cuda::synchronize(device.index());
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      final_accuracy = accuracy(*model, test_loader);
+      const double modelled = tiny::cuda::host_time() - modelled_start;
+      final_accuracy = accuracy(*model, test_loader, device);
       bar.finish();
       std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, epochs,
                   loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
                   1000.0 * seconds / std::max<int64_t>(steps, 1));
+      if (emulated) {
+        std::printf("         modelled on an %s: %.2f s (%.3f ms/step, an estimate: docs/performance_model.md)\n",
+                    tiny::cuda::get_device_properties(device.index()).modelled_gpu.c_str(), modelled,
+                    1000.0 * modelled / std::max<int64_t>(steps, 1));
+      }
     }
     if (final_accuracy < min_accuracy) {
       std::fprintf(stderr, "test accuracy %.2f%% is below the required %.2f%%\n", 100.0 * final_accuracy,

@@ -414,8 +414,7 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
   if (p[0] == "TinyStepCuda" || p[0] == "AmpStep") {
     // The real step, run on the emulated cuda:0 (whose model is the one the
     // calibration reads), each step ending in a synchronize as the benchmark's.
-    if (tiny::cuda::get_device_properties(0).name.find(m.display_name) == std::string::npos &&
-        model::selected_model().name != m.name) {
+    if (tiny::cuda::get_device_properties(0).modelled_gpu != m.display_name) {
       return {std::nullopt, "the emulated GPU models another GPU here (TINY_EMULATED_GPU_MODEL)"};
     }
     std::function<void()> step;

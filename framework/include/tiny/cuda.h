@@ -38,6 +38,7 @@ struct DeviceProperties {
   int major = 0;                  ///< compute capability, major
   int minor = 0;                  ///< compute capability, minor
   bool is_emulated = false;       ///< true for the emulated GPU
+  std::string modelled_gpu;       ///< the emulator: the GPU its clock models ("H100 SXM"); "" on a real GPU
 };
 /// @brief Properties of device `index` (-1: the current device).
 DeviceProperties get_device_properties(int index = -1);

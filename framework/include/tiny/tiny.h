@@ -19,6 +19,7 @@
 #include "tiny/ops.h"
 #include "tiny/optim/optim.h"
 #include "tiny/parallel.h"
+#include "tiny/profiler.h"
 #include "tiny/progress.h"
 #include "tiny/scalar.h"
 #include "tiny/serialize.h"

@@ -35,7 +35,7 @@ std::string get_device_name(int index) {
 DeviceProperties get_device_properties(int index) {
   const int i = resolve(index);
   const gpu::DeviceProperties p = gpu::device_runtime()->properties(i);
-  return DeviceProperties{p.name, p.total_memory, p.multiprocessor_count, p.major, p.minor, p.emulated};
+  return DeviceProperties{p.name, p.total_memory, p.multiprocessor_count, p.major, p.minor, p.emulated, p.modelled_gpu};
 }
 
 int current_device() { return gpu::current_device(); }

@@ -43,6 +43,7 @@ struct DeviceProperties {
   int multiprocessor_count = 0;     // the emulator: its share of host cores
   int major = 0, minor = 0;         // compute capability
   bool emulated = false;
+  std::string modelled_gpu;         // the emulator: the real GPU its clock models (docs/performance_model.md)
 };
 
 // Counters that make performance habits checkable without clocks (DESIGN.md

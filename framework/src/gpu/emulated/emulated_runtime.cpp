@@ -37,6 +37,8 @@
 #include "core/fault_injection.h"
 #include "gpu/emulated/device_memory.h"
 #include "gpu/model/timeline.h"
+#include "gpu/model/trace.h"
+#include "core/op_scope.h"
 #include "runtime/cpu_allocator.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
@@ -221,6 +223,39 @@ bool parse_event_clock() {
   return true;
 }
 
+// Tells the profiler (when one records) about work just scheduled.
+void trace_work(model::TraceEvent::Kind kind, const char* name, Stream stream, model::Span span,
+                int64_t host_start, int64_t bytes, double flops, bool pinned) {
+  if (!model::tracing()) return;
+  model::TraceEvent e;
+  e.kind = kind;
+  e.name = name;
+  e.op = tiny::detail::current_op_name != nullptr ? tiny::detail::current_op_name : "";
+  e.device = stream.device;
+  e.stream = stream.id;
+  e.start_ns = span.start;
+  e.end_ns = span.end;
+  e.host_start_ns = host_start;
+  e.host_end_ns = model::host_now();
+  e.bytes = bytes;
+  e.flops = flops;
+  e.pinned = pinned;
+  model::trace(e);
+}
+
+// A synchronizing call: the host's wait, from the call to its return.
+void trace_sync(const char* name, int device, int64_t stream, int64_t host_start) {
+  if (!model::tracing()) return;
+  model::TraceEvent e;
+  e.kind = model::TraceEvent::Kind::synchronize;
+  e.name = name;
+  e.device = device;
+  e.stream = stream;
+  e.start_ns = e.host_start_ns = host_start;
+  e.end_ns = e.host_end_ns = model::host_now();
+  model::trace(e);
+}
+
 const char* copy_kind_name(CopyKind kind) {
   switch (kind) {
     case CopyKind::HostToDevice: return "HostToDevice";
@@ -314,6 +349,7 @@ DeviceProperties EmulatedRuntime::properties(int index) const {
   p.major = 8;  // an A100's compute capability: what the lessons' CUDA build targets
   p.minor = 0;
   p.emulated = true;
+  p.modelled_gpu = model::selected_model().display_name;
   return p;
 }
 
@@ -462,7 +498,9 @@ void EmulatedRuntime::stream_synchronize(Stream stream) {
     std::unique_lock<std::mutex> lock(mutex_);
     const std::shared_ptr<StreamState> s = stream_state(stream, "stream_synchronize");
     wait_stream_locked(lock, s);
+    const int64_t host_start = model::host_now();
     devices_[stream.device]->timeline->synchronize(stream.id);
+    trace_sync("cudaStreamSynchronize", stream.device, stream.id, host_start);
   }
   devices_[stream.device]->count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(stream.device);
@@ -475,7 +513,9 @@ void EmulatedRuntime::device_synchronize(int index) {
     std::vector<std::shared_ptr<StreamState>> streams;
     for (auto& [id, s] : d.streams) streams.push_back(s);
     for (auto& s : streams) wait_stream_locked(lock, s);
+    const int64_t host_start = model::host_now();
     d.timeline->synchronize_device();
+    trace_sync("cudaDeviceSynchronize", index, -1, host_start);
   }
   d.count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(index);
@@ -619,8 +659,10 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_state(stream, op);  // count and time only launches that are queued
+    const int64_t host_start = model::host_now();
     const model::Span span = d.timeline->launch(stream.id, cost);
     busy = span.end - span.start;
+    trace_work(model::TraceEvent::Kind::kernel, op, stream, span, host_start, cost.bytes, cost.flops, false);
   }
   d.count([busy](Counters& c) {
     ++c.kernel_launches;
@@ -634,8 +676,14 @@ void EmulatedRuntime::schedule_copy(Stream stream, CopyKind kind, bool pinned, s
   int64_t busy = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t host_start = model::host_now();
     const model::Span span = d.timeline->copy(stream.id, kind, pinned, static_cast<int64_t>(nbytes), peer);
     busy = span.end - span.start;
+    using Kind = model::TraceEvent::Kind;
+    trace_work(kind == CopyKind::HostToDevice   ? Kind::memcpy_to_device
+               : kind == CopyKind::DeviceToHost ? Kind::memcpy_to_host
+                                                : Kind::memcpy_device,
+               copy_kind_name(kind), stream, span, host_start, static_cast<int64_t>(nbytes), 0, pinned);
   }
   d.count([busy](Counters& c) { c.modelled_copy_ns += static_cast<uint64_t>(busy); });
 }
@@ -732,7 +780,9 @@ void EmulatedRuntime::memset_async(void* dst, int value, size_t nbytes, Stream s
     model::KernelCost cost;
     cost.work = model::Work::memset;
     cost.bytes = static_cast<int64_t>(nbytes);
-    devices_[stream.device]->timeline->launch(stream.id, cost);
+    const int64_t host_start = model::host_now();
+    const model::Span span = devices_[stream.device]->timeline->launch(stream.id, cost);
+    trace_work(model::TraceEvent::Kind::memset, "memset", stream, span, host_start, cost.bytes, 0, false);
   }
   enqueue(stream, std::move(item), "memset_async");
 }
@@ -799,8 +849,10 @@ void EmulatedRuntime::event_synchronize(Event event) {
       const uint64_t target = e->recorded;
       done_cv_.wait(lock, [&] { return e->completed >= target; });
     }
+    const int64_t host_start = model::host_now();
     model::host_wait_until(e->modelled_ns);
     model::host_advance(devices_[index]->timeline->model().sync_ns);
+    trace_sync("cudaEventSynchronize", index, -1, host_start);
   }
   devices_[index]->count([](Counters& c) { ++c.synchronizations; });
   raise_pending_error(index);
