@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
                   loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
                   1000.0 * seconds / std::max<int64_t>(steps, 1));
       if (emulated) {
-        std::printf("         modelled on an %s: %.2f s (%.3f ms/step, an estimate: docs/performance_model.md)\n",
+        std::printf("         modelled %s: %.2f s (%.3f ms/step, an estimate: docs/performance_model.md)\n",
                     tiny::cuda::get_device_properties(device.index()).modelled_gpu.c_str(), modelled,
                     1000.0 * modelled / std::max<int64_t>(steps, 1));
       }
