@@ -8,9 +8,9 @@
 //                             without TF32, as PyTorch's default; float16 and
 //                             bfloat16 on the tensor cores), synchronized after
 //                             each; counter TFLOP/s = 2 n^3 / time
-//   CopyToGpu/<kind>/<MiB>    a host tensor to cuda:0 and a synchronize, from
+//   CopyToGpu/<kind>/<KiB>    a host tensor to cuda:0 and a synchronize, from
 //                             pageable or pinned memory; counter GB/s
-//   CopyToCpu/<kind>/<MiB>    back, into pageable memory (.cpu()) or into a
+//   CopyToCpu/<kind>/<KiB>    back, into pageable memory (.cpu()) or into a
 //                             pinned tensor (copy_ with non_blocking) and a synchronize
 #include <benchmark/benchmark.h>
 
@@ -23,6 +23,8 @@
 
 namespace {
 
+using bench::copy_to_cpu;
+using bench::copy_to_gpu;
 using bench::real_gpu;
 using tiny::Tensor;
 
@@ -41,39 +43,6 @@ void matmul(benchmark::State& state, tiny::Dtype dtype) {
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-Tensor host_tensor(int64_t mib, bool pinned) {
-  const Tensor t = tiny::rand({mib << 18});  // float32: 2^18 per MiB
-  return pinned ? t.pin_memory() : t;
-}
-
-void copy_to_gpu(benchmark::State& state, bool pinned) {
-  if (!real_gpu(state)) return;
-  const Tensor src = host_tensor(state.range(0), pinned);
-  const tiny::Device gpu(kGpu);
-  benchmark::DoNotOptimize(src.to(gpu));
-  tiny::cuda::synchronize(0);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(src.to(gpu, /*non_blocking=*/pinned));
-    tiny::cuda::synchronize(0);
-  }
-  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
-}
-
-void copy_to_cpu(benchmark::State& state, bool pinned) {
-  if (!real_gpu(state)) return;
-  const Tensor src = host_tensor(state.range(0), false).to(tiny::Device(kGpu));
-  const Tensor dst = pinned ? host_tensor(state.range(0), true) : Tensor();
-  for (auto _ : state) {
-    if (pinned) {
-      dst.copy_(src, /*non_blocking=*/true);
-      tiny::cuda::synchronize(0);
-    } else {
-      benchmark::DoNotOptimize(src.cpu());
-    }
-  }
-  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
-}
-
 template <typename Fn, typename Arg>
 void add(const char* name, Fn fn, Arg arg, std::initializer_list<int64_t> sizes) {
   auto* b = benchmark::RegisterBenchmark(name, fn, arg)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -84,10 +53,10 @@ const bool registered = [] {
   add("Matmul/float32", matmul, tiny::kFloat32, {1024, 4096});
   add("Matmul/float16", matmul, tiny::kFloat16, {1024, 4096});
   add("Matmul/bfloat16", matmul, tiny::kBFloat16, {1024, 4096});
-  add("CopyToGpu/pageable", copy_to_gpu, false, {256});
-  add("CopyToGpu/pinned", copy_to_gpu, true, {256});
-  add("CopyToCpu/pageable", copy_to_cpu, false, {256});
-  add("CopyToCpu/pinned", copy_to_cpu, true, {256});
+  add("CopyToGpu/pageable", copy_to_gpu, false, {256 << 10});
+  add("CopyToGpu/pinned", copy_to_gpu, true, {256 << 10});
+  add("CopyToCpu/pageable", copy_to_cpu, false, {256 << 10});
+  add("CopyToCpu/pinned", copy_to_cpu, true, {256 << 10});
   return true;
 }();
 

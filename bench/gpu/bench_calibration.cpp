@@ -42,6 +42,9 @@
 
 namespace {
 
+using bench::copy_to_cpu;
+using bench::copy_to_gpu;
+using bench::host_tensor;
 using bench::real_gpu;
 using tiny::Tensor;
 
@@ -125,38 +128,6 @@ void matmul_sync(benchmark::State& state, tiny::Dtype dtype) {
     benchmark::DoNotOptimize(tiny::matmul(a, b));
     tiny::cuda::synchronize(0);
   }
-}
-
-Tensor host_tensor(int64_t kib, bool pinned) {
-  const Tensor t = tiny::rand({kib << 8});  // float32: 256 per KiB
-  return pinned ? t.pin_memory() : t;
-}
-
-void copy_to_gpu(benchmark::State& state, bool pinned) {
-  if (!real_gpu(state)) return;
-  const Tensor src = host_tensor(state.range(0), pinned);
-  benchmark::DoNotOptimize(src.to(gpu()));
-  tiny::cuda::synchronize(0);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(src.to(gpu(), /*non_blocking=*/pinned));
-    tiny::cuda::synchronize(0);
-  }
-  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
-}
-
-void copy_to_cpu(benchmark::State& state, bool pinned) {
-  if (!real_gpu(state)) return;
-  const Tensor src = host_tensor(state.range(0), false).to(gpu());
-  const Tensor dst = pinned ? host_tensor(state.range(0), true) : Tensor();
-  for (auto _ : state) {
-    if (pinned) {
-      dst.copy_(src, /*non_blocking=*/true);
-      tiny::cuda::synchronize(0);
-    } else {
-      benchmark::DoNotOptimize(src.cpu());
-    }
-  }
-  state.SetBytesProcessed(state.iterations() * src.numel() * 4);
 }
 
 void pageable_after_kernel(benchmark::State& state) {
