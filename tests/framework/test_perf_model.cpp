@@ -302,7 +302,7 @@ TEST(PerfModel, ASmallModelIsLaunchBoundAndHidesTheLatency) {
 TEST(PerfModel, ModelledTimeIsTheSameInEveryModeAndThreadCount) {
   using Mode = tiny::gpu::EmulatedRuntime::Mode;
   const bench::TrainingCase& c = bench::training_cases()[0];  // A: dropout, Adam, three layers
-  std::vector<double> times;
+  std::vector<int64_t> times;  // integer nanoseconds, as the model keeps them
   for (Mode mode : {Mode::threaded, Mode::blocking, Mode::deferred}) {
     for (int threads : {1, 2, 3}) {
       tiny_test::ModeGuard guard(mode);
@@ -310,17 +310,17 @@ TEST(PerfModel, ModelledTimeIsTheSameInEveryModeAndThreadCount) {
       bench::TinyTrainer t(c, tiny::Device("cuda:0"));
       t.step();
       tiny::cuda::synchronize(0);
-      const double start = tiny::cuda::host_time();
+      const int64_t start = host_now();
       for (int i = 0; i < 2; ++i) {
         t.step();
         tiny::cuda::synchronize(0);
       }
-      times.push_back(tiny::cuda::host_time() - start);
+      times.push_back(host_now() - start);
     }
   }
   tiny::set_num_threads(2);
-  for (double t : times) EXPECT_EQ(t, times.front());
-  EXPECT_GT(times.front(), 0.0);
+  for (int64_t t : times) EXPECT_EQ(t, times.front());
+  EXPECT_GT(times.front(), 0);
 }
 
 // ---------------------------------------------------------------- calibration

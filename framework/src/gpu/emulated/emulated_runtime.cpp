@@ -368,9 +368,11 @@ void EmulatedRuntime::raw_free(int index, void* ptr) {
   if (ptr == nullptr) return;
   TINY_CHECK(d.memory->free(ptr, /*give_back_pages=*/!in_forked_child()), Error, "raw_free: ", ptr,
              " is not memory that raw_malloc of cuda:", index, " handed out (or it was freed already)");
-  {
+  if (!in_forked_child()) {
+    // cudaFree waits for the device. Not in a forked child, which frees what
+    // it inherited: a worker of the parent may have held mutex_ at the fork.
     std::lock_guard<std::mutex> lock(mutex_);
-    d.timeline->synchronize_device();  // cudaFree waits for the device
+    d.timeline->synchronize_device();
   }
   d.count([](Counters& c) { ++c.raw_frees; });
 }
@@ -548,10 +550,14 @@ void EmulatedRuntime::release_all_locked() {
 
 // ---------------------------------------------------------------- work
 
-void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
+void EmulatedRuntime::check_not_forked(const char* what) const {
   TINY_CHECK(!in_forked_child(), Error, "CUDA error: initialization error in ", what,
              ": the emulated GPU cannot be used in a forked child process (nor can CUDA: 'Cannot re-initialize "
              "CUDA in forked subprocess'); use threads, or start a fresh process");
+}
+
+void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
+  check_not_forked(what);
   std::unique_lock<std::mutex> lock(mutex_);
   const std::shared_ptr<StreamState> s = stream_state(stream, what);
   if (!s->worker_running) {
@@ -655,6 +661,8 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
   item.work = std::move(work);
   item.name = name != nullptr ? name : "kernel";
   const char* op = item.name;
+  // Before any lock: a worker of the parent may have held one at the fork.
+  check_not_forked(op);
   int64_t busy = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -673,6 +681,7 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
 
 void EmulatedRuntime::schedule_copy(Stream stream, CopyKind kind, bool pinned, size_t nbytes, bool peer) {
   DeviceState& d = device(stream.device, "memcpy_async");
+  check_not_forked("memcpy_async");  // before any lock (see launch)
   int64_t busy = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -775,6 +784,7 @@ void EmulatedRuntime::memset_async(void* dst, int value, size_t nbytes, Stream s
   WorkItem item;
   item.name = "memset_async";
   item.work = [to, value, nbytes] { std::memset(to, value, nbytes); };
+  check_not_forked("memset_async");  // before any lock (see launch)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     model::KernelCost cost;
@@ -950,7 +960,7 @@ Counters EmulatedRuntime::counters(int index) const {
 
 void EmulatedRuntime::reset_counters(int index) {
   DeviceState& d = device(index, "reset_counters");
-  {
+  if (!in_forked_child()) {  // (see raw_free)
     std::lock_guard<std::mutex> lock(mutex_);
     d.window_start_ns = model::host_now();
   }

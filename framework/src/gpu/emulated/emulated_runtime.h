@@ -182,6 +182,8 @@ class EmulatedRuntime : public Runtime {
   // Puts an item on a stream (starting its worker if needed) and, in blocking
   // mode, waits for it and raises the device's error.
   void enqueue(Stream stream, emulated::WorkItem item, const char* what);
+  // Throws CUDA's "initialization error" in a child made by fork(), before any lock is taken.
+  void check_not_forked(const char* what) const;
   // Times a copy in modelled time (and, for pageable memory, holds the host).
   void schedule_copy(Stream stream, CopyKind kind, bool pinned, size_t nbytes, bool peer);
   void worker_loop(std::shared_ptr<emulated::StreamState> stream);
