@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>

@@ -117,8 +117,6 @@ class DeviceTimeline {
   int64_t last_end() const { return last_end_; }
   // Busy time of the compute engine in [from, to): nvidia-smi's GPU-Util over that window.
   double utilization(int64_t from, int64_t to) const;
-  const Engine& compute() const { return compute_; }
-  const Engine& copy_engine(CopyKind kind) const { return kind == CopyKind::DeviceToHost ? to_host_ : to_device_; }
 
  private:
   Span schedule(Engine& engine, int64_t stream, int64_t duration);
