@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
       std::printf("  cuda:%d %llu", d, static_cast<unsigned long long>(c.bytes_host_to_device_pageable +
                                                                           c.bytes_host_to_device_pinned));
     }
-    std::printf("\nand bytes copied between GPUs (the replicas and the gradients, every step):");
+    std::printf("\nand bytes each GPU sent to other GPUs in that epoch (%lld steps of replicas, outputs and "
+                "gradients):", static_cast<long long>(loader_dp.size()));
     for (int d : ids) {
       std::printf("  from cuda:%d %llu", d,
                   static_cast<unsigned long long>(tiny::cuda::device_counters(d).bytes_device_to_device));
