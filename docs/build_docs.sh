@@ -7,8 +7,8 @@
 # DIR/warnings.log). Diagrams are drawn when graphviz's `dot` is installed.
 # --strict (the test docs.doxygen): exit 1 when Doxygen warns about a public
 # header (framework/include, grader/harness) or a page of docs/, since every
-# public declaration is documented and every \snippet must resolve; warnings
-# about other pages are listed but do not fail.
+# public declaration is documented and every link and command in the pages must
+# resolve; warnings about other pages are listed but do not fail.
 # Exit status: 0 built, 1 failed, 77 Doxygen is not installed (CTest: skipped).
 set -euo pipefail
 

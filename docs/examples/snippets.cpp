@@ -1,9 +1,11 @@
 // The code shown in the documentation, compiled and run so that it cannot rot.
-// Doxygen pages include the regions between `//! [name]` markers with
-// `\snippet examples/snippets.cpp name`. The regions start at column 0: Doxygen
-// 1.9.4 (Debian 12) shows a snippet's indentation as it is. README.md cannot
-// include a file, so the test docs.readme_first_look checks that its "A first
-// look" code block is exactly first_look_head followed by first_look.
+// The pages show the regions between `//! [name]` markers as plain ```cpp
+// blocks, copied by hand so that they read well on GitHub (Doxygen's \snippet
+// would show there as a raw command); the regions start at column 0, as the
+// copies do. The tests keep the copies exact: docs.page_snippets checks that
+// each ```cpp block of a docs/ page that names this file (getting_started.md)
+// is a region, or regions separated by a blank line, and docs.readme_first_look
+// that README.md's "A first look" block is first_look_head, then first_look.
 //
 // `docs_snippets` runs every region and exits with status 1 when a result is
 // not what the pages say it is (the test docs.snippets).
