@@ -386,6 +386,24 @@ enum ChildFlags : unsigned {
   kReadOnly = 16,
 };
 
+// What the child reports through the `started` pipe when it cannot start the
+// program (a successful exec closes the pipe instead).
+enum class StartStage : int { chdir, setuid, exec };
+struct StartFailure {
+  StartStage stage;
+  int error;  // errno
+};
+
+std::string start_failure_text(const StartFailure& f, const std::string& program) {
+  const std::string why = std::strerror(f.error);
+  switch (f.stage) {
+    case StartStage::chdir: return "its working folder cannot be entered: " + why;
+    case StartStage::setuid: return "its sandbox's uid could not be taken: " + why;
+    case StartStage::exec: break;
+  }
+  return "execve failed: " + why + ": " + program;
+}
+
 // Brings up the loopback of a fresh network namespace (async-signal-safe): the
 // program may talk to itself (tinyrun's rendezvous on 127.0.0.1), to nothing else.
 bool loopback_up() {
@@ -444,7 +462,9 @@ std::string Isolation::describe() const {
 
 std::string ProcessResult::describe() const {
   std::ostringstream s;
-  if (timed_out) {
+  if (start_failed) {
+    s << "could not be started (" << start_error << ")";
+  } else if (timed_out) {
     s << "did not finish within the time limit and was stopped (an endless loop, or waiting on something that never comes)";
   } else if (process_limit_hit) {
     s << "tried to run more than " << process_limit
@@ -573,12 +593,16 @@ ProcessResult run_process(const ProcessOptions& options) {
   if (redirect && log_fd < 0) log_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   int report[2] = {-1, -1};
   if (options.sandbox && pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
+  // Closed by a successful exec; before that, the child writes why it could
+  // not start: the program never ran, which is never the program's fault.
+  int started[2] = {-1, -1};
+  if (pipe2(started, O_CLOEXEC) != 0) started[0] = started[1] = -1;
 
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    for (int fd : {exe_fd, log_fd, report[0], report[1]}) {
+    for (int fd : {exe_fd, log_fd, report[0], report[1], started[0], started[1]}) {
       if (fd >= 0) close(fd);
     }
     for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
@@ -647,18 +671,22 @@ ProcessResult run_process(const ProcessOptions& options) {
         }
       }
     }
+    auto cannot_start = [&](StartStage stage, int code, const char* msg, size_t size) {
+      const StartFailure failure{stage, errno};
+      if (started[1] >= 0) (void)!write(started[1], &failure, sizeof failure);
+      (void)!write(2, msg, size);
+      _exit(code);
+    };
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
       const char msg[] = "could not start the program (its working folder cannot be entered)\n";
-      (void)!write(2, msg, sizeof msg - 1);
-      _exit(126);
+      cannot_start(StartStage::chdir, 126, msg, sizeof msg - 1);
     }
     if (own_user) {
       // Raw system calls: this child has one thread, and glibc's wrappers would try to reach the parent's others.
       if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setgid, uid) != 0 || syscall(SYS_setuid, uid) != 0 ||
           getuid() != uid || geteuid() != uid) {
         const char msg[] = "could not start the program in its sandbox (setuid failed)\n";
-        (void)!write(2, msg, sizeof msg - 1);
-        _exit(126);
+        cannot_start(StartStage::setuid, 126, msg, sizeof msg - 1);
       }
       flags |= kOwnUser;
     }
@@ -676,13 +704,13 @@ ProcessResult run_process(const ProcessOptions& options) {
       execve(argv[0], argv.data(), envp.data());
     }
     const char msg[] = "could not start the program (execve failed)\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(127);
+    cannot_start(StartStage::exec, 127, msg, sizeof msg - 1);
   }
   if (redirect) setpgid(pid, pid);
   const pid_t target = redirect ? -pid : pid;
   if (exe_fd >= 0) close(exe_fd);
   if (report[1] >= 0) close(report[1]);
+  if (started[1] >= 0) close(started[1]);
   if (report[0] >= 0) {
     unsigned flags = 0;
     ssize_t n;
@@ -696,6 +724,19 @@ ProcessResult run_process(const ProcessOptions& options) {
       result.isolation.no_network = (flags & kNoNetwork) != 0;
       result.isolation.paths_hidden = (flags & kHidden) != 0;
       result.isolation.read_only = (flags & kReadOnly) != 0;
+    }
+  }
+
+  if (started[0] >= 0) {
+    StartFailure failure{};
+    ssize_t n;
+    do {
+      n = read(started[0], &failure, sizeof failure);
+    } while (n < 0 && errno == EINTR);
+    close(started[0]);
+    if (n == static_cast<ssize_t>(sizeof failure)) {
+      result.start_failed = true;
+      result.start_error = start_failure_text(failure, options.argv[0]);
     }
   }
 

@@ -88,12 +88,18 @@ struct ProcessResult {
   double seconds = 0;                  ///< wall time
   double cpu_seconds = 0;              ///< user + system CPU time of the program itself
   std::string log_tail;                ///< the last lines of its output
+  /// @brief The program never ran: its file could not be executed (missing,
+  /// being written, not a program), or its folder or uid could not be set up.
+  /// That is the caller's fault, never the program's; `start_error` says why.
+  bool start_failed = false;
+  std::string start_error;             ///< with start_failed: e.g. "execve failed: No such file or directory"
 
   /// @brief True for exit code 0 within every limit.
   bool ok() const {
-    return !timed_out && signal == 0 && exit_code == 0 && !output_limit_hit && !process_limit_hit && !cpu_limit_hit;
+    return !start_failed && !timed_out && signal == 0 && exit_code == 0 && !output_limit_hit && !process_limit_hit &&
+           !cpu_limit_hit;
   }
-  /// @brief "exited with code 3", "crashed: SIGSEGV (segmentation fault: ...)", "wrote more than 64 MiB of output ...".
+  /// @brief "exited with code 3", "could not be started (execve failed: ...)", "crashed: SIGSEGV (segmentation fault: ...)", "wrote more than 64 MiB of output ...".
   std::string describe() const;
 };
 

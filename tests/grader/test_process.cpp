@@ -81,6 +81,25 @@ TEST(Process, MissingProgramSaysSo) {
   EXPECT_NE(r.log_tail.find("could not start the program"), std::string::npos);
 }
 
+// A program that never ran is not to be blamed for it: start_failed tells
+// that apart from a program that exits with 127 itself.
+TEST(Process, AProgramThatCannotStartIsToldApartFromOneThatExitsWith127) {
+  ProcessOptions o;
+  o.argv = {"/nonexistent/program"};
+  o.log = temp_log("cannot-start");
+  const ProcessResult missing = run_process(o);
+  EXPECT_TRUE(missing.start_failed);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(missing.start_error, "execve failed: No such file or directory: /nonexistent/program");
+  EXPECT_EQ(missing.describe(), "could not be started (execve failed: No such file or directory: /nonexistent/program)");
+  o.sandbox = true;  // the sandbox starts the program by descriptor when it can
+  EXPECT_TRUE(run_process(o).start_failed);
+  const ProcessResult exits = sh("exit 127");
+  EXPECT_FALSE(exits.start_failed);
+  EXPECT_EQ(exits.describe(), "exited with code 127");
+  fs::remove(o.log);
+}
+
 TEST(Process, MemoryLimitStopsAHungryProgram) {
   // 64 MiB limit; the program keeps 512 MiB (python-free: a shell that grows a string).
   const ProcessResult r = sh("x=$(head -c 536870912 /dev/zero | tr '\\0' a); echo ${#x}", 60, size_t{64} << 20);
