@@ -22,8 +22,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,15 +96,30 @@ struct Run {
   nlohmann::json counters(int device = 0) const;
 };
 
-/// @brief Student-versus-reference timing: alternating runs, median ratio and spread.
+/// @brief Thrown by every run of a Context whose runner could not be started at
+/// all (missing, or being rebuilt by another check): nothing of the student's
+/// ran, so the check is an ERROR, the workbook's fault, never a failure of theirs
+/// (checker_main turns it into Outcome::error with this message).
+struct RunnerNotStarted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief Student-versus-reference timing: alternating runs, the ratio of the medians and the spread.
 struct Timing {
   std::vector<double> student_ms;    ///< per round: median of the repeats
   std::vector<double> reference_ms;  ///< per round
-  double ratio = 0;                  ///< median of student/reference per round
-  double ratio_low = 0;              ///< smallest round ratio
-  double ratio_high = 0;             ///< largest round ratio
-  std::string failure;               ///< set when a run failed instead of being timed
-  bool failure_is_students = false;  ///< the failing run was the student's
+  /// @brief The median of student_ms over the median of reference_ms: the very
+  /// figures a report shows beside it, so "yours 1.38 ms, reference 1.12 ms" reads 1.23x.
+  double ratio = 0;
+  double ratio_low = 0;              ///< smallest round's student/reference
+  double ratio_high = 0;             ///< largest round's student/reference
+  /// @brief Set when a run did not return normally, so nothing was timed: what
+  /// to report instead (a stub stays TODO, a crash of the student's code is a
+  /// FAIL, a broken reference is an ERROR).
+  std::optional<Outcome> stopped;
+
+  /// @brief The timing of these rounds (one figure per round each, the same length): medians, ratio, spread.
+  static Timing of_rounds(std::vector<double> student_ms, std::vector<double> reference_ms);
 };
 
 /// @brief What a check function is given.
@@ -188,10 +205,26 @@ struct LessonInfo {
   LessonInfo(int number, const char* folder);
 };
 
+/// @brief The GPU counters a lesson is about (set by WORKBOOK_LESSON_COUNTERS).
+struct LessonCounters {
+  /// @brief Records the counters' names, in the order the scoreboard shows them.
+  LessonCounters(std::initializer_list<const char*> names);
+};
+
 }  // namespace workbook
 
 /// @brief Names the lesson these checks belong to (once per checks.cpp).
 #define WORKBOOK_LESSON(number, folder) static const ::workbook::LessonInfo workbook_lesson_info(number, folder)
+
+/// @brief The GPU counters the scoreboard shows for this lesson, yours beside the
+/// reference's, summed over its checks: names of the runner's `_counters`
+/// ("synchronizations", "kernel_launches", "bytes_host_to_device_pinned", ...,
+/// "max_memory_allocated", the largest of any check), or "bytes_host_to_device"
+/// and "bytes_device_to_host" (pageable and pinned together). A lesson without
+/// this line shows none: its counters are not what it teaches, or are not
+/// collected (lesson 6's ranks are processes of their own).
+#define WORKBOOK_LESSON_COUNTERS(...) \
+  static const ::workbook::LessonCounters workbook_lesson_counters({__VA_ARGS__})
 
 /// @brief What WORKBOOK_CHECK and WORKBOOK_TIMED_CHECK expand to: declares, registers and opens the check's body.
 #define WORKBOOK_CHECK_IMPL(name, summary, timed)                                                    \

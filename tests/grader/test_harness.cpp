@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "harness/bundle.h"
 #include "harness/checker.h"
@@ -139,16 +140,7 @@ TEST(Compare, BundleTensorsAreComparedWithTheirDevice) {
 }
 
 workbook::Timing rounds(std::vector<double> student, std::vector<double> reference) {
-  workbook::Timing t;
-  t.student_ms = student;
-  t.reference_ms = reference;
-  std::vector<double> r;
-  for (size_t i = 0; i < student.size(); ++i) r.push_back(student[i] / reference[i]);
-  std::sort(r.begin(), r.end());
-  t.ratio = r[r.size() / 2];
-  t.ratio_low = r.front();
-  t.ratio_high = r.back();
-  return t;
+  return workbook::Timing::of_rounds(std::move(student), std::move(reference));
 }
 
 TEST(Timing, FailsOnlyWhenClearlySlower) {
@@ -161,6 +153,91 @@ TEST(Timing, FailsOnlyWhenClearlySlower) {
   const workbook::Outcome noisy = Context::judge(rounds({40, 12, 41}, {10, 10, 10}));
   EXPECT_EQ(noisy.verdict, Verdict::pass);
   EXPECT_NE(noisy.note.find("inconclusive"), std::string::npos);
+}
+
+// The issue's figures: "yours 1.38 ms, reference 1.12 ms" read 1.67x (the
+// median of the rounds' ratios); the ratio must be the one of the times shown.
+TEST(Timing, RatioIsTheRatioOfTheMediansItShows) {
+  // Rounds' ratios 1.23, 1.67, 1.67: their median is 1.67, the medians' ratio 1.23.
+  const workbook::Timing t = rounds({1.38, 1.2, 2.5}, {1.12, 0.72, 1.5});
+  EXPECT_DOUBLE_EQ(t.ratio, 1.38 / 1.12);
+  EXPECT_DOUBLE_EQ(t.ratio_low, 1.38 / 1.12);
+  EXPECT_DOUBLE_EQ(t.ratio_high, 1.2 / 0.72);
+  const workbook::Outcome o = workbook::Context::judge(t);
+  EXPECT_EQ(o.verdict, workbook::Verdict::pass);
+  EXPECT_NE(o.note.find("yours 1.38 ms, reference 1.12 ms: 1.23x"), std::string::npos) << o.note;
+}
+
+// This test program doubles as a fake runner (an ELF file, which the sandbox
+// starts by descriptor; a script could not be): started with
+// WORKBOOK_TEST_RUNNER_VALUES, it writes those values as its results, the
+// runner's protocol (RUNNER EXERCISE in out), and exits before any test runs.
+const bool kStartedAsFakeRunner = [] {
+  const char* values = std::getenv("WORKBOOK_TEST_RUNNER_VALUES");
+  if (values == nullptr) return false;
+  {
+    std::error_code ec;
+    fs::create_directories("out", ec);
+    std::ofstream("out/values.json") << values;
+  }
+  std::_Exit(0);
+}();
+
+workbook::RunOptions runner_writes(const std::string& values) {
+  workbook::RunOptions o;
+  o.env["WORKBOOK_TEST_RUNNER_VALUES"] = values;
+  return o;
+}
+
+workbook::Context context_in(const fs::path& dir) {
+  fs::create_directories(dir / "work");
+  fs::permissions(dir / "work", fs::perms::owner_all);
+  workbook::Context ctx;
+  ctx.work_dir = dir / "work";
+  ctx.student_runner = ctx.reference_runner = fs::read_symlink("/proc/self/exe");
+  return ctx;
+}
+
+// An untouched lesson reads "not started": its stub is TODO in a timed check
+// too, not a FAIL "not done yet" (which made lesson 4 "in progress" on a fresh clone).
+TEST(Timing, AStubIsTodoNotAFailure) {
+  const fs::path dir = fresh_dir("timed-stub");
+  workbook::Context ctx = context_in(dir);
+  const workbook::RunOptions stub =
+      runner_writes(R"({"_status": "todo", "_message": "not done yet: lesson 4: write train_one_epoch"})");
+  const workbook::Outcome o = workbook::Context::judge(ctx.time("train_one_epoch", Bundle{}, stub));
+  EXPECT_EQ(o.verdict, workbook::Verdict::todo) << o.message;
+  EXPECT_EQ(o.message, "not done yet: lesson 4: write train_one_epoch");
+  fs::remove_all(dir);
+}
+
+// A runner that cannot be started (being rebuilt by another check, or gone)
+// ran none of the student's code: whatever the check does with the run, it
+// becomes an ERROR, the workbook's fault (checker_main catches this), never a FAIL.
+TEST(Context, ARunnerThatCannotStartIsTheWorkbooksFault) {
+  const fs::path dir = fresh_dir("missing-runner");
+  workbook::Context ctx = context_in(dir);
+  ctx.student_runner = dir / "runner";  // not there
+  const workbook::RunOptions ok = runner_writes(R"({"_status": "ok", "_times_ms": [1.0]})");
+  auto message_of = [](const std::function<void()>& run) -> std::string {
+    try {
+      run();
+    } catch (const workbook::RunnerNotStarted& e) {
+      return e.what();
+    }
+    return "(nothing thrown)";
+  };
+  const std::string student = message_of([&] { ctx.student("count_devices", Bundle{}, ok); });
+  EXPECT_EQ(student, "the grader could not start the lesson's program (execve failed: No such file or directory: " +
+                         (dir / "runner").string() + "): this is the workbook's fault, not your code's; run the check again");
+  EXPECT_NE(message_of([&] { ctx.time("count_devices", Bundle{}, ok); }).find("the workbook's fault"), std::string::npos);
+  ctx.student_runner = ctx.reference_runner;
+  ctx.reference_runner = dir / "reference";  // not there either
+  workbook::Run mine, ref;
+  EXPECT_NE(message_of([&] { ctx.both("count_devices", Bundle{}, mine, ref, ok); })
+                .find("could not start the lesson's reference program"),
+            std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

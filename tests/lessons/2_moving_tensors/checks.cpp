@@ -16,6 +16,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(2, "2_moving_tensors");
+// What lesson 2 is about: the copies to the GPU, and the waits that make a timing true.
+WORKBOOK_LESSON_COUNTERS("bytes_host_to_device", "synchronizations");
 
 namespace {
 

@@ -14,6 +14,8 @@ using workbook::Outcome;
 using workbook::Run;
 
 WORKBOOK_LESSON(5, "5_data_parallel");
+// What lesson 5 is about: the batch and the replicas copied from GPU to GPU.
+WORKBOOK_LESSON_COUNTERS("bytes_device_to_device");
 
 namespace {
 

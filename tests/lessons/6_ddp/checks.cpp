@@ -28,6 +28,7 @@ using lesson6_checks::kFeatures;
 using lesson6_checks::kWorld;
 
 WORKBOOK_LESSON(6, "6_ddp");
+// No WORKBOOK_LESSON_COUNTERS: each rank is a process of its own, whose GPU counters the runner does not collect.
 
 namespace {
 

@@ -27,6 +27,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(7, "7_amp");
+// What lesson 7 is about besides the numbers: the memory float16 activations save.
+WORKBOOK_LESSON_COUNTERS("max_memory_allocated");
 
 namespace {
 

@@ -20,6 +20,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(8, "8_memory_pitfalls");
+// What lesson 8 is about: the peak of GPU memory.
+WORKBOOK_LESSON_COUNTERS("max_memory_allocated");
 
 namespace {
 
