@@ -1,7 +1,14 @@
 #include "build.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "harness/process.h"
 
@@ -43,10 +50,72 @@ std::string first_errors(const std::string& log, size_t max_lines = 25) {
   return out.empty() ? log : out;
 }
 
+// How the student knows their file: relative to the current folder when it lies under it
+// ("lessons/2_moving_tensors/exercise.cpp" from the repository's root).
+std::string shown_path(const fs::path& file) {
+  std::error_code ec;
+  const fs::path here = fs::current_path(ec);
+  if (ec) return file.string();
+  const fs::path relative = fs::relative(file, here, ec);
+  if (ec || relative.empty() || *relative.begin() == "..") return file.string();
+  return relative.string();
+}
+
 }  // namespace
 
+LessonLock::LessonLock(const fs::path& dir, const std::string& waiting) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fd_ = open((dir / "runner.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return;  // a folder we cannot write: nothing there to protect from a build of ours either
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  if (!waiting.empty()) {
+    std::fprintf(stderr, "%s\n", waiting.c_str());
+    std::fflush(stderr);
+  }
+  while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+LessonLock::~LessonLock() {
+  if (fd_ >= 0) close(fd_);  // closing releases the lock
+}
+
+std::string warnings_about(const std::string& messages, const std::string& source, size_t max_lines) {
+  // A message is a line that starts in the first column, with the indented lines under it (the source line, the caret).
+  std::vector<std::vector<std::string>> blocks;
+  std::istringstream in(messages);
+  for (std::string line; std::getline(in, line);) {
+    if (blocks.empty() || (!line.empty() && line[0] != ' ')) blocks.emplace_back();
+    blocks.back().push_back(line);
+  }
+  const std::string prefix = source + ":";
+  std::vector<std::string> kept, scope;  // scope: "exercise.cpp: In function ...:", shown with the warning under it
+  bool any_warning = false;
+  for (const std::vector<std::string>& block : blocks) {
+    const std::string& first = block.front();
+    if (first.rfind(prefix, 0) != 0) {
+      scope.clear();  // about another file (the workbook's headers), or "In file included from"
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(first[prefix.size()]))) {
+      scope = block;  // no line number: a scope line
+      continue;
+    }
+    any_warning = any_warning || first.find("warning:") != std::string::npos;
+    kept.insert(kept.end(), scope.begin(), scope.end());
+    scope.clear();
+    kept.insert(kept.end(), block.begin(), block.end());
+  }
+  if (!any_warning) return "";
+  std::string out;
+  for (size_t i = 0; i < kept.size() && i < max_lines; ++i) out += kept[i] + "\n";
+  if (kept.size() > max_lines) out += "(" + std::to_string(kept.size() - max_lines) + " more lines not shown)\n";
+  return out;
+}
+
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
-                          const fs::path& out_dir) {
+                          const fs::path& out_dir, const std::function<void()>& before_compiling) {
   BuildResult result;
   const fs::path source = lessons_dir / lesson.folder / "exercise.cpp";
   const fs::path dir = out_dir / lesson.folder;
@@ -69,11 +138,20 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
     return result;
   }
 
+  if (before_compiling) before_compiling();
+
   // Only the exercise.cpp: a submission's own exercise.h or other files are never used.
   const fs::path copy = dir / "exercise.cpp";
   if (!fs::exists(copy) || !fs::equivalent(source, copy)) fs::copy_file(source, copy, fs::copy_options::overwrite_existing);
   const fs::path object = dir / "exercise.o", log = dir / "build.log";
-  fs::remove(result.runner, ec);
+  // The runner stays in place until the new one replaces it; a build that
+  // fails removes it, so that no check runs the code from before.
+  const fs::path linked = dir / ("runner." + std::to_string(getpid()) + ".tmp");
+  auto failed = [&]() {
+    fs::remove(result.runner, ec);
+    fs::remove(linked, ec);
+    return result;
+  };
 
   ProcessOptions compile;
   if (!recipe.launcher.empty()) compile.argv.push_back(recipe.launcher);
@@ -88,19 +166,21 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   ProcessResult p = run_process(compile);
   // The compiler saw the copy; the student knows the original.
   std::string messages = slurp(log);
+  const std::string original = shown_path(source);
   for (size_t at = messages.find(copy.string()); at != std::string::npos; at = messages.find(copy.string(), at)) {
-    messages.replace(at, copy.string().size(), source.string());
+    messages.replace(at, copy.string().size(), original);
+    at += original.size();
   }
   if (!p.ok()) {
-    result.log = p.timed_out ? "the compiler " + p.describe() : first_errors(messages);
-    return result;
+    result.log = p.timed_out || p.start_failed ? "the compiler " + p.describe() : first_errors(messages);
+    return failed();
   }
   ProcessOptions link;
   link.argv = {recipe.cxx, object.string()};
   for (const std::string& g : lesson.glue) link.argv.push_back(g);
   for (const std::string& l : recipe.link) link.argv.push_back(l);
   link.argv.push_back("-o");
-  link.argv.push_back(result.runner.string());
+  link.argv.push_back(linked.string());
   link.timeout_s = 300;
   link.log = log;
   p = run_process(link);
@@ -109,10 +189,16 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
     if (result.log.find("undefined reference") != std::string::npos) {
       result.log += "(a function of exercise.h is missing from your exercise.cpp, or its name or parameters differ)\n";
     }
-    return result;
+    return failed();
+  }
+  fs::rename(linked, result.runner, ec);  // atomic: a process that starts the runner gets the old one or the new one
+  if (ec) {
+    result.log = "could not put the new runner in place (" + result.runner.string() + "): " + ec.message() + "\n";
+    return failed();
   }
   result.ok = result.rebuilt = true;
   result.log = messages;  // warnings, if any
+  result.warnings = warnings_about(messages, original);
   return result;
 }
 
