@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <random>
 #include <sstream>
 
@@ -41,38 +43,166 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
-uint64_t sum_counter(const LessonResult& r, const char* who, const char* key) {
-  uint64_t total = 0;
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) b /= 1024, ++u;
+  std::ostringstream s;
+  s << std::setprecision(u == 0 ? 6 : 3) << b << " " << units[u];
+  return s.str();
+}
+
+// How the scoreboard shows a counter of WORKBOOK_LESSON_COUNTERS.
+struct CounterView {
+  const char* key;
+  const char* label;
+  bool bytes;  // shown as KiB, MiB
+  bool peak;   // the largest of the checks, not their sum
+};
+const CounterView kCounterViews[] = {
+    {"synchronizations", "syncs", false, false},
+    {"kernel_launches", "launches", false, false},
+    {"bytes_host_to_device", "to GPU", true, false},
+    {"bytes_host_to_device_pinned", "pinned to GPU", true, false},
+    {"bytes_host_to_device_pageable", "pageable to GPU", true, false},
+    {"bytes_device_to_host", "to CPU", true, false},
+    {"bytes_device_to_host_pinned", "pinned to CPU", true, false},
+    {"bytes_device_to_host_pageable", "pageable to CPU", true, false},
+    {"bytes_device_to_device", "GPU to GPU", true, false},
+    {"device_mallocs", "device mallocs", false, false},
+    {"max_memory_allocated", "peak memory", true, true},
+};
+
+double counter_value(const nlohmann::json& counters, const std::string& key) {
+  if (key == "bytes_host_to_device" || key == "bytes_device_to_host") {
+    return counter_value(counters, key + "_pageable") + counter_value(counters, key + "_pinned");
+  }
+  const auto it = counters.find(key);
+  return it != counters.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// One counter over every check that counted, summed over the devices: checks summed, or their peak.
+double counter_total(const LessonResult& r, const char* who, const std::string& key, bool peak) {
+  double total = 0;
   for (const CheckResult& c : r.checks) {
-    if (!c.details.contains("counters")) continue;
-    for (const auto& [device, counters] : c.details["counters"][who].items()) total += counters.value(key, uint64_t{0});
+    if (!c.details.is_object() || !c.details.contains("counters") || !c.details["counters"].contains(who)) continue;
+    double check = 0;
+    for (const auto& [device, counters] : c.details["counters"][who].items()) {
+      if (counters.is_object()) check += counter_value(counters, key);
+    }
+    total = peak ? std::max(total, check) : total + check;
   }
   return total;
 }
 
-// "launches 31 (ref 31), syncs 4 (ref 4)" over every check that counted.
+// "syncs 24 (ref 24), pinned to GPU 90.2 KiB (ref 90.2 KiB)": only the counters
+// the lesson is about, over every check that counted; "-" when none apply.
 std::string counters_text(const LessonResult& r) {
   bool any = false;
-  for (const CheckResult& c : r.checks) any = any || c.details.contains("counters");
-  if (!any) return "-";
+  for (const CheckResult& c : r.checks) any = any || (c.details.is_object() && c.details.contains("counters"));
+  if (!any || r.counters_shown.empty()) return "-";
   std::ostringstream s;
-  s << "syncs " << sum_counter(r, "yours", "synchronizations") << " (ref "
-    << sum_counter(r, "reference", "synchronizations") << "), launches " << sum_counter(r, "yours", "kernel_launches")
-    << " (ref " << sum_counter(r, "reference", "kernel_launches") << ")";
+  for (const std::string& key : r.counters_shown) {
+    CounterView view{key.c_str(), key.c_str(), key.find("bytes") != std::string::npos, key.rfind("max_", 0) == 0};
+    for (const CounterView& v : kCounterViews) {
+      if (key == v.key) view = v;
+    }
+    auto shown = [&](double v) {
+      return view.bytes ? human_bytes(v) : std::to_string(static_cast<unsigned long long>(v));
+    };
+    if (s.tellp() > 0) s << ", ";
+    s << view.label << " " << shown(counter_total(r, "yours", key, view.peak)) << " (ref "
+      << shown(counter_total(r, "reference", key, view.peak)) << ")";
+  }
   return s.str();
 }
 
+double median_of(const nlohmann::json& values) {
+  std::vector<double> v;
+  if (values.is_array()) {
+    for (const auto& x : values) {
+      if (x.is_number()) v.push_back(x.get<double>());
+    }
+  }
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// "1.23x": your median time over the reference's, the figures the check's note shows.
 std::string timing_text(const LessonResult& r) {
   for (const CheckResult& c : r.checks) {
     if (!c.timed) continue;
     if (c.note.rfind("timing inconclusive", 0) == 0) return "inconclusive";
-    if (c.details.contains("timing")) {
+    if (c.details.is_object() && c.details.contains("timing") && c.details["timing"].is_object()) {
+      const nlohmann::json& t = c.details["timing"];
+      const double yours = median_of(t.value("yours_ms", nlohmann::json::array()));
+      const double ref = median_of(t.value("reference_ms", nlohmann::json::array()));
+      const double ratio = yours > 0 && ref > 0 ? yours / ref : t.value("ratio", 0.0);
       std::ostringstream s;
-      s << std::fixed << std::setprecision(2) << c.details["timing"].value("ratio", 0.0) << "x";
+      s << std::fixed << std::setprecision(2) << ratio << "x";
       return s.str();
     }
   }
   return "-";
+}
+
+// Builds the lesson's runner; with options.progress, says so first when it must (compiling takes seconds).
+BuildResult build_saying_so(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
+                            const fs::path& build_dir, const GradeOptions& options) {
+  std::error_code ec;
+  const bool own = fs::equivalent(lessons_dir, recipe.source_dir / "lessons", ec);
+  return build_student(recipe, lesson, lessons_dir, build_dir, [&]() {
+    if (!options.progress) return;
+    const std::string file = own ? "your exercise.cpp" : (lessons_dir / lesson.folder / "exercise.cpp").string();
+    std::fflush(stdout);
+    std::fprintf(stderr, "building lesson %d with %s ...\n", lesson.number, file.c_str());
+    std::fflush(stderr);
+  });
+}
+
+// The checker's JSON into r: its checks, the counters it is about, the devices; the status they add up to.
+void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t seed) {
+  if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
+  if (doc.contains("counters_shown") && doc["counters_shown"].is_array()) {
+    for (const auto& name : doc["counters_shown"]) {
+      if (name.is_string()) r.counters_shown.push_back(name);
+    }
+  }
+  int errors = 0;
+  for (const auto& c : doc.at("checks")) {
+    CheckResult cr;
+    cr.name = c.at("name");
+    cr.summary = c.at("summary");
+    cr.verdict = c.at("verdict");
+    cr.message = c.at("message");
+    cr.note = c.at("note");
+    cr.timed = c.at("timed");
+    cr.seconds = c.at("seconds");
+    cr.details = c.at("details");
+    if (cr.verdict != "skip") ++r.total;
+    r.passed += cr.verdict == "pass";
+    r.todo += cr.verdict == "todo";
+    errors += cr.verdict == "error";
+    r.checks.push_back(cr);
+  }
+  const std::string number = std::to_string(r.lesson->number);
+  if (errors > 0) {
+    // The workbook failed (a runner that could not start, a broken reference): not the student's doing.
+    r.status = "error";
+    r.problem = std::to_string(errors) + (errors == 1 ? " check" : " checks") + " of lesson " + number +
+                " could not be run by the workbook (its fault, not your code's; their ERROR lines say what "
+                "happened): run ./workbook check " + number + " again; if it happens again, please report it with "
+                "the seed " + std::to_string(seed) + "\n";
+  } else if (r.total > 0 && r.passed == r.total) {
+    r.status = "passed";
+  } else if (r.total > 0 && r.todo == r.total) {
+    r.status = "not started";
+  } else if (r.total == 0) {
+    r.status = "skipped";
+  } else {
+    r.status = "in progress";
+  }
 }
 
 }  // namespace
@@ -115,6 +245,7 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   const auto start = std::chrono::steady_clock::now();
   LessonResult r;
   r.lesson = &lesson;
+  std::error_code ec;
   auto finish = [&]() {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
@@ -133,11 +264,18 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   if (!fs::exists(lessons_dir / lesson.folder / "exercise.cpp")) {
     return fail_all("not submitted", "no " + lesson.folder + "/exercise.cpp in " + lessons_dir.string());
   }
-  const BuildResult built = build_student(recipe, lesson, lessons_dir, build_dir);
+  // Held until the last check has run: another process must not rebuild the runner under it.
+  const std::string waiting = "waiting for another check of lesson " + std::to_string(lesson.number) + " to finish";
+  const LessonLock lock(build_dir / lesson.folder, options.progress ? waiting : "");
+  const BuildResult built = build_saying_so(recipe, lesson, lessons_dir, build_dir, options);
   if (!built.ok) return fail_all("does not compile", built.log);
+  r.warnings = built.warnings;
+  if (options.verbose && !r.warnings.empty()) {
+    print_warnings(std::cout, r.warnings);
+    std::cout.flush();
+  }
   fs::create_directories(work_dir);
   const fs::path json = work_dir / ("lesson_" + std::to_string(lesson.number) + ".json");
-  std::error_code ec;
   fs::remove(json, ec);
   ProcessOptions p;
   p.argv = {lesson.checks.string(), "--student", built.runner.string(), "--reference", lesson.reference.string(),
@@ -148,6 +286,7 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
     p.argv.push_back(std::to_string(options.run_timeout_s));
   }
   p.timeout_s = options.lesson_timeout_s;
+  std::fflush(stdout);
   if (options.verbose) {
     p.passthrough = true;
   } else {
@@ -163,31 +302,7 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
     r.problem = "the checker " + ran.describe() + " without results (a bug in the workbook)\n" + ran.log_tail;
     return finish();
   }
-  if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
-  for (const auto& c : doc.at("checks")) {
-    CheckResult cr;
-    cr.name = c.at("name");
-    cr.summary = c.at("summary");
-    cr.verdict = c.at("verdict");
-    cr.message = c.at("message");
-    cr.note = c.at("note");
-    cr.timed = c.at("timed");
-    cr.seconds = c.at("seconds");
-    cr.details = c.at("details");
-    if (cr.verdict != "skip") ++r.total;
-    r.passed += cr.verdict == "pass";
-    r.todo += cr.verdict == "todo";
-    r.checks.push_back(cr);
-  }
-  if (r.total > 0 && r.passed == r.total) {
-    r.status = "passed";
-  } else if (r.total > 0 && r.todo == r.total) {
-    r.status = "not started";
-  } else if (r.total == 0) {
-    r.status = "skipped";
-  } else {
-    r.status = "in progress";
-  }
+  read_checker_results(doc, r, options.seed);
   return finish();
 }
 
@@ -206,13 +321,16 @@ void print_checks(std::ostream& out, const LessonResult& r, bool color) {
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color) {
   out << "\nGPU Training Workbook: lessons checked with seed " << seed << " (rerun with --seed " << seed
       << " to repeat)\n\n";
-  out << "  " << std::left << std::setw(3) << "#" << std::setw(36) << "lesson" << std::setw(18) << "status"
+  size_t title_width = std::string("lesson").size();
+  for (const LessonResult& r : results) title_width = std::max(title_width, r.lesson->title.size());
+  const int title_column = static_cast<int>(title_width + 2);  // titles are never cut
+  out << "  " << std::left << std::setw(3) << "#" << std::setw(title_column) << "lesson" << std::setw(18) << "status"
       << std::setw(8) << "checks" << std::setw(7) << "score" << std::setw(14) << "speed vs ref" << "GPU work (yours vs reference)\n";
   for (const LessonResult& r : results) {
     std::ostringstream checks, score;
     if (r.total > 0) checks << r.passed << "/" << r.total;
     score << static_cast<int>(r.score() * 100 + 0.5) << "%";
-    out << "  " << std::setw(3) << r.lesson->number << std::setw(36) << r.lesson->title.substr(0, 35)
+    out << "  " << std::setw(3) << r.lesson->number << std::setw(title_column) << r.lesson->title
         << (color ? status_color(r.status) : "") << std::setw(18) << r.status << (color ? kReset : "")
         << std::setw(8) << checks.str() << std::setw(7) << score.str() << std::setw(14) << timing_text(r)
         << counters_text(r) << "\n";
@@ -246,6 +364,75 @@ void print_next(std::ostream& out, const LessonResult& result) {
         << indent(first_lines(c->message, 10), "    ").substr(4);
   }
   out << "  check it with ./workbook check " << l.number << "; stuck? ./workbook hint " << l.number << "\n";
+}
+
+void print_warnings(std::ostream& out, const std::string& warnings) {
+  if (warnings.empty()) return;
+  out << "the compiler warns about your code:\n" << indent(warnings, "    ");
+}
+
+void print_watch_report(std::ostream& out, const LessonResult& r, int hints_seen, const std::string& when) {
+  const Lesson& l = *r.lesson;
+  out << "[" << when << "] lesson " << l.number << ": " << r.status;
+  if (r.total > 0) out << ", " << r.passed << " of " << r.total << " checks pass";
+  out << "\n";
+  if (r.status == "does not compile") {
+    out << indent(r.problem, "  ");
+    return;
+  }
+  print_warnings(out, r.warnings);
+  if (r.status == "error") {
+    for (const CheckResult& c : r.checks) {
+      if (c.verdict == "error") out << "  ERROR " << c.name << ":\n" << indent(c.message, "    ");
+    }
+    out << indent(r.problem, "  ");
+    return;
+  }
+  const CheckResult* c = r.first_problem();
+  if (c == nullptr) {
+    out << "  all green: on to the next lesson (./workbook next)\n";
+    return;
+  }
+  out << "  " << (c->verdict == "todo" ? "to do" : "first problem") << ": " << c->name << ": " << c->summary << "\n"
+      << indent(c->message, "    ");
+  // No hint unasked: the one shown is the last the student asked for (./workbook hint N moves on).
+  const int count = static_cast<int>(l.hints.size());
+  const std::string command = "./workbook hint " + std::to_string(l.number);
+  if (count == 0) {
+    out << "  stuck? lessons/" << l.folder << "/README.md explains each step\n";
+    return;
+  }
+  const int seen = std::clamp(hints_seen, 0, count);
+  if (seen > 0) out << "  hint " << seen << " of " << count << " (the last you asked for): " << l.hints[seen - 1] << "\n";
+  if (seen < count) {
+    out << "  stuck? " << command << " shows hint " << seen + 1 << " of " << count << "\n";
+  } else {
+    out << "  that was the last hint; " << command << " --all shows them all again\n";
+  }
+}
+
+std::string gpus_needed(int gpus) {
+  if (gpus <= 0) return "";
+  return gpus == 1 ? "needs a GPU" : "needs " + std::to_string(gpus) + " GPUs";
+}
+
+void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons) {
+  size_t title_width = 0, folder_width = 0;
+  for (const Lesson& l : lessons) {
+    title_width = std::max(title_width, l.title.size());
+    folder_width = std::max(folder_width, ("lessons/" + l.folder).size());
+  }
+  for (const Lesson& l : lessons) {
+    std::ostringstream minutes;
+    minutes << "about " << std::setw(3) << std::right << l.minutes << " min";
+    std::ostringstream line;
+    line << std::left << std::setw(3) << l.number << std::setw(static_cast<int>(title_width + 2)) << l.title
+         << minutes.str() << "  " << std::setw(static_cast<int>(folder_width + 2)) << ("lessons/" + l.folder)
+         << gpus_needed(l.gpus_required);
+    std::string text = line.str();
+    text.erase(text.find_last_not_of(' ') + 1);
+    out << text << "\n";
+  }
 }
 
 nlohmann::json gradescope_results(const std::vector<LessonResult>& results, double seconds, uint64_t seed,

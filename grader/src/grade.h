@@ -28,7 +28,9 @@ struct LessonResult {
   // not started, in progress, passed, does not compile, not submitted, error
   std::string status;
   std::string problem;  // compiler errors, or why the checker could not run
+  std::string warnings;  // when its runner was rebuilt: the compiler's warnings about the student's exercise.cpp
   std::vector<CheckResult> checks;
+  std::vector<std::string> counters_shown;  // the GPU counters the lesson is about (WORKBOOK_LESSON_COUNTERS)
   int passed = 0, total = 0, todo = 0;  // total excludes skipped checks
   nlohmann::json devices = nlohmann::json::array();  // the GPUs the checks ran on (from the reference's runs)
   double seconds = 0;
@@ -50,10 +52,12 @@ struct GradeOptions {
   bool timing = true;
   double lesson_timeout_s = 1800;
   double run_timeout_s = 0;  // caps each run of an exercise (checker --timeout); 0: the checks' own limits
-  bool verbose = false;  // print each check's line as the checker runs (one student's self-check)
+  bool verbose = false;  // print the compiler's warnings and each check's line as the checker runs (one student's self-check)
+  bool progress = false;  // say on stderr when a lesson is built, and when it waits for another check of it
 };
 
-// Builds and checks one lesson of `lessons_dir` (only its exercise.cpp is used).
+// Builds and checks one lesson of `lessons_dir` (only its exercise.cpp is used),
+// holding the lesson's LessonLock in build_dir from the build to the last check.
 LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const std::filesystem::path& lessons_dir,
                           const std::filesystem::path& build_dir, const std::filesystem::path& work_dir,
                           const GradeOptions& options);
@@ -64,6 +68,16 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
 void print_next(std::ostream& out, const LessonResult& result);
 // Every check's line of one lesson (as the checker prints them).
 void print_checks(std::ostream& out, const LessonResult& result, bool color);
+// "the compiler warns about your code:" and the warnings, indented (nothing when there are none).
+void print_warnings(std::ostream& out, const std::string& warnings);
+// One report of `watch` after a save of lesson r's exercise.cpp (stamped `when`): its
+// status, the compiler's warnings, its first open check, and the hint the student
+// reached with ./workbook hint N (`hints_seen` of them so far; none is shown unasked).
+void print_watch_report(std::ostream& out, const LessonResult& r, int hints_seen, const std::string& when);
+// `list`: one line per lesson, the titles whole and the columns aligned.
+void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons);
+// "needs a GPU", "needs 2 GPUs"; "" for none.
+std::string gpus_needed(int gpus);
 // Gradescope's results.json.
 nlohmann::json gradescope_results(const std::vector<LessonResult>& results, double seconds, uint64_t seed,
                                   const std::string& quiz);

@@ -1,5 +1,7 @@
 // workbook-grader: the program behind ./workbook grade, check, hint, reset,
 // next, solution and watch (and the maintainers' stubs). Run it with --help.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -100,12 +102,16 @@ std::string work_root() {
   return tmpl;
 }
 
+// Progress lines go to stderr on a terminal, a pipe or a log alike: progress is not colour.
 std::vector<LessonResult> grade_all(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
                                     const fs::path& lessons_dir, const fs::path& build_dir, const fs::path& work,
-                                    const GradeOptions& options, bool progress) {
+                                    const GradeOptions& options) {
   std::vector<LessonResult> results;
   for (const Lesson* l : lessons) {
-    if (progress) std::fprintf(stderr, "checking lesson %d (%s)...\n", l->number, l->title.c_str());
+    if (options.progress) {
+      std::fprintf(stderr, "checking lesson %d (%s)...\n", l->number, l->title.c_str());
+      std::fflush(stderr);
+    }
     results.push_back(grade_lesson(recipe, *l, lessons_dir, build_dir, work / l->folder, options));
   }
   return results;
@@ -144,7 +150,9 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       const auto t0 = std::chrono::steady_clock::now();
       const fs::path w = work / std::to_string(i);
       try {
-        all[i] = grade_all(recipe, lessons, lessons_of(submissions[i]), w / "build", w / "checks", options, false);
+        GradeOptions quiet = options;  // the batch's own lines say which submission is graded
+        quiet.progress = false;
+        all[i] = grade_all(recipe, lessons, lessons_of(submissions[i]), w / "build", w / "checks", quiet);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);
         std::fprintf(stderr, "grading %s failed: %s\n", submissions[i].c_str(), e.what());
@@ -203,6 +211,25 @@ LessonResult check_own(const Recipe& recipe, const Lesson& lesson, const GradeOp
 
 volatile std::sig_atomic_t g_stop = 0;
 
+// How many hints of lesson `number` ./workbook hint has shown.
+int hints_seen(const Recipe& recipe, int number) {
+  const nlohmann::json state = load_state(recipe);
+  if (!state.contains("hints_shown") || !state["hints_shown"].is_object()) return 0;
+  const nlohmann::json& shown = state["hints_shown"];
+  const auto it = shown.find(std::to_string(number));
+  return it != shown.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
+// A fresh screen for each report on a terminal (as rustlings does); a rule between reports in a pipe or a log.
+void start_report() {
+  if (isatty(1)) {
+    std::printf("\033[H\033[2J\033[3J");
+  } else {
+    std::printf("\n----------------------------------------------------------------------\n");
+  }
+  std::fflush(stdout);
+}
+
 int watch(const Recipe& recipe, GradeOptions options) {
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::map<std::string, fs::file_time_type> seen;
@@ -211,9 +238,11 @@ int watch(const Recipe& recipe, GradeOptions options) {
     std::error_code ec;
     seen[l.folder] = fs::last_write_time(lessons_dir / l.folder / "exercise.cpp", ec);
   }
-  std::printf("watching lessons/*/exercise.cpp: save a file to check its lesson (Ctrl-C stops)\n");
+  const char* banner = "watching lessons/*/exercise.cpp: save a file to check its lesson (Ctrl-C stops)\n";
+  std::printf("%s", banner);
   std::fflush(stdout);
   options.timing = false;
+  options.progress = true;
   while (!g_stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     for (const Lesson& l : recipe.lessons) {
@@ -221,22 +250,15 @@ int watch(const Recipe& recipe, GradeOptions options) {
       const auto t = fs::last_write_time(lessons_dir / l.folder / "exercise.cpp", ec);
       if (ec || t == seen[l.folder]) continue;
       seen[l.folder] = t;
+      start_report();
       options.seed = fresh_seed();
       const LessonResult r = check_own(recipe, l, options);
       std::time_t now = std::time(nullptr);
       char when[16];
       std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&now));
-      std::printf("\n[%s] lesson %d: %s, %d of %d checks pass\n", when, l.number, r.status.c_str(), r.passed, r.total);
-      if (r.status == "does not compile") {
-        std::printf("%s", r.problem.c_str());
-      } else if (const CheckResult* c = r.first_problem()) {
-        std::printf("  %s: %s\n", c->name.c_str(), c->summary.c_str());
-        std::istringstream lines(c->message);
-        for (std::string line; std::getline(lines, line);) std::printf("    %s\n", line.c_str());
-        if (!l.hints.empty()) std::printf("  hint: %s\n", l.hints.front().c_str());
-      } else {
-        std::printf("  all green: on to the next lesson (./workbook next)\n");
-      }
+      std::ostringstream report;
+      print_watch_report(report, r, hints_seen(recipe, l.number), when);
+      std::printf("%s\n%s", report.str().c_str(), banner);
       std::fflush(stdout);
     }
   }
@@ -322,12 +344,18 @@ int main(int argc, char** argv) {
     options.seed = seed ? *seed : fresh_seed();
     options.timing = !no_timing;
     options.run_timeout_s = run_timeout;
+    options.progress = true;
     const fs::path own_lessons = recipe.source_dir / "lessons";
 
     if (*build) {
       int failed = 0;
       for (const Lesson* l : pick(recipe, numbers)) {
-        const BuildResult b = build_student(recipe, *l, own_lessons, recipe.student_dir);
+        const LessonLock lock(recipe.student_dir / l->folder,
+                              "waiting for another check of lesson " + std::to_string(l->number) + " to finish");
+        const BuildResult b = build_student(recipe, *l, own_lessons, recipe.student_dir, [&]() {
+          std::fprintf(stderr, "building lesson %d with your exercise.cpp ...\n", l->number);
+          std::fflush(stderr);
+        });
         if (!b.ok) {
           ++failed;
           std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l->number, l->folder.c_str(), b.log.c_str());
@@ -345,7 +373,10 @@ int main(int argc, char** argv) {
         std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l.number, l.folder.c_str(), r.problem.c_str());
         return 1;
       }
-      if (r.status == "error") std::printf("%s\n", r.problem.c_str());
+      if (r.status == "error") {
+        std::printf("%s", r.problem.c_str());
+        return 1;
+      }
       if (r.status == "passed") {
         std::printf("lesson %d passes. Compare with the reference: ./workbook solution %d; then ./workbook next\n", l.number, l.number);
         return 0;
@@ -369,7 +400,7 @@ int main(int argc, char** argv) {
         build_dir = work / "build";
       }
       const std::vector<LessonResult> results =
-          grade_all(recipe, lessons, lessons_dir, build_dir, work / "checks", options, use_color());
+          grade_all(recipe, lessons, lessons_dir, build_dir, work / "checks", options);
       std::error_code ec;
       fs::remove_all(work, ec);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -500,11 +531,7 @@ int main(int argc, char** argv) {
       return differ == 0 ? 0 : 1;
     }
     if (*list) {
-      for (const Lesson& l : recipe.lessons) {
-        std::printf("%d  %-36s about %3d min%s  lessons/%s\n", l.number, l.title.c_str(), l.minutes,
-                    l.gpus_required > 0 ? (", needs " + std::to_string(l.gpus_required) + " GPUs").c_str() : "",
-                    l.folder.c_str());
-      }
+      print_lesson_list(std::cout, recipe.lessons);
       return 0;
     }
   } catch (const std::exception& e) {

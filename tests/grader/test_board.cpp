@@ -1,0 +1,221 @@
+// What a student reads in the terminal: the scoreboard, `list`, `watch`'s
+// report, and the compiler's warnings about their own file.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "build.h"
+#include "grade.h"
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::string line_with(const std::string& text, const std::string& what) {
+  for (const std::string& line : lines_of(text)) {
+    if (line.find(what) != std::string::npos) return line;
+  }
+  return "";
+}
+
+workbook::Lesson lesson(int number, const std::string& title, int gpus = 0) {
+  workbook::Lesson l;
+  l.number = number;
+  l.title = title;
+  l.folder = std::to_string(number) + "_lesson";
+  l.minutes = 45;
+  l.gpus_required = gpus;
+  l.hints = {"first hint text", "second hint text", "third hint text"};
+  return l;
+}
+
+// A passed lesson whose one check counted yours and the reference's GPU work on two devices.
+workbook::LessonResult counted(const workbook::Lesson& l, std::vector<std::string> shown) {
+  workbook::LessonResult r;
+  r.lesson = &l;
+  r.status = "passed";
+  workbook::CheckResult c;
+  c.name = "trains";
+  c.verdict = "pass";
+  const json device = {{"synchronizations", 3}, {"kernel_launches", 40}, {"bytes_host_to_device_pageable", 1024},
+                       {"bytes_host_to_device_pinned", 2048}, {"max_memory_allocated", 4096}};
+  c.details["counters"] = {{"yours", {{"cuda:0", device}, {"cuda:1", device}}},
+                           {"reference", {{"cuda:0", device}, {"cuda:1", device}}}};
+  r.checks.push_back(c);
+  r.passed = r.total = 1;
+  r.counters_shown = std::move(shown);
+  return r;
+}
+
+TEST(Scoreboard, NeverCutsATitleAndKeepsTheColumnsAligned) {
+  const workbook::Lesson a = lesson(1, "Device check");
+  const workbook::Lesson b = lesson(7, "Mixed precision: autocast and GradScaler, and then some more");
+  std::ostringstream out;
+  workbook::print_scoreboard(out, {counted(a, {}), counted(b, {})}, 42, false);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("Mixed precision: autocast and GradScaler, and then some more"), std::string::npos) << text;
+  const size_t column = line_with(text, "status").find("status");
+  EXPECT_EQ(line_with(text, "Device check").find("passed"), column) << text;
+  EXPECT_EQ(line_with(text, "GradScaler").find("passed"), column) << text;
+}
+
+TEST(Scoreboard, ShowsOnlyTheCountersTheLessonIsAbout) {
+  const workbook::Lesson a = lesson(4, "The full training loop");
+  const workbook::Lesson b = lesson(6, "One process per GPU: DDP");
+  const workbook::Lesson c = lesson(8, "GPU memory pitfalls");
+  std::ostringstream out;
+  workbook::print_scoreboard(out,
+                             {counted(a, {"synchronizations", "bytes_host_to_device_pinned"}), counted(b, {}),
+                              counted(c, {"max_memory_allocated", "bytes_host_to_device"})},
+                             42, false);
+  const std::string text = out.str();
+  const std::string four = line_with(text, "The full training loop");
+  EXPECT_NE(four.find("syncs 6 (ref 6), pinned to GPU 4 KiB (ref 4 KiB)"), std::string::npos) << text;
+  EXPECT_EQ(four.find("launches"), std::string::npos) << text;
+  // Lesson 6's ranks are processes of their own: no counters, not "syncs 0".
+  const std::string six = line_with(text, "DDP");
+  EXPECT_EQ(six.find("syncs"), std::string::npos) << text;
+  EXPECT_EQ(six.substr(six.find_last_not_of(' ')), "-") << text;
+  // A peak is the largest of the checks, summed over the devices; copies to the GPU, pageable and pinned together.
+  EXPECT_NE(line_with(text, "GPU memory pitfalls").find("peak memory 8 KiB (ref 8 KiB), to GPU 6 KiB (ref 6 KiB)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Scoreboard, SpeedIsTheRatioOfTheTimesShown) {
+  const workbook::Lesson l = lesson(4, "The full training loop");
+  workbook::LessonResult r = counted(l, {});
+  workbook::CheckResult timed;
+  timed.name = "epoch_speed";
+  timed.verdict = "pass";
+  timed.timed = true;
+  // The ratio of the medians shown (1.38 ms / 1.00 ms), whatever else a checker wrote beside them.
+  timed.details["timing"] = {{"yours_ms", {1.0, 2.0, 1.38}}, {"reference_ms", {1.12, 1.0, 0.5}}, {"ratio", 2.0}};
+  r.checks.push_back(timed);
+  std::ostringstream out;
+  workbook::print_scoreboard(out, {r}, 42, false);
+  EXPECT_NE(line_with(out.str(), "The full training loop").find("1.38x"), std::string::npos) << out.str();
+}
+
+TEST(LessonList, SaysWhatALessonNeedsAndAlignsEveryColumn) {
+  const std::vector<workbook::Lesson> lessons = {lesson(1, "Device check"), lesson(5, "Data parallelism", 2),
+                                                 lesson(7, "Mixed precision: autocast and GradScaler", 1),
+                                                 lesson(8, "GPU memory pitfalls", 1)};
+  std::ostringstream out;
+  workbook::print_lesson_list(out, lessons);
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 4u) << out.str();
+  EXPECT_NE(lines[1].find("needs 2 GPUs"), std::string::npos) << out.str();
+  EXPECT_NE(lines[2].find("needs a GPU"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("1 GPUs"), std::string::npos) << out.str();
+  EXPECT_NE(lines[2].find("Mixed precision: autocast and GradScaler"), std::string::npos) << out.str();
+  for (const char* column : {"about", "lessons/"}) {
+    for (const std::string& line : lines) EXPECT_EQ(line.find(column), lines[0].find(column)) << column << "\n" << out.str();
+  }
+  EXPECT_EQ(workbook::gpus_needed(0), "");
+  EXPECT_EQ(workbook::gpus_needed(1), "needs a GPU");
+  EXPECT_EQ(workbook::gpus_needed(2), "needs 2 GPUs");
+}
+
+workbook::LessonResult failing(const workbook::Lesson& l) {
+  workbook::LessonResult r;
+  r.lesson = &l;
+  r.status = "in progress";
+  workbook::CheckResult pass, fail;
+  pass.name = "make_on_device";
+  pass.verdict = "pass";
+  fail.name = "to_device";
+  fail.summary = "to_device() moves every tensor";
+  fail.verdict = "fail";
+  fail.message = "tensor 0 is on cpu, expected cuda:0";
+  r.checks = {pass, fail};
+  r.passed = 1;
+  r.total = 2;
+  return r;
+}
+
+TEST(WatchReport, ShowsNoHintUnaskedButSaysWhichComesNext) {
+  const workbook::Lesson l = lesson(2, "Moving tensors");
+  std::ostringstream out;
+  workbook::print_watch_report(out, failing(l), 0, "12:00:00");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("[12:00:00] lesson 2: in progress, 1 of 2 checks pass"), std::string::npos) << text;
+  EXPECT_NE(text.find("first problem: to_device: to_device() moves every tensor"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor 0 is on cpu, expected cuda:0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("first hint text"), std::string::npos) << text;
+  EXPECT_NE(text.find("stuck? ./workbook hint 2 shows hint 1 of 3"), std::string::npos) << text;
+}
+
+TEST(WatchReport, ShowsTheHintTheStudentReached) {
+  const workbook::Lesson l = lesson(2, "Moving tensors");
+  std::ostringstream out;
+  workbook::print_watch_report(out, failing(l), 2, "12:00:00");
+  EXPECT_NE(out.str().find("hint 2 of 3 (the last you asked for): second hint text"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("first hint text"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("./workbook hint 2 shows hint 3 of 3"), std::string::npos) << out.str();
+  std::ostringstream last;
+  workbook::print_watch_report(last, failing(l), 3, "12:00:00");
+  EXPECT_NE(last.str().find("third hint text"), std::string::npos) << last.str();
+  EXPECT_NE(last.str().find("./workbook hint 2 --all"), std::string::npos) << last.str();
+}
+
+TEST(WatchReport, ShowsTheWarningsAndAWorkbookFaultAsSuch) {
+  const workbook::Lesson l = lesson(3, "Move a model");
+  workbook::LessonResult r = failing(l);
+  r.warnings = "exercise.cpp:18:17: warning: ignoring return value\n";
+  r.status = "error";
+  r.checks[1].verdict = "error";
+  r.checks[1].message = "the grader could not start lesson 3's program (execve failed)";
+  r.problem = "1 check of lesson 3 could not be run by the workbook\n";
+  std::ostringstream out;
+  workbook::print_watch_report(out, r, 0, "12:00:00");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("the compiler warns about your code:\n    exercise.cpp:18:17: warning"), std::string::npos) << text;
+  EXPECT_NE(text.find("ERROR to_device:\n    the grader could not start"), std::string::npos) << text;
+  EXPECT_EQ(text.find("first problem"), std::string::npos) << text;
+}
+
+// GCC's words for lesson 2's bare `t.to(device);`: the warning is in the
+// student's file, the note that goes with it in the workbook's header.
+const char* kGccOutput =
+    "/s/lessons/2/exercise.cpp: In function 'std::vector<tiny::Tensor> lesson2::to_device(...)':\n"
+    "/s/lessons/2/exercise.cpp:18:17: warning: ignoring return value of 'tiny::Tensor tiny::Tensor::to(...) const', "
+    "declared with attribute 'nodiscard' [-Wunused-result]\n"
+    "   18 |     t.to(device);\n"
+    "      |                 ^\n"
+    "In file included from /w/framework/include/tiny/state_dict.h:10,\n"
+    "                 from /s/lessons/2/exercise.cpp:2:\n"
+    "/w/framework/include/tiny/tensor.h:135:24: note: declared here\n"
+    "  135 |   [[nodiscard]] Tensor to(const Device& device, bool non_blocking = false) const;\n"
+    "      |                        ^~\n";
+
+TEST(Warnings, OnlyThoseAboutTheStudentsFileWithTheirContext) {
+  const std::string w = workbook::warnings_about(kGccOutput, "/s/lessons/2/exercise.cpp");
+  EXPECT_EQ(w,
+            "/s/lessons/2/exercise.cpp: In function 'std::vector<tiny::Tensor> lesson2::to_device(...)':\n"
+            "/s/lessons/2/exercise.cpp:18:17: warning: ignoring return value of 'tiny::Tensor tiny::Tensor::to(...) "
+            "const', declared with attribute 'nodiscard' [-Wunused-result]\n"
+            "   18 |     t.to(device);\n"
+            "      |                 ^\n");
+  EXPECT_EQ(workbook::warnings_about(kGccOutput, "/other/exercise.cpp"), "");
+  EXPECT_EQ(workbook::warnings_about("", "/s/lessons/2/exercise.cpp"), "");
+}
+
+TEST(Warnings, AreCappedWithACount) {
+  std::string many;
+  for (int i = 1; i <= 20; ++i) many += "/s/e.cpp:" + std::to_string(i) + ":1: warning: unused variable 'x'\n   | x\n";
+  const std::string w = workbook::warnings_about(many, "/s/e.cpp", 10);
+  EXPECT_EQ(lines_of(w).size(), 11u) << w;
+  EXPECT_NE(w.find("(30 more lines not shown)"), std::string::npos) << w;
+}
+
+}  // namespace
