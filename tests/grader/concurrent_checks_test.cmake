@@ -8,7 +8,12 @@
 include(${CMAKE_CURRENT_LIST_DIR}/temp_tree.cmake)
 set(lesson 1_device_check)
 workbook_temp_tree(${WORK} ${lesson})
-file(COPY ${SOURCE}/solutions/${lesson}/exercise.cpp DESTINATION ${WORK}/lessons/${lesson})
+# The reference, each of its runs slowed down, so that the first check is surely
+# still running when the second starts, however fast the machine.
+file(READ ${SOURCE}/solutions/${lesson}/exercise.cpp text)
+set(slow "#include \"exercise.h\"\n#include <chrono>\n#include <thread>\n[[maybe_unused]] static const bool slow_start =\n    (std::this_thread::sleep_for(std::chrono::milliseconds(100)), true);\n")
+string(REPLACE "#include \"exercise.h\"\n" "${slow}" text "${text}")
+file(WRITE ${WORK}/lessons/${lesson}/exercise.cpp "${text}")
 
 # The first check runs; once its checker has started (its first line is out),
 # the file is saved again and the second check starts.
