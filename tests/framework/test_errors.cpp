@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -43,6 +44,17 @@ TEST(Errors, AllErrorTypesDeriveFromTinyError) {
   EXPECT_ERROR(Error, tiny::mm(tiny::zeros({2, 3}), tiny::zeros({2, 3})), "cannot be multiplied");
   EXPECT_ERROR(Error, tiny::zeros({2}).select(0, 5), "out of bounds");
   EXPECT_ERROR(Error, tiny::Device("tpu"), "tpu");
+}
+
+// A student's exercise writes the error type as tiny::ValueError as often as ValueError
+// (issue 17: the qualified name failed to compile with "'tiny::tiny' has not been declared").
+TEST(Errors, TinyCheckTakesTheErrorTypeQualifiedOrNot) {
+  const int n = 3;
+  EXPECT_ERROR(ValueError, [&] { TINY_CHECK(n == 2, tiny::ValueError, "n must be 2, got ", n); }(), "got 3");
+  EXPECT_ERROR(ValueError, [&] { TINY_CHECK(n == 2, ValueError, "n must be 2, got ", n); }(), "got 3");
+  EXPECT_ERROR(ShapeError, [&] { TINY_THROW(tiny::ShapeError, "shape ", n); }(), "shape 3");
+  EXPECT_ERROR(distributed::DistributedError, [&] { TINY_THROW(tiny::distributed::DistributedError, "rank"); }(),
+               "rank");
 }
 
 TEST(Errors, MmShapeMismatchNamesBothShapes) {
@@ -146,6 +158,19 @@ TEST(Errors, CudaDeviceThatDoesNotExist) {
   EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:7")), "invalid device ordinal");
   EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:7")), "cuda:0, cuda:1");
   EXPECT_ERROR(DeviceError, tiny::zeros({2}).to(tiny::Device("cuda:7")), "cuda:7 does not exist");
+}
+
+// Lesson 6's classic mistake: a rank of a multi-machine job uses its global rank as
+// the GPU index. The message names it, not "emulate more GPUs" (issue 17).
+TEST(Errors, GlobalRankUsedAsTheGpuIndex) {
+  struct Env {  // RANK and LOCAL_RANK as tinyrun sets them for rank 2 on a second machine
+    Env() { ::setenv("RANK", "2", 1), ::setenv("LOCAL_RANK", "0", 1); }
+    ~Env() { ::unsetenv("RANK"), ::unsetenv("LOCAL_RANK"); }
+  } env;
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:2")), "the GPU index is the local rank");
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:2")), "Use cuda:0");
+  // Another index past the end: too many processes for this machine's GPUs.
+  EXPECT_ERROR(DeviceError, tiny::zeros({2}, tiny::Device("cuda:5")), "--nproc-per-node 2");
 }
 
 TEST(Errors, DeviceTensorElementsAreNotReadableFromHostCode) {

@@ -4,6 +4,7 @@
 // committed in data/gpu_measurements/ (PerfModel.Calibration prints the table).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,9 @@
 #include "gpu/model/timeline.h"
 #include "emulated_mode.h"
 #include "test_util.h"
+#include "tiny/data/data.h"
 #include "tiny/parallel.h"
+#include "tiny/ops.h"
 #include "tiny/cuda.h"
 #include "tiny/error.h"
 #include "tiny_trainer.h"  // bench/: the training steps the benchmarks time
@@ -220,6 +223,63 @@ TEST(PerfModel, ThreadsStartAtTheirCallersTimeAndTheCallerJoinsTheLatest) {
   EXPECT_EQ(host_now(), start) << "the caller has not joined the clocks yet";
   fork.join();
   EXPECT_EQ(host_now(), start + 700);
+}
+
+// A data set whose every batch costs the host `load_ms` of modelled time (a
+// transform, declared), and, really, a random sleep of up to 2 ms: the modelled
+// times must not depend on which worker thread really loaded what, or when.
+class SlowDataset : public tiny::data::Dataset {
+ public:
+  explicit SlowDataset(int64_t n, double load_ms) : n_(n), load_ns_(static_cast<int64_t>(load_ms * 1e6)) {}
+  int64_t size() const override { return n_; }
+  tiny::data::Example get(int64_t index) const override {
+    std::this_thread::sleep_for(std::chrono::microseconds(std::rand() % 2000));
+    return {tiny::full({1}, static_cast<double>(index)), tiny::full({}, 0.0)};
+  }
+  int64_t modelled_load_ns(const std::vector<int64_t>& indices) const override {
+    (void)indices;
+    return load_ns_;
+  }
+
+ private:
+  int64_t n_, load_ns_;
+};
+
+// One epoch of 4 batches of 2, the loop spending `step_ms` per batch: its modelled length in ms.
+double epoch_ms(int num_workers, int prefetch_factor, double load_ms, double step_ms) {
+  tiny::data::DataLoaderOptions options;
+  options.batch_size = 2;
+  options.num_workers = num_workers;
+  options.prefetch_factor = prefetch_factor;
+  tiny::data::DataLoader loader(std::make_shared<SlowDataset>(8, load_ms), options);
+  const int64_t start = host_now();
+  int64_t batches = 0;
+  for (const tiny::data::Batch& batch : loader) {
+    EXPECT_EQ(batch.data.size(0), 2);
+    host_advance(static_cast<int64_t>(step_ms * 1e6));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 4);
+  return static_cast<double>(host_now() - start) / 1e6;
+}
+
+TEST(PerfModel, DataLoaderWorkersTakeBatchesInTurnAndTheLoopWaitsForThem) {
+  // Batches cost 10 ms to load, the loop 1 ms per batch. Worked by hand:
+  // no workers: the loop loads each batch itself, 4 x (10 + 1).
+  EXPECT_DOUBLE_EQ(epoch_ms(0, 2, 10, 1), 44);
+  // 2 workers: batches 0 and 1 ready at 10, 2 and 3 at 20; the loop takes 0 at
+  // 10, 1 at 11, waits for 2 until 20, takes 3 at 21, ends at 22.
+  EXPECT_DOUBLE_EQ(epoch_ms(2, 2, 10, 1), 22);
+  // 4 workers: every batch ready at 10; then the loop alone, 4 x 1.
+  EXPECT_DOUBLE_EQ(epoch_ms(4, 2, 10, 1), 14);
+  // A slow loop hides loading: 1 worker, loading 1 ms, the loop 10 ms per batch:
+  // only the first batch is waited for.
+  EXPECT_DOUBLE_EQ(epoch_ms(1, 2, 1, 10), 41);
+  // prefetch_factor 1, one worker: batch k + 1 is handed out when batch k is
+  // taken, so the worker starts it at 10, 20, 30: taken at 10, 20, 30, 40 (+1).
+  EXPECT_DOUBLE_EQ(epoch_ms(1, 1, 10, 1), 41);
+  // Free data sets (the default) cost nothing in modelled time, with or without workers.
+  EXPECT_DOUBLE_EQ(epoch_ms(2, 2, 0, 1), 4);
 }
 
 // Runs `program` on a fresh device timeline and returns the host time it took.

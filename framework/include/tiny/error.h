@@ -85,20 +85,28 @@ std::string concat(Args&&... args) {
   (out << ... << std::forward<Args>(args));
   return out.str();
 }
+
+/// Where TINY_CHECK and TINY_THROW look their error type up: `ValueError` and
+/// `tiny::ValueError` both name tiny's (the alias is only visible here).
+namespace error_types {
+using namespace ::tiny;
+namespace tiny = ::tiny;
+}  // namespace error_types
 }  // namespace detail
 
 }  // namespace tiny
 
 /// @brief Throws `ErrorType` with the streamed message when `cond` is false.
 ///
+/// `ErrorType` is one of tiny's errors, written `ShapeError` or `tiny::ShapeError`.
 /// Example: `TINY_CHECK(a.dim() == 2, ShapeError, "mm: expected a 2-D tensor, got ", a.dim(), "-D");`
 #define TINY_CHECK(cond, ErrorType, ...)                                  \
   do {                                                                    \
-    if (!(cond)) throw ::tiny::ErrorType(::tiny::detail::concat(__VA_ARGS__)); \
+    if (!(cond)) throw ::tiny::detail::error_types::ErrorType(::tiny::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-/// @brief Throws `ErrorType` with the streamed message.
-#define TINY_THROW(ErrorType, ...) throw ::tiny::ErrorType(::tiny::detail::concat(__VA_ARGS__))
+/// @brief Throws `ErrorType` (`ShapeError` or `tiny::ShapeError`) with the streamed message.
+#define TINY_THROW(ErrorType, ...) throw ::tiny::detail::error_types::ErrorType(::tiny::detail::concat(__VA_ARGS__))
 
 /// @brief Marks a lesson stub: throws `tiny::NotImplemented` with the task to do.
 #define TINY_TODO(what) throw ::tiny::NotImplemented(::tiny::detail::concat("not done yet: ", what))

@@ -11,6 +11,16 @@
 // are loaded (or being loaded) but not yet handed out. Stopping (end of the
 // loop, break, destruction of the loader) sets a flag, wakes everyone and
 // joins: a worker finishes the batch it is loading and exits.
+//
+// Modelled time (the emulated GPU's clock, docs/performance_model.md): the
+// iterating thread computes, when it takes batch k, when that batch would be
+// ready, from the data set's declared cost (Dataset::modelled_load_ns) and
+// PyTorch's schedule, whichever thread really loaded it: batch k goes to worker
+// k % num_workers; the first prefetch_factor * num_workers batches are handed
+// to the workers when the epoch starts, and batch k + prefetch_factor *
+// num_workers when batch k is taken; a worker loads its batches one after
+// another, from the epoch's start. The iterating thread waits (in modelled
+// time) until its batch is ready, or, without workers, pays the cost itself.
 #include "tiny/data/dataloader.h"
 
 #include <algorithm>
@@ -21,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "gpu/model/timeline.h"
 #include "tiny/autograd.h"
 #include "tiny/error.h"
 
@@ -75,7 +86,10 @@ class LoaderEpoch {
         batches_(std::move(batches)),
         slots_(batches_.size()),
         capacity_(static_cast<int64_t>(prefetch_factor) * num_workers),
-        state_(ThreadLocalState::capture()) {
+        state_(ThreadLocalState::capture()),
+        start_ns_(gpu::model::host_now()),
+        worker_free_ns_(static_cast<size_t>(num_workers), start_ns_) {
+    taken_ns_.reserve(batches_.size());
     workers_.reserve(static_cast<size_t>(num_workers));
     try {
       for (int w = 0; w < num_workers; ++w) workers_.emplace_back([this, w] { work(w); });
@@ -120,6 +134,7 @@ class LoaderEpoch {
         next_ = num_batches();  // the epoch ends with the error
         rethrow_with_context(std::current_exception(), context(k, -1));
       }
+      gpu::model::host_advance(modelled_cost(k));
       return true;
     }
     Slot slot;
@@ -141,6 +156,7 @@ class LoaderEpoch {
       rethrow_with_context(slot.error, context(k, slot.worker));
     }
     current_ = std::move(slot.batch);
+    wait_modelled(k);
     return true;
   }
 
@@ -168,6 +184,18 @@ class LoaderEpoch {
     std::exception_ptr error;
     int worker = -1;
   };
+
+  int64_t modelled_cost(int64_t k) const { return dataset_->modelled_load_ns(batches_[static_cast<size_t>(k)]); }
+
+  // The iterating thread takes batch k (workers only): in modelled time it
+  // waits until the batch's worker has loaded it (see the top of this file).
+  void wait_modelled(int64_t k) {
+    const int64_t handed_out = k < capacity_ ? start_ns_ : taken_ns_[static_cast<size_t>(k - capacity_)];
+    int64_t& worker_free = worker_free_ns_[static_cast<size_t>(k % static_cast<int64_t>(worker_free_ns_.size()))];
+    worker_free = std::max(worker_free, handed_out) + modelled_cost(k);
+    gpu::model::host_wait_until(worker_free);
+    taken_ns_.push_back(gpu::model::host_now());
+  }
 
   std::string context(int64_t k, int worker) const {
     std::ostringstream out;
@@ -222,6 +250,11 @@ class LoaderEpoch {
 
   int64_t next_ = 0;  // next batch to hand out (iterating thread only)
   Batch current_;
+  // Modelled time (iterating thread only): the epoch's start, when each worker
+  // is done with the batches handed to it so far, when each batch was taken.
+  const int64_t start_ns_;
+  std::vector<int64_t> worker_free_ns_;
+  std::vector<int64_t> taken_ns_;
   std::vector<std::thread> workers_;
 };
 

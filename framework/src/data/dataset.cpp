@@ -106,15 +106,25 @@ Example Subset::get(int64_t index) const {
   return dataset_->get(indices_[static_cast<size_t>(index)]);
 }
 
-Batch Subset::get_batch(const std::vector<int64_t>& indices) const {
+namespace {
+std::vector<int64_t> map_indices(const std::vector<int64_t>& indices, const std::vector<int64_t>& selected) {
   std::vector<int64_t> mapped;
   mapped.reserve(indices.size());
-  const int64_t n = size();
+  const auto n = static_cast<int64_t>(selected.size());
   for (int64_t index : indices) {
     check_index("Subset", index, n);
-    mapped.push_back(indices_[static_cast<size_t>(index)]);
+    mapped.push_back(selected[static_cast<size_t>(index)]);
   }
-  return dataset_->get_batch(mapped);
+  return mapped;
+}
+}  // namespace
+
+Batch Subset::get_batch(const std::vector<int64_t>& indices) const {
+  return dataset_->get_batch(map_indices(indices, indices_));
+}
+
+int64_t Subset::modelled_load_ns(const std::vector<int64_t>& indices) const {
+  return dataset_->modelled_load_ns(map_indices(indices, indices_));
 }
 
 // ---- random_split ----------------------------------------------------------------

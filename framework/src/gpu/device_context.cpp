@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "gpu/emulated/emulated_runtime.h"
@@ -74,6 +75,31 @@ int device_count() {
   return rt ? rt->device_count() : 0;
 }
 
+namespace {
+
+// What to do about a GPU index past the last one. In a process started by tinyrun (or
+// torchrun), the usual cause is the global rank used as the GPU index: each machine
+// numbers its GPUs from 0, and a process's GPU is cuda:LOCAL_RANK.
+std::string no_such_device_advice(int index, int count) {
+  const char* rank = std::getenv("RANK");
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  if (rank != nullptr && local_rank != nullptr) {
+    const std::string r = rank, l = local_rank;
+    if (r == std::to_string(index) && r != l) {
+      return ::tiny::detail::concat("This process is rank ", r, " (RANK, counted over every machine) but local rank ", l,
+                            " (LOCAL_RANK, counted on this machine): the GPU index is the local rank. Use cuda:", l,
+                            " (tiny::distributed::local_rank(); PyTorch: torch.device(\"cuda\", local_rank)).");
+    }
+    return ::tiny::detail::concat("This process has LOCAL_RANK=", l, ": each process on a machine uses cuda:LOCAL_RANK, so "
+                          "start at most ", count, " process", count == 1 ? "" : "es", " per machine (tinyrun --nproc-per-node ",
+                          count, ").");
+  }
+  if (device_runtime_is_cuda()) return "Use an index below the device count (tiny::cuda::device_count()).";
+  return "Use an index below the device count (tiny::cuda::device_count()), or set TINY_EMULATED_GPUS to emulate more.";
+}
+
+}  // namespace
+
 int resolve_index(const Device& device) {
   TINY_CHECK(device.is_cuda(), DeviceError, "internal: resolve_index(", device, ") is not a cuda device");
   const int count = device_count();
@@ -83,7 +109,7 @@ int resolve_index(const Device& device) {
   const int index = device.has_index() ? device.index() : t_current_device;
   TINY_CHECK(index >= 0 && index < count, DeviceError, "CUDA error: invalid device ordinal: ", device,
              " does not exist; this machine has ", count, " device", count == 1 ? "" : "s", " (",
-             device_list(count), "). Set TINY_EMULATED_GPUS to emulate more.");
+             device_list(count), "). ", no_such_device_advice(index, count));
   return index;
 }
 

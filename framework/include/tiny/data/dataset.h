@@ -48,6 +48,19 @@ class Dataset {
   /// The default calls get() for each index and stacks data and targets with
   /// tiny::stack. `indices` must not be empty.
   virtual Batch get_batch(const std::vector<int64_t>& indices) const;
+  /// @brief What producing the batch at `indices` costs the host, in nanoseconds of the emulated GPU's modelled time.
+  ///
+  /// The default, 0, says reading examples held in memory is free there, as
+  /// other host code is. A data set whose examples cost real CPU work
+  /// (decoding images, augmenting them: torchvision's transforms) returns that
+  /// work's cost here, measured once. The DataLoader charges it to the
+  /// iterating thread (num_workers == 0) or to worker k % num_workers for
+  /// batch k, as PyTorch hands batches out, so a data-loading bottleneck shows
+  /// in modelled time the same on every machine (docs/performance_model.md).
+  virtual int64_t modelled_load_ns(const std::vector<int64_t>& indices) const {
+    (void)indices;
+    return 0;
+  }
 };
 
 /// @brief A data set over two tensors whose first dimension indexes examples (PyTorch's `TensorDataset(data, targets)`).
@@ -85,6 +98,8 @@ class Subset : public Dataset {
   Example get(int64_t index) const override;
   /// @brief The underlying data set's get_batch() of the mapped indices, so its fast path is kept.
   Batch get_batch(const std::vector<int64_t>& indices) const override;
+  /// @brief The underlying data set's modelled_load_ns() of the mapped indices.
+  int64_t modelled_load_ns(const std::vector<int64_t>& indices) const override;
   /// @brief The data set indexed into (PyTorch's `subset.dataset`).
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   /// @brief The selected indices (PyTorch's `subset.indices`).
