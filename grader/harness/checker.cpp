@@ -121,13 +121,13 @@ std::string not_plain_results(const fs::path& dir) {
   return ec ? "its results folder cannot be read (" + ec.message() + ")" : "";
 }
 
-// The source tree this checker was built from (this file is <source>/grader/harness/checker.cpp), if still there.
+// The source tree this checker was built from, if still there. Not from __FILE__:
+// ccache (with its base directory set) compiles with relative paths, and a
+// relative __FILE__ once hid nothing from a student's run.
 fs::path source_tree() {
-  const fs::path here = __FILE__;
-  if (!here.is_absolute()) return {};
-  const fs::path root = here.parent_path().parent_path().parent_path();
+  const fs::path root = WORKBOOK_SOURCE_DIR;
   std::error_code ec;
-  return fs::is_directory(root / "solutions", ec) ? root : fs::path();
+  return root.is_absolute() && fs::is_directory(root / "solutions", ec) ? root : fs::path();
 }
 
 // What a student's run must not read: the reference's sources, the checks and

@@ -86,12 +86,15 @@ std::string concat(Args&&... args) {
   return out.str();
 }
 
-/// Where TINY_CHECK and TINY_THROW look their error type up: `ValueError` and
-/// `tiny::ValueError` both name tiny's (the alias is only visible here).
+/// @cond
+// Where TINY_CHECK and TINY_THROW look their error type up: `ValueError` and
+// `tiny::ValueError` both name tiny's (the alias is only visible here; Doxygen
+// skips it, taking it for a recursive alias).
 namespace error_types {
 using namespace ::tiny;
 namespace tiny = ::tiny;
 }  // namespace error_types
+/// @endcond
 }  // namespace detail
 
 }  // namespace tiny

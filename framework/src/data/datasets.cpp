@@ -207,12 +207,9 @@ std::string default_data_dir() {
 #ifdef TINY_DEFAULT_DATA_DIR
   return TINY_DEFAULT_DATA_DIR;
 #else
-  // This file is <repository>/framework/src/data/datasets.cpp.
-  const fs::path source(__FILE__);
-  if (source.is_absolute()) {
-    const fs::path data = source.parent_path().parent_path().parent_path().parent_path() / "data";
-    if (is_file(data / "digits" / "digits.csv")) return data.string();
-  }
+  // The repository this library was built from (not __FILE__: ccache compiles with relative paths).
+  const fs::path data = fs::path(TINY_SOURCE_DATA_DIR);
+  if (data.is_absolute() && is_file(data / "digits" / "digits.csv")) return data.string();
   return "";
 #endif
 }
