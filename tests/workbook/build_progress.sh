@@ -12,6 +12,7 @@ cat >"$work/cmake" <<'FAKE'
 #!/usr/bin/env bash
 # Only `cmake --build ...` is expected here (the build is configured already).
 [[ "$1" == --build ]] || { echo "fake cmake: unexpected call: $*" >&2; exit 3; }
+echo "[0/2] Re-checking globbed directories..."
 for i in $(seq 1 200); do echo "[$i/200 0.1s] Building CXX object framework/CMakeFiles/tiny.dir/src/f$i.cpp.o"; done
 FAKE
 chmod +x "$work/cmake"
