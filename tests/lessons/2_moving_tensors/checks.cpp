@@ -166,6 +166,14 @@ WORKBOOK_CHECK(gpu_compute_then_cpu, "gpu_compute_then_cpu() computes on the dev
                            ": the caller cannot read it there; bring it back with .cpu() before returning");
     }
     if (std::string(device) != "cpu" && counter(mine, device, "kernel_launches") == 0) {
+      if (counter(mine, device, "bytes_host_to_device") > 0) {
+        // x.to(device); alone: the copy happened, and the result was dropped.
+        return Outcome::fail(call + ": your code copied " + std::to_string(counter(mine, device, "bytes_host_to_device")) +
+                             " bytes to " + device + " but computed nothing there (no kernel was launched): .to() "
+                             "returns a new tensor on the device and leaves x where it was, so keep what it returns "
+                             "(auto x_dev = x.to(device); PyTorch: x = x.to(device)) and compute with that. The "
+                             "compiler warns about a dropped .to() result (nodiscard): see its warning above");
+      }
       return Outcome::fail(call + ": nothing ran on " + device +
                            " (no kernel was launched there). Move x and w with .to(device) and compute there");
     }

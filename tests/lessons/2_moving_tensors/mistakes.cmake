@@ -24,6 +24,15 @@ workbook_mistake(computed_on_cpu CHECK gpu_compute_then_cpu MESSAGE "nothing ran
   REPLACE [=[  const tiny::Tensor x_dev = x;
   const tiny::Tensor w_dev = w;]=])
 
+# x.to(device); alone: the copies happen, their results are dropped, the product runs on the CPU.
+workbook_mistake(to_results_dropped CHECK gpu_compute_then_cpu MESSAGE ".to() returns a new tensor on the device"
+  FIND [=[  const tiny::Tensor x_dev = x.to(device);
+  const tiny::Tensor w_dev = w.to(device);]=]
+  REPLACE [=[  (void)x.to(device);
+  (void)w.to(device);
+  const tiny::Tensor x_dev = x;
+  const tiny::Tensor w_dev = w;]=])
+
 # "Fixed" by moving the activation to the CPU instead of the parameters to the GPU.
 workbook_mistake(moved_x_to_cpu CHECK linear_relu MESSAGE "move the parameters to x.device(), not x to the CPU"
   FIND [=[  return tiny::relu(x.matmul(w.to(device)) + b.to(device));]=]
