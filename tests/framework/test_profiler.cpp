@@ -80,6 +80,44 @@ TEST(Profiler, ChromeTraceHasHostStreamAndCopyTracksWithArrows) {
   }
 }
 
+// Each user-facing op (linear, the optimizer's step, ...) is a cpu_op range on its host
+// thread's track, around the launches it made, as Kineto draws aten::linear.
+TEST(Profiler, OpsAreHostRangesAroundTheirLaunches) {
+  tiny_test::TempDir dir;
+  const std::string path = dir.file("trace.json");
+  {
+    tiny::profiler::profile prof;
+    run_profiled_work();
+    prof.stop();
+    prof.export_chrome_trace(path);
+    const std::string table = prof.key_averages();
+    EXPECT_NE(table.find("linear "), std::string::npos) << "the op's row, with its kernels' device time\n" << table;
+  }
+  json trace;
+  std::ifstream(path) >> trace;
+  std::map<std::string, int> ops;
+  std::vector<std::pair<double, double>> linear;  // host ranges of linear on thread 0
+  std::vector<double> launches;                   // cudaLaunchKernel starts on thread 0
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["pid"] != 0) continue;
+    const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    if (e["cat"] == "cpu_op") {
+      ++ops[e["name"].get<std::string>()];
+      if (e["name"] == "linear" && e["tid"] == 0) linear.emplace_back(ts, ts + dur);
+    }
+    if (e["name"] == "cudaLaunchKernel" && e["tid"] == 0) launches.push_back(ts);
+  }
+  EXPECT_GT(ops["linear"], 0) << "every layer's forward";
+  EXPECT_EQ(ops["optimizer.step"], 2) << "one per step";
+  ASSERT_FALSE(linear.empty());
+  for (const auto& [start, end] : linear) {
+    EXPECT_GT(end, start) << "a linear launches kernels, which costs the host time";
+    const bool holds_a_launch = std::any_of(launches.begin(), launches.end(),
+                                            [&](double t) { return t >= start - 1e-3 && t <= end + 1e-3; });
+    EXPECT_TRUE(holds_a_launch) << "linear at " << start << " us: its launches lie inside it";
+  }
+}
+
 TEST(Profiler, KeyAveragesSumsEachKernel) {
   tiny::profiler::profile prof;
   run_profiled_work();

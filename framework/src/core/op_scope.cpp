@@ -3,4 +3,5 @@
 
 namespace tiny::detail {
 thread_local const char* current_op_name = nullptr;
+std::atomic<const OpTraceHooks*> op_trace_hooks{nullptr};
 }  // namespace tiny::detail

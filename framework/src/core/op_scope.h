@@ -8,12 +8,26 @@
 // name the learner wrote. A scope costs one thread-local load, a compare and a
 // pointer store; nothing is allocated or formatted. The name must be a string
 // with static storage duration (a literal): blocks keep the pointer.
+//
+// While a tiny::profiler::profile records, the outermost scope also reports its
+// entry and exit (one more relaxed atomic load per scope otherwise), so the
+// trace shows each op's host time (Kineto's cpu_op).
 #pragma once
+
+#include <atomic>
+#include <cstdint>
 
 namespace tiny::detail {
 
 // The outermost open scope's name on this thread, or nullptr outside any.
 extern thread_local const char* current_op_name;
+
+// Set by the profiler's recording (gpu/model/trace.cpp) while it records.
+struct OpTraceHooks {
+  int64_t (*enter)();                           // the host's time at the op's entry
+  void (*exit)(const char* name, int64_t entered);  // records the op's host range
+};
+extern std::atomic<const OpTraceHooks*> op_trace_hooks;
 
 // The current op, or "unknown" outside every scope.
 inline const char* current_op() { return current_op_name != nullptr ? current_op_name : "unknown"; }
@@ -21,16 +35,25 @@ inline const char* current_op() { return current_op_name != nullptr ? current_op
 class OpScope {
  public:
   explicit OpScope(const char* name) : outermost_(current_op_name == nullptr) {
-    if (outermost_) current_op_name = name;
+    if (!outermost_) return;
+    current_op_name = name;
+    if (const OpTraceHooks* hooks = op_trace_hooks.load(std::memory_order_relaxed)) {
+      hooks_ = hooks;
+      entered_ = hooks->enter();
+    }
   }
   ~OpScope() {
-    if (outermost_) current_op_name = nullptr;
+    if (!outermost_) return;
+    if (hooks_ != nullptr) hooks_->exit(current_op_name, entered_);
+    current_op_name = nullptr;
   }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
  private:
   bool outermost_;
+  const OpTraceHooks* hooks_ = nullptr;
+  int64_t entered_ = 0;
 };
 
 }  // namespace tiny::detail

@@ -86,6 +86,11 @@ void profile::export_chrome_trace(const std::string& path) const {
   int64_t flow = 0;
   for (const TraceEvent& e : recording_->events) {
     threads[e.thread] = true;
+    if (e.kind == Kind::cpu_op) {  // an op's host range, around the launches it made
+      events.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
+                        {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}});
+      continue;
+    }
     if (e.kind == Kind::synchronize) {
       events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
                         {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)},
@@ -143,12 +148,15 @@ std::string profile::key_averages() const {
   struct Row {
     int64_t calls = 0, host_ns = 0, device_ns = 0;
   };
+  // A kernel's or copy's row, and its op's row too (as PyTorch's aten::linear counts its kernels' device time).
   std::map<std::string, Row> rows;
   for (const TraceEvent& e : recording_->events) {
     Row& r = rows[e.name];
     ++r.calls;
     r.host_ns += e.host_end_ns - e.host_start_ns;
-    if (e.kind != Kind::synchronize) r.device_ns += e.end_ns - e.start_ns;
+    if (e.kind == Kind::synchronize || e.kind == Kind::cpu_op) continue;
+    r.device_ns += e.end_ns - e.start_ns;
+    if (e.op[0] != '\0') rows[e.op].device_ns += e.end_ns - e.start_ns;
   }
   std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
   std::stable_sort(sorted.begin(), sorted.end(),
@@ -159,6 +167,7 @@ std::string profile::key_averages() const {
                 "Device total", "Device avg");
   out << line << std::string(113, '-') << "\n";
   for (const auto& [name, r] : sorted) {
+    if (r.calls == 0) continue;  // an op whose scope opened before the recording
     std::snprintf(line, sizeof line, "%-44s %8lld %11.3f us %11.3f us %11.3f us %11.3f us\n", name.c_str(),
                   static_cast<long long>(r.calls), us(r.host_ns), us(r.host_ns) / r.calls, us(r.device_ns),
                   us(r.device_ns) / r.calls);

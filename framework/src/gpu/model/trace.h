@@ -1,6 +1,7 @@
 // What the profiler records (tiny::profiler, framework/src/profiler/): the
 // emulated GPU reports each kernel, copy and synchronization with its
-// modelled times here while a profile is open. Cheap when none is: one
+// modelled times here while a profile is open, and each outermost op scope
+// (core/op_scope.h) its host range. Cheap when none is: one
 // relaxed atomic load per call.
 #pragma once
 
@@ -10,7 +11,8 @@
 namespace tiny::gpu::model {
 
 struct TraceEvent {
-  enum class Kind : uint8_t { kernel, memcpy_to_device, memcpy_to_host, memcpy_device, memset, synchronize };
+  // cpu_op: a user-facing op's time on the host (host_start_ns to host_end_ns; name = op).
+  enum class Kind : uint8_t { kernel, memcpy_to_device, memcpy_to_host, memcpy_device, memset, synchronize, cpu_op };
   Kind kind = Kind::kernel;
   const char* name = "";  // the kernel ("gemm", "binary") or the call; a literal
   const char* op = "";    // the user-facing op that launched it ("linear"), or ""
