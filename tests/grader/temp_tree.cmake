@@ -33,6 +33,19 @@ function(workbook_temp_tree root)
   file(WRITE ${root}/recipe.json "${recipe}")
 endfunction()
 
+# solution_with(FOLDER FIND REPLACE OUT): writes to OUT the lesson's reference
+# solution with FIND (which must be there) replaced by REPLACE: a student's
+# exercise.cpp with one mistake.
+function(solution_with folder find replace out)
+  file(READ ${SOURCE}/solutions/${folder}/exercise.cpp text)
+  string(FIND "${text}" "${find}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "solutions/${folder}/exercise.cpp no longer holds \"${find}\": update this test")
+  endif()
+  string(REPLACE "${find}" "${replace}" text "${text}")
+  file(WRITE ${out} "${text}")
+endfunction()
+
 # expect_in(WHAT TEXT PATTERN): fails the test unless TEXT (named WHAT in the message) holds PATTERN.
 function(expect_in what text pattern)
   string(FIND "${text}" "${pattern}" at)
