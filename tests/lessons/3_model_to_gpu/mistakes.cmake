@@ -2,82 +2,48 @@
 
 # left_behind
 workbook_mistake(left_behind_params_only CHECK left_behind MESSAGE "only looks at the parameters"
-  FIND [=[
-  for (const auto& [name, tensor] : model.named_buffers()) {
+  FIND [=[  for (const auto& [name, tensor] : model.named_buffers()) {
     if (tensor.device() != device) names.push_back(name);
   }
 ]=]
-  REPLACE [=[
-]=])
+  REPLACE [=[]=])
 workbook_mistake(left_behind_state_dict CHECK left_behind MESSAGE "misses non-persistent buffers"
-  FIND [=[
-  for (const auto& [name, tensor] : model.named_parameters()) {
+  FIND [=[  for (const auto& [name, tensor] : model.named_parameters()) {
     if (tensor.device() != device) names.push_back(name);
   }
-  for (const auto& [name, tensor] : model.named_buffers()) {
-    if (tensor.device() != device) names.push_back(name);
-  }
-]=]
-  REPLACE [=[
-  for (const auto& [name, tensor] : model.state_dict()) {
-    if (tensor.device() != device) names.push_back(name);
-  }
-]=])
+  for (const auto& [name, tensor] : model.named_buffers()) {]=]
+  REPLACE [=[  for (const auto& [name, tensor] : model.state_dict()) {]=])
 workbook_mistake(left_behind_is_cuda CHECK left_behind MESSAGE "takes a tensor on cuda:1 to be on cuda:0"
-  FIND [=[
-  for (const auto& [name, tensor] : model.named_parameters()) {
-    if (tensor.device() != device) names.push_back(name);
+  FIND [=[    if (tensor.device() != device) names.push_back(name);
   }
   for (const auto& [name, tensor] : model.named_buffers()) {
-    if (tensor.device() != device) names.push_back(name);
-  }
-]=]
-  REPLACE [=[
-  for (const auto& [name, tensor] : model.named_parameters()) {
-    if (tensor.is_cuda() != device.is_cuda()) names.push_back(name);
+    if (tensor.device() != device) names.push_back(name);]=]
+  REPLACE [=[    if (tensor.is_cuda() != device.is_cuda()) names.push_back(name);
   }
   for (const auto& [name, tensor] : model.named_buffers()) {
-    if (tensor.is_cuda() != device.is_cuda()) names.push_back(name);
-  }
-]=])
+    if (tensor.is_cuda() != device.is_cuda()) names.push_back(name);]=])
 
 # Normalizer
 workbook_mistake(normalizer_plain_member CHECK normalizer_buffers MESSAGE "is a plain member, not a buffer"
-  FIND [=[
-  this->mean = register_buffer("mean", mean);
-  this->stddev = register_buffer("stddev", stddev);
-]=]
-  REPLACE [=[
-  this->mean = mean;
-  this->stddev = stddev;
-]=])
+  FIND [=[  this->mean = register_buffer("mean", mean);
+  this->stddev = register_buffer("stddev", stddev);]=]
+  REPLACE [=[  this->mean = mean;
+  this->stddev = stddev;]=])
 workbook_mistake(normalizer_as_parameter CHECK normalizer_buffers MESSAGE "registers its statistics as parameters"
-  FIND [=[
-  this->mean = register_buffer("mean", mean);
-  this->stddev = register_buffer("stddev", stddev);
-]=]
-  REPLACE [=[
-  this->mean = register_parameter("mean", mean);
-  this->stddev = register_parameter("stddev", stddev);
-]=])
+  FIND [=[  this->mean = register_buffer("mean", mean);
+  this->stddev = register_buffer("stddev", stddev);]=]
+  REPLACE [=[  this->mean = register_parameter("mean", mean);
+  this->stddev = register_parameter("stddev", stddev);]=])
 workbook_mistake(normalizer_member_not_kept CHECK normalizer_buffers MESSAGE "keep the handle register_buffer returns"
-  FIND [=[
-  this->mean = register_buffer("mean", mean);
-  this->stddev = register_buffer("stddev", stddev);
-]=]
-  REPLACE [=[
-  register_buffer("mean", mean);
-  register_buffer("stddev", stddev);
-]=])
+  FIND [=[  this->mean = register_buffer("mean", mean);
+  this->stddev = register_buffer("stddev", stddev);]=]
+  REPLACE [=[  register_buffer("mean", mean);
+  register_buffer("stddev", stddev);]=])
 workbook_mistake(normalizer_not_persistent CHECK normalizer_buffers MESSAGE "registered with persistent=false"
-  FIND [=[
-  this->mean = register_buffer("mean", mean);
-  this->stddev = register_buffer("stddev", stddev);
-]=]
-  REPLACE [=[
-  this->mean = register_buffer("mean", mean, false);
-  this->stddev = register_buffer("stddev", stddev, false);
-]=])
+  FIND [=[  this->mean = register_buffer("mean", mean);
+  this->stddev = register_buffer("stddev", stddev);]=]
+  REPLACE [=[  this->mean = register_buffer("mean", mean, false);
+  this->stddev = register_buffer("stddev", stddev, false);]=])
 
 # PositionalOffset
 workbook_mistake(offset_on_cpu CHECK positional_offset MESSAGE "forward() mixed devices"
@@ -99,11 +65,9 @@ workbook_mistake(predict_output_on_gpu CHECK predict MESSAGE "return them on the
   FIND [=[return model(inputs.to(device)).cpu();]=]
   REPLACE [=[return model(inputs.to(device));]=])
 workbook_mistake(predict_with_grad CHECK predict MESSAGE "outputs that require grad"
-  FIND [=[
-  tiny::NoGradGuard no_grad;
+  FIND [=[  tiny::NoGradGuard no_grad;
 ]=]
-  REPLACE [=[
-]=])
+  REPLACE [=[]=])
 
 # checkpoints
 workbook_mistake(save_params_only CHECK save_checkpoint MESSAGE "the buffers mean and stddev are missing"
@@ -113,12 +77,8 @@ workbook_mistake(save_params_only CHECK save_checkpoint MESSAGE "the buffers mea
   tiny::save(state, path);]=])
 # Moves the file's tensors instead of the model: load_state_dict copies them into the model where it is.
 workbook_mistake(load_not_moved CHECK load_checkpoint MESSAGE "Call model.to(device) as well"
-  FIND [=[
-  model.load_state_dict(tiny::load(path));
-  model.to(device);
-]=]
-  REPLACE [=[
-  tiny::StateDict on_device;
+  FIND [=[  model.load_state_dict(tiny::load(path));
+  model.to(device);]=]
+  REPLACE [=[  tiny::StateDict on_device;
   for (const auto& [name, tensor] : tiny::load(path)) on_device.insert(name, tensor.to(device));
-  model.load_state_dict(on_device);
-]=])
+  model.load_state_dict(on_device);]=])

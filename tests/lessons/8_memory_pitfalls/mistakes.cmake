@@ -1,8 +1,7 @@
 # Committed wrong solutions of lesson 8: each must fail its check with its message.
 
 workbook_mistake(history_of_tensors CHECK memory_flat MESSAGE "or a history of tensors, `history.push_back(loss)`"
-  FIND [=[  int64_t examples = 0;
-  for (const Batch& batch : batches) {
+  FIND [=[  for (const Batch& batch : batches) {
     optimizer.zero_grad();
     const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
     loss.backward();
@@ -12,10 +11,8 @@ workbook_mistake(history_of_tensors CHECK memory_flat MESSAGE "or a history of t
     loss_sum += value * static_cast<double>(n);
     examples += n;
     log.losses.push_back(value);
-  }
-  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=]
-  REPLACE [=[  int64_t examples = 0;
-  std::vector<tiny::Tensor> history;
+  }]=]
+  REPLACE [=[  std::vector<tiny::Tensor> history;
   for (const Batch& batch : batches) {
     optimizer.zero_grad();
     const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
@@ -27,8 +24,7 @@ workbook_mistake(history_of_tensors CHECK memory_flat MESSAGE "or a history of t
     examples += n;
     history.push_back(loss);  // the tensor, and with it the step's graph
   }
-  for (const tiny::Tensor& l : history) log.losses.push_back(l.item<double>());
-  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=])
+  for (const tiny::Tensor& l : history) log.losses.push_back(l.item<double>());]=])
 
 workbook_mistake(total_as_tensor CHECK memory_flat MESSAGE "That is a running total kept as a tensor, `total = total + loss`"
   FIND [=[  double loss_sum = 0.0;  // a number, not a tensor: a tensor total would chain every step's graph
