@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,29 @@
 #include "tiny/tiny.h"
 
 namespace workbook {
+
+/// @brief The most bytes of exchange data (a values.json, or what a runner sends
+/// the checker) that are read: more is refused before parsing, as nlohmann's
+/// tree takes many times the text's size.
+inline constexpr size_t kMaxExchangeBytes = size_t{16} << 20;
+/// @brief The deepest nesting of arrays and objects accepted in exchange data.
+inline constexpr int kMaxExchangeDepth = 64;
+/// @brief The most bytes of one message from a student's run (an exception's
+/// text, a compiler's output, a check's message) that go into results and reports.
+inline constexpr size_t kMaxMessageBytes = 4096;
+/// @brief The most bytes of one line of such a message.
+inline constexpr size_t kMaxLineBytes = 2048;
+
+/// @brief "" when `text` is within kMaxExchangeBytes and kMaxExchangeDepth, else
+/// what is wrong, with the figures: "is 62.0 MiB, more than the 16 MiB the grader reads".
+std::string exchange_limits_problem(std::string_view text);
+
+/// @brief `text` with each line cut to `max_line` bytes and the whole to
+/// `max_total`, each cut marked "... (N bytes cut)" (never inside a UTF-8 character).
+std::string cut_text(const std::string& text, size_t max_total = kMaxMessageBytes, size_t max_line = kMaxLineBytes);
+
+/// @brief "62.0 MiB", "512 bytes".
+std::string bytes_text(size_t bytes);
 
 /// @brief The facts a check needs about a tensor, beside its values.
 struct TensorInfo {
@@ -55,8 +79,17 @@ class Bundle {
 
   /// @brief Writes the folder (created if missing).
   void save(const std::filesystem::path& dir) const;
+  /// @brief Writes the tensors' .npy files into `dir` (created if missing) and
+  /// returns the text of values.json, which lists them with a digest of each
+  /// file: what save() writes, and what a graded runner sends the checker.
+  std::string save_tensors(const std::filesystem::path& dir) const;
   /// @brief Reads a folder written by save(). Throws tiny::IOError for a missing or damaged one.
   static Bundle load(const std::filesystem::path& dir);
+  /// @brief Reads `text` (a values.json, named `source` in messages) and the
+  /// .npy files it lists in `dir`. Throws tiny::IOError for text over the
+  /// exchange limits (checked before parsing), damaged text, a file listed
+  /// twice, or a file that differs from its digest.
+  static Bundle parse(const std::filesystem::path& dir, const std::string& text, const std::string& source);
 
  private:
   std::map<std::string, tiny::Tensor> tensors_;

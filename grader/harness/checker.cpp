@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@
 #include <random>
 #include <sstream>
 #include <thread>
+
+#include "runner.h"
 
 namespace workbook {
 
@@ -119,6 +122,172 @@ std::string not_plain_results(const fs::path& dir) {
     if (S_ISREG(st.st_mode) && st.st_nlink > 1) return name + " is a hard link to another file";
   }
   return ec ? "its results folder cannot be read (" + ec.message() + ")" : "";
+}
+
+// The channel a runner sends its results through (runner.h): a FIFO in the
+// run's folder whose read end we open before the runner starts, read by a
+// thread while the runner runs (a pipe holds only 64 KiB), at most
+// kMaxExchangeBytes kept and the rest counted, never stored. What a graded run
+// leaves on disk as values.json is never read.
+class ResultsChannel {
+ public:
+  explicit ResultsChannel(const fs::path& path) : path_(path) {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0 || mkfifo(path.c_str(), 0600) != 0) return;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ >= 0) reader_ = std::thread([this] { read_until_stopped(); });
+  }
+  ~ResultsChannel() {
+    stop();
+    for (int fd : wake_) {
+      if (fd >= 0) ::close(fd);
+    }
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  ResultsChannel(const ResultsChannel&) = delete;
+  ResultsChannel& operator=(const ResultsChannel&) = delete;
+
+  /// False when the FIFO could not be made (the run then cannot send anything).
+  bool ready() const { return fd_ >= 0; }
+  /// What was sent, once the runner has ended (stops reading).
+  const std::string& text() {
+    stop();
+    return text_;
+  }
+  /// How many bytes were sent, those not kept too.
+  size_t bytes() {
+    stop();
+    return bytes_;
+  }
+
+ private:
+  void stop() {
+    if (reader_.joinable()) {
+      (void)!::write(wake_[1], "x", 1);
+      reader_.join();
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  // Reads what is there; false when nothing was.
+  bool drain() {
+    char buf[65536];
+    bool any = false;
+    for (;;) {
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return any;
+      any = true;
+      bytes_ += static_cast<size_t>(n);
+      if (text_.size() <= kMaxExchangeBytes) {
+        text_.append(buf, std::min(static_cast<size_t>(n), kMaxExchangeBytes + 1 - text_.size()));
+      }
+    }
+  }
+  void read_until_stopped() {
+    // Once the writers have left, poll says so at once, again and again: then
+    // only look back now and then (a writer may come again) until told to stop.
+    bool writers_left = false;
+    for (;;) {
+      pollfd p[2] = {{wake_[0], POLLIN, 0}, {writers_left ? -1 : fd_, POLLIN, 0}};
+      const int ready = poll(p, 2, writers_left ? 50 : -1);
+      if (ready < 0 && errno != EINTR) break;
+      if (p[0].revents != 0) break;
+      if (ready == 0) writers_left = false;
+      else if (p[1].revents != 0 && !drain()) writers_left = true;
+    }
+    drain();  // what the runner wrote before it ended
+  }
+
+  fs::path path_;
+  int fd_ = -1;
+  int wake_[2] = {-1, -1};  // written by stop(): wakes the reader
+  std::thread reader_;
+  std::string text_;
+  size_t bytes_ = 0;
+};
+
+// The counters of a student's run as the checks and the report may use them:
+// "cuda:N" (a few devices) -> name -> number; anything else it sent is dropped.
+nlohmann::json plain_counters(const nlohmann::json& sent) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!sent.is_object()) return out;
+  for (const auto& [device, counters] : sent.items()) {
+    if (out.size() >= 16 || device.size() > 8 || device.rfind("cuda:", 0) != 0 || !counters.is_object()) continue;
+    nlohmann::json kept = nlohmann::json::object();
+    for (const auto& [name, value] : counters.items()) {
+      if (kept.size() < 32 && name.size() <= 64 && value.is_number()) kept[name] = value;
+    }
+    out[device] = kept;
+  }
+  return out;
+}
+
+// What the harness's own keys of a student's results must be ("" when they
+// are); the checks would otherwise stop on a type error, an ERROR of the workbook's.
+std::string harness_keys_problem(const nlohmann::json& v) {
+  const auto status = v.find("_status");
+  if (status == v.end()) return "it sent no _status";
+  const std::string s = status->is_string() ? status->get<std::string>() : "";
+  if (s != "ok" && s != "todo" && s != "error") {
+    return "its _status is " + cut_text(status->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 64, 64) +
+           ", not ok, todo or error";
+  }
+  for (const char* key : {"_message", "_error_type"}) {
+    if (v.contains(key) && !v[key].is_string()) return std::string("its ") + key + " is not a string";
+  }
+  for (const char* key : {"_elapsed_ms"}) {
+    if (v.contains(key) && !v[key].is_number()) return std::string("its ") + key + " is not a number";
+  }
+  if (v.contains("_times_ms")) {
+    const nlohmann::json& t = v["_times_ms"];
+    if (!t.is_array() || !std::all_of(t.begin(), t.end(), [](const nlohmann::json& x) { return x.is_number(); }))
+      return "its _times_ms is not a list of numbers";
+  }
+  return "";
+}
+
+// "reset the GPU counters (...) during a graded run: ..." when the student's
+// code tried to reset what the checks count ("" when it did not).
+std::string refused_resets_message(const nlohmann::json& v) {
+  const auto it = v.find("_refused_resets");
+  if (it == v.end() || !it->is_object()) return "";
+  auto count = [&](const char* key) {
+    const auto c = it->find(key);
+    return c != it->end() && c->is_number() ? c->get<double>() : 0.0;
+  };
+  const bool counters = count("reset_device_counters") > 0, peaks = count("reset_peak_memory_stats") > 0;
+  if (!counters && !peaks) return "";
+  std::string what;
+  if (counters) what = "the GPU counters (tiny::cuda::reset_device_counters)";
+  if (peaks) what += std::string(counters ? " and " : "") + "the peak memory statistics (tiny::cuda::reset_peak_memory_stats)";
+  return "reset " + what + " during a graded run: the checks count the work your code does, so they cannot be "
+         "reset; take the reset out of your exercise.cpp";
+}
+
+// The check's details as they go into the JSON and the report: every string
+// cut to kMaxMessageBytes, and the whole at most kMaxDetailsBytes (the
+// checker's own figures, counters and timing, are kept in any case).
+constexpr size_t kMaxDetailsBytes = size_t{256} << 10;
+void cut_strings(nlohmann::json& j) {
+  if (j.is_string()) {
+    const std::string& text = j.get_ref<const std::string&>();
+    if (text.size() > kMaxMessageBytes) j = cut_text(text);
+  } else if (j.is_structured()) {
+    for (auto& item : j) cut_strings(item);
+  }
+}
+nlohmann::json bounded_details(nlohmann::json details) {
+  cut_strings(details);
+  const size_t size = details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  if (size <= kMaxDetailsBytes || !details.is_object()) return details;
+  nlohmann::json kept = nlohmann::json::object();
+  for (const char* key : {"counters", "timing", "sandbox"}) {
+    if (details.contains(key)) kept[key] = details[key];
+  }
+  kept["cut"] = "the other details (" + bytes_text(size) + " in all) were left out: more than the " +
+                bytes_text(kMaxDetailsBytes) + " a check's details may hold";
+  return kept;
 }
 
 // The source tree this checker was built from, if still there. Not from __FILE__:
@@ -243,9 +412,19 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     }
   }
 
+  // Its results come through a channel we hold, never from a file it left.
+  ResultsChannel channel(dir / "results.pipe");
+  if (!channel.ready()) {
+    throw std::runtime_error("could not make the pipe the runner sends its results through (" + (dir / "results.pipe").string() +
+                             "): " + std::strerror(errno));
+  }
+  p.env[kResultsPipeVariable] = "results.pipe";
+
   Run result;
   result.call = options.call;
   const ProcessResult process = run_process(p);
+  const std::string& sent = channel.text();
+  const size_t sent_bytes = channel.bytes();
   if (hostile) details["sandbox"] = process.isolation.describe();
   if (process.start_failed) {
     // The runner was missing or being rebuilt: nothing of the student's ran.
@@ -255,29 +434,45 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     throw RunnerNotStarted("the grader could not start " + program + " (" + process.start_error +
                            "): this is the workbook's fault, not your code's; run the check again");
   }
-  if (!process.ok()) {
+  auto crash = [&](const std::string& message) {
     result.status = "crash";
-    result.message = process.describe();
-    if (!process.log_tail.empty()) result.message += "\nits last output:\n" + indent(process.log_tail, "  ");
+    result.message = cut_text(message);
+    result.out = Bundle();
     return result;
+  };
+  if (!process.ok()) {
+    std::string message = process.describe();
+    if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
+    return crash(message);
   }
   if (hostile) {
     if (const std::string why = not_plain_results(dir / "out"); !why.empty()) {
-      result.status = "crash";
-      result.message = "left results that are not to be trusted: " + why;
-      return result;
+      return crash("left results that are not to be trusted: " + why);
     }
   }
+  if (sent_bytes == 0) {
+    return crash("finished without sending its results (the runner sends them as it ends: did your code end the "
+                 "program itself, with exit() or a signal?)");
+  }
+  if (sent_bytes > kMaxExchangeBytes) {
+    return crash("sent " + bytes_text(sent_bytes) + " of results, more than the " + bytes_text(kMaxExchangeBytes) +
+                 " the grader reads: return smaller results");
+  }
   try {
-    result.out = Bundle::load(dir / "out");
+    result.out = Bundle::parse(dir / "out", sent, "the values.json it sent");
   } catch (const std::exception& e) {
-    result.status = "crash";
-    result.message = std::string("finished without its results: ") + e.what();
-    return result;
+    return crash(std::string("sent results that cannot be read: ") + e.what());
+  }
+  if (hostile) {
+    if (const std::string why = harness_keys_problem(result.out.values); !why.empty()) {
+      return crash("sent results that are not to be trusted: " + why);
+    }
+    if (const std::string why = refused_resets_message(result.out.values); !why.empty()) return crash(why);
+    if (result.out.values.contains("_counters")) result.out.values["_counters"] = plain_counters(result.out.values["_counters"]);
   }
   result.status = result.out.values.value("_status", "crash");
-  result.message = result.out.values.value("_message", "");
-  result.error_type = result.out.values.value("_error_type", "");
+  result.message = cut_text(result.out.values.value("_message", ""));
+  result.error_type = cut_text(result.out.values.value("_error_type", ""), 256, 256);
   result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
   if (!hostile && result.out.values.contains("_devices")) {
     const nlohmann::json& seen = result.out.values["_devices"];
@@ -353,6 +548,13 @@ Timing Context::time(const std::string& exercise, const Bundle& in, const RunOpt
       }
       std::vector<double> times;
       for (const auto& v : r.out.values.value("_times_ms", nlohmann::json::array())) times.push_back(v.get<double>());
+      if (times.empty()) {
+        // A runner always times its calls: no times would read as 0 ms, the fastest there is.
+        Timing t;
+        t.stopped = student_turn ? Outcome::fail("your code's run sent no timings (its results are not to be trusted)")
+                                 : Outcome::error("the reference's run sent no timings (a bug in the workbook)");
+        return t;
+      }
       ms[student_turn ? 0 : 1] = median(times);
     }
     student_ms.push_back(ms[0]);
@@ -613,7 +815,10 @@ int checker_main(int argc, char** argv) {
       }
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.details = ctx.details;
+    // What a student's run sent may be in these: bounded before they are printed or written.
+    r.outcome.message = cut_text(r.outcome.message);
+    r.outcome.note = cut_text(r.outcome.note);
+    r.details = bounded_details(ctx.details);
     print_result(r, width);
     std::fflush(stdout);
     results.push_back(std::move(r));

@@ -77,13 +77,16 @@ struct RunOptions {
 /// A student's run is hostile until proven otherwise: it runs in a sandbox
 /// (ProcessOptions::sandbox: its own uid as root, no network, the reference
 /// and the checks hidden) in its own folder of the work folder, which is
-/// root's and mode 0700, so it sees only its own inputs; only the files of
-/// its `out` folder count (what it prints goes to its log), and a link there
-/// is refused. A path under `work_dir` in its inputs (a file the check names
+/// root's and mode 0700, so it sees only its own inputs; only what the runner
+/// sends through the channel the checker holds counts (runner.h: never a
+/// values.json left on disk, nor what it prints, which goes to its log), with
+/// the .npy files of its `out` folder it lists by digest; a link there is
+/// refused, and so are results over the exchange limits (bundle.h), harness
+/// keys of the wrong type, and a reset of the GPU counters by the code graded. A path under `work_dir` in its inputs (a file the check names
 /// there, e.g. a checkpoint to write) becomes the same name in its own folder.
 /// The reference's runs are trusted.
 struct Run {
-  std::string status;      ///< ok, todo, error (an exception), crash (the process died or hung)
+  std::string status;      ///< ok, todo, error (an exception), crash (the process died or hung, or its results cannot be used)
   std::string message;     ///< the exception's text, or how the process ended and its last output
   std::string error_type;  ///< with status error: the exception's type, e.g. "tiny::DeviceError"
   std::string call;        ///< RunOptions::call of the run

@@ -8,6 +8,16 @@
 /// (before anything of the harness synchronizes). Its own result is in
 /// `values.json` (`_status`: ok, todo or error); a crash is seen by the checker.
 ///
+/// A graded run (the checker's: kResultsPipeVariable or kResultsFdVariable is
+/// set) differs in three ways. The runner opens the channel the checker reads
+/// before any of the lesson's code runs, and sends values.json's text through
+/// it (the tensors' .npy files, listed with a digest of each, stay in OUT_DIR);
+/// the checker ignores any values.json on disk. It leaves with _exit right
+/// after, so no atexit handler or static destructor runs once the results are
+/// sent. And tiny::cuda::reset_device_counters and reset_peak_memory_stats are
+/// refused (tiny::cuda::grading): the glue resets through the functions below;
+/// an attempt by the code graded is sent as `_refused_resets`, which fails the check.
+///
 /// A lesson's glue (tests/lessons/N_name/runner.cpp) registers one function per
 /// exercise:
 /// @code
@@ -32,6 +42,21 @@ struct ExerciseRegistrar {
 
 /// @brief The runner's main (harness/runner_main.cpp calls it).
 int runner_main(int argc, char** argv);
+
+/// @brief Set by the checker for a graded run: the path (relative to the run's
+/// folder) of a FIFO whose read end the checker holds; the runner sends its results through it.
+inline constexpr const char* kResultsPipeVariable = "WORKBOOK_RESULTS_PIPE";
+/// @brief Set by the checker for a graded run instead of kResultsPipeVariable:
+/// the number of an inherited descriptor to send the results through.
+inline constexpr const char* kResultsFdVariable = "WORKBOOK_RESULTS_FD";
+
+/// @brief Starts the counters of GPU `device` again from zero, for a lesson's
+/// glue right before it calls the exercise (in a graded run
+/// tiny::cuda::reset_device_counters is refused: the code graded must not reset them).
+void reset_device_counters(int device);
+/// @brief Starts the peaks of GPU `device`'s memory again, for a lesson's glue
+/// (as reset_device_counters, for tiny::cuda::reset_peak_memory_stats).
+void reset_peak_memory_stats(int device);
 
 }  // namespace workbook
 

@@ -7,10 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "harness/bundle.h"
 #include "harness/checker.h"
 #include "harness/compare.h"
+#include "harness/runner.h"
+#include "tiny/cuda_grading.h"
 
 namespace fs = std::filesystem;
 using workbook::Bundle;
@@ -85,9 +88,10 @@ TEST(Context, RunnersSeeTheEmulatedGpusEvenOnAMachineWithARealOne) {
   fs::permissions(dir / "work", fs::perms::owner_all);
   const fs::path runner = dir / "runner.sh";
   {
+    // A graded run sends its results through the pipe the checker names (runner.h).
     std::ofstream(runner) << "#!/bin/sh\nmkdir -p out && printf '{\"_status\": \"ok\", \"force\": \"%s\", "
                              "\"gpus\": \"%s\", \"extra\": \"%s\"}' \"$TINY_FORCE_EMULATED_GPU\" "
-                             "\"$TINY_EMULATED_GPUS\" \"$EXTRA\" > out/values.json\n";
+                             "\"$TINY_EMULATED_GPUS\" \"$EXTRA\" > \"$WORKBOOK_RESULTS_PIPE\"\n";
   }
   fs::permissions(runner, fs::perms::owner_all);
   workbook::Context ctx;
@@ -170,15 +174,25 @@ TEST(Timing, RatioIsTheRatioOfTheMediansItShows) {
 
 // This test program doubles as a fake runner (an ELF file, which the sandbox
 // starts by descriptor; a script could not be): started with
-// WORKBOOK_TEST_RUNNER_VALUES, it writes those values as its results, the
-// runner's protocol (RUNNER EXERCISE in out), and exits before any test runs.
+// WORKBOOK_TEST_RUNNER_VALUES, it sends those values as its results through
+// the checker's pipe, as a graded runner does (runner.h: RUNNER EXERCISE in
+// out), and exits before any test runs. With WORKBOOK_TEST_RUNNER_ON_DISK it
+// writes them to out/values.json instead; with WORKBOOK_TEST_RUNNER_PAD=N it
+// sends {"_status": "ok", "pad": "xxx..."} with N x's.
 const bool kStartedAsFakeRunner = [] {
   const char* values = std::getenv("WORKBOOK_TEST_RUNNER_VALUES");
   if (values == nullptr) return false;
-  {
-    std::error_code ec;
-    fs::create_directories("out", ec);
-    std::ofstream("out/values.json") << values;
+  std::string text = values;
+  if (const char* pad = std::getenv("WORKBOOK_TEST_RUNNER_PAD")) {
+    text = "{\"_status\": \"ok\", \"pad\": \"" + std::string(std::stoull(pad), 'x') + "\"}";
+  }
+  std::error_code ec;
+  fs::create_directories("out", ec);
+  const char* pipe = std::getenv(workbook::kResultsPipeVariable);
+  if (std::getenv("WORKBOOK_TEST_RUNNER_ON_DISK") != nullptr || pipe == nullptr) {
+    std::ofstream("out/values.json") << text;
+  } else {
+    std::ofstream(pipe, std::ios::binary) << text;
   }
   std::_Exit(0);
 }();
@@ -238,6 +252,192 @@ TEST(Context, ARunnerThatCannotStartIsTheWorkbooksFault) {
                 .find("could not start the lesson's reference program"),
             std::string::npos);
   fs::remove_all(dir);
+}
+
+// The student's run of the fake runner, sending `values` (and more environment).
+workbook::Run student_sends(const std::string& test, const std::string& values,
+                            const std::map<std::string, std::string>& env = {}) {
+  const fs::path dir = fresh_dir(test);
+  workbook::Context ctx = context_in(dir);
+  workbook::RunOptions o = runner_writes(values);
+  for (const auto& [k, v] : env) o.env[k] = v;
+  workbook::Run r = ctx.student("count_devices", Bundle{}, o);
+  fs::remove_all(dir);
+  return r;
+}
+
+// ---------------------------------------------------------------- what a student's run sends (issue 19)
+
+// The attack of issue 19: the results were rewritten on disk (from an atexit
+// hook) after the runner wrote them. Only what comes through the checker's pipe counts.
+TEST(Context, ResultsLeftOnDiskAreIgnored) {
+  const workbook::Run r = student_sends("on-disk", R"({"_status": "ok", "count": 2})", {{"WORKBOOK_TEST_RUNNER_ON_DISK", "1"}});
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_NE(r.message.find("finished without sending its results"), std::string::npos) << r.message;
+  EXPECT_FALSE(r.out.values.contains("count"));
+}
+
+TEST(Context, ResultsSentThroughThePipeAreRead) {
+  const workbook::Run r = student_sends("through-pipe", R"({"_status": "ok", "count": 2})");
+  ASSERT_TRUE(r.ok()) << r.status << ": " << r.message;
+  EXPECT_EQ(r.out.values["count"], 2);
+}
+
+// A 62 MiB values.json took the root checker to 4.6 GiB and 30 s: refused unread now.
+TEST(Context, OversizedResultsAreRefusedBeforeParsing) {
+  const workbook::Run r = student_sends("oversized", "{}", {{"WORKBOOK_TEST_RUNNER_PAD", std::to_string(20u << 20)}});
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_NE(r.message.find("sent 20.0 MiB of results, more than the 16 MiB the grader reads"), std::string::npos)
+      << r.message;
+}
+
+TEST(Context, DeeplyNestedResultsAreRefusedBeforeParsing) {
+  const std::string deep = std::string(1000, '[') + std::string(1000, ']');
+  const workbook::Run r = student_sends("deep", R"({"_status": "ok", "x": )" + deep + "}");
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_NE(r.message.find("nests arrays and objects 1001 levels deep, more than the 64 the grader reads"),
+            std::string::npos)
+      << r.message;
+}
+
+TEST(Context, AStudentsLongMessageIsCut) {
+  const std::string values = R"({"_status": "error", "_message": ")" + std::string(100000, 'y') +
+                             R"(", "_error_type": ")" + std::string(5000, 'E') + R"("})";
+  const workbook::Run r = student_sends("long-message", values);
+  EXPECT_EQ(r.status, "error");
+  EXPECT_LE(r.message.size(), workbook::kMaxMessageBytes + 64);
+  EXPECT_NE(r.message.find("bytes cut)"), std::string::npos) << r.message;
+  EXPECT_LE(r.error_type.size(), 256u + 64u);
+}
+
+// The harness's keys of the wrong type would stop a check on a type error (an ERROR, the workbook's fault).
+TEST(Context, HarnessKeysOfTheWrongTypeAreNotTrusted) {
+  workbook::Run r = student_sends("status-type", R"({"_status": 5})");
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_NE(r.message.find("sent results that are not to be trusted: its _status is 5, not ok, todo or error"),
+            std::string::npos)
+      << r.message;
+  r = student_sends("times-type", R"({"_status": "ok", "_times_ms": ["fast"]})");
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_NE(r.message.find("its _times_ms is not a list of numbers"), std::string::npos) << r.message;
+}
+
+// Counters go into the report: only devices' numbers are kept.
+TEST(Context, CountersKeepOnlyNumbersPerDevice) {
+  const std::string values = R"({"_status": "ok", "_counters": {"cuda:0": {"kernel_launches": 3, "junk": ")" +
+                             std::string(1000, 'j') + R"("}, "evil": {"x": 1}, "cuda:1": "text"}})";
+  const workbook::Run r = student_sends("counters", values);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.counters(0), (nlohmann::json{{"kernel_launches", 3}}));
+  EXPECT_FALSE(r.out.values["_counters"].contains("evil"));
+  EXPECT_FALSE(r.out.values["_counters"].contains("cuda:1"));
+}
+
+// The runner sends the resets it refused (tiny::cuda::grading): the run fails, saying why.
+TEST(Context, AResetOfTheCountersByTheStudentsCodeFailsTheRun) {
+  const workbook::Run r = student_sends(
+      "resets", R"({"_status": "ok", "_refused_resets": {"reset_device_counters": 1, "reset_peak_memory_stats": 0}})");
+  EXPECT_EQ(r.status, "crash");
+  EXPECT_EQ(r.message,
+            "reset the GPU counters (tiny::cuda::reset_device_counters) during a graded run: the checks count the work "
+            "your code does, so they cannot be reset; take the reset out of your exercise.cpp");
+  workbook::Context ctx;
+  EXPECT_EQ(ctx.unless_ok(r)->message.rfind("your code reset the GPU counters", 0), 0u);
+}
+
+// In a graded run tiny refuses resets of the counters and counts them; the
+// grader's own code still resets. Process-wide and for good: in a child, whose exit code says.
+int refused_resets_child() {
+  namespace cuda = tiny::cuda;
+  const tiny::Tensor x = tiny::ones({64}).to("cuda:0");
+  const tiny::Tensor y = x + x;
+  cuda::synchronize(0);
+  const uint64_t launches = cuda::device_counters(0).kernel_launches;
+  const size_t peak = cuda::max_memory_allocated(0);
+  cuda::grading::refuse_counter_resets();
+  cuda::reset_device_counters(0);
+  cuda::reset_device_counters(1);
+  cuda::reset_peak_memory_stats(0);
+  const cuda::grading::RefusedResets refused = cuda::grading::refused_counter_resets();
+  bool ok = y.defined() && launches > 0 && cuda::device_counters(0).kernel_launches == launches &&
+            cuda::max_memory_allocated(0) == peak && refused.reset_device_counters == 2 &&
+            refused.reset_peak_memory_stats == 1;
+  cuda::grading::reset_device_counters(0);
+  ok = ok && cuda::device_counters(0).kernel_launches == 0;
+  std::fprintf(stderr, ok ? "counters kept\n" : "counters NOT kept\n");
+  return ok ? 0 : 1;
+}
+
+TEST(GpuCounters, AGradedRunRefusesResetsAndCountsThem) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(refused_resets_child()), testing::ExitedWithCode(0), "counters kept");
+}
+
+// ---------------------------------------------------------------- exchange limits (issue 19)
+
+TEST(Exchange, LimitsAreCheckedBeforeParsing) {
+  EXPECT_EQ(workbook::exchange_limits_problem(R"({"a": [[1], {"b": "[[[[["}]})"), "");
+  EXPECT_EQ(workbook::exchange_limits_problem(std::string(17u << 20, ' ')),
+            "is 17 MiB, more than the 16 MiB the grader reads");
+  EXPECT_EQ(workbook::exchange_limits_problem(std::string(65, '[') + std::string(65, ']')),
+            "nests arrays and objects 65 levels deep, more than the 64 the grader reads");
+  const fs::path dir = fresh_dir("big-values");
+  fs::create_directories(dir);
+  { std::ofstream(dir / "values.json") << std::string(17u << 20, ' '); }
+  try {
+    Bundle::load(dir);
+    FAIL() << "no error";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("is 17 MiB, more than the 16 MiB the grader reads"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Exchange, AFileChangedAfterTheRunnerListedItIsRefused) {
+  const fs::path dir = fresh_dir("digest");
+  Bundle b;
+  b.values["_status"] = "ok";
+  b.put("x", tiny::ones({3}));
+  const std::string text = b.save_tensors(dir);
+  EXPECT_TRUE(tiny::equal(Bundle::parse(dir, text, "its results").tensor("x"), tiny::ones({3})));
+  tiny::io::save_npy((dir / "t0.npy").string(), tiny::zeros({3}));  // what a leftover process could do
+  try {
+    Bundle::parse(dir, text, "its results");
+    FAIL() << "no error";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("its results: t0.npy (the tensor 'x') was changed after the runner wrote it"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// One large file named a million times would be loaded a million times.
+TEST(Exchange, AFileListedTwiceIsRefused) {
+  const fs::path dir = fresh_dir("twice");
+  Bundle b;
+  b.put("x", tiny::ones({3}));
+  nlohmann::json doc = nlohmann::json::parse(b.save_tensors(dir));
+  nlohmann::json again = doc["_tensors"][0];
+  again["name"] = "y";
+  doc["_tensors"].push_back(again);
+  try {
+    Bundle::parse(dir, doc.dump(), "its results");
+    FAIL() << "no error";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("lists the file 't0.npy' twice"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Exchange, CutTextBoundsEachLineAndTheWhole) {
+  EXPECT_EQ(workbook::cut_text("short\ntext\n"), "short\ntext\n");
+  EXPECT_EQ(workbook::cut_text(std::string(10, 'a') + "\nb", 100, 4), "aaaa... (6 bytes cut)\nb");
+  const std::string many = workbook::cut_text(std::string(50, 'z') + "\n" + std::string(50, 'z'), 60, 100);
+  EXPECT_EQ(many, std::string(50, 'z') + "\n... (50 bytes cut)\n");
+  // Never inside a UTF-8 character: "é" is two bytes.
+  EXPECT_EQ(workbook::cut_text("\xc3\xa9\xc3\xa9", 100, 3), "\xc3\xa9... (2 bytes cut)");
 }
 
 }  // namespace

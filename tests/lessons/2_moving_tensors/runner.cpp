@@ -26,7 +26,7 @@ tiny::Tensor placed(const workbook::Bundle& in, const std::string& name) {
 // next is the exercise's own work, not the glue's.
 void start_counting() {
   for (int d = 0; d < gpu_count(); ++d) tiny::cuda::synchronize(d);
-  for (int d = 0; d < gpu_count(); ++d) tiny::cuda::reset_device_counters(d);
+  for (int d = 0; d < gpu_count(); ++d) workbook::reset_device_counters(d);
 }
 
 // The counters right after the exercise returned (before the glue does anything).
@@ -133,7 +133,7 @@ WORKBOOK_EXERCISE(time_matmul_ms) {
     queued_start.record(stream);
     for (int i = 0; i < queued_count; ++i) tiny::Tensor c = a.matmul(b);
     queued_done.record(stream);
-    for (int d = 0; d < gpu_count(); ++d) tiny::cuda::reset_device_counters(d);
+    for (int d = 0; d < gpu_count(); ++d) workbook::reset_device_counters(d);
   } else {
     start_counting();
   }

@@ -20,7 +20,7 @@ void start_counting() {
   const int n = tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;
   for (int d = 0; d < n; ++d) {
     tiny::cuda::synchronize(d);
-    tiny::cuda::reset_device_counters(d);
+    workbook::reset_device_counters(d);
   }
 }
 

@@ -16,7 +16,7 @@ int gpus() { return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;
 void start_counting() {
   for (int d = 0; d < gpus(); ++d) {
     tiny::cuda::synchronize(d);
-    tiny::cuda::reset_device_counters(d);
+    workbook::reset_device_counters(d);
   }
 }
 

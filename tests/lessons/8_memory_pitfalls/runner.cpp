@@ -41,7 +41,7 @@ std::vector<tiny::data::Batch> batches_of(const workbook::Bundle& in) {
 // Everything set up is on the GPU: from here the peak counts the exercise alone.
 size_t start_peak() {
   tiny::cuda::synchronize(0);
-  tiny::cuda::reset_peak_memory_stats(0);
+  workbook::reset_peak_memory_stats(0);
   return tiny::cuda::memory_allocated(0);
 }
 
