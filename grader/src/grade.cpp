@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <random>
 #include <sstream>
 
 #include "build.h"
+#include "harness/bundle.h"
 #include "harness/process.h"
 
 namespace workbook {
@@ -161,6 +163,34 @@ BuildResult build_saying_so(const Recipe& recipe, const Lesson& lesson, const fs
   });
 }
 
+// The most of a compiler's output (quoting the student's file) or of another
+// lesson-wide problem kept for the scoreboard, results.json and the report.
+constexpr size_t kMaxProblemBytes = 4 * kMaxMessageBytes;
+// The most of a checker's JSON that is read (its messages and details are bounded: this is far above them).
+constexpr size_t kMaxCheckerJsonBytes = size_t{64} << 20;
+
+// "" when `file` (exercise.cpp of a lesson) can be compiled: a plain file (or,
+// in the student's own tree, a link to one); else why not, in a student's words.
+std::string not_a_source_file(const fs::path& file, bool own_tree) {
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(file, ec);
+  if (fs::is_symlink(link) && !own_tree) {
+    return file.string() + " is a symbolic link: submit the file itself";
+  }
+  const fs::file_status st = fs::status(file, ec);
+  if (fs::is_regular_file(st)) return "";
+  const std::string kind = fs::is_directory(st) ? "a folder"
+                           : fs::is_fifo(st)    ? "a FIFO (a named pipe)"
+                           : fs::is_socket(st)  ? "a socket"
+                           : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
+                           : ec || !fs::exists(st) ? "a link to nothing"
+                                                   : "not a plain file";
+  return file.string() + " is " + kind + ", not a file of C++ source: exercise.cpp must be a plain file";
+}
+
+// A string field of a checker's JSON, bounded (the checker bounds them too).
+std::string text_of(const nlohmann::json& c, const char* key) { return cut_text(c.at(key).get<std::string>()); }
+
 // The checker's JSON into r: its checks, the counters it is about, the devices; the status they add up to.
 void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t seed) {
   if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
@@ -175,8 +205,8 @@ void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t s
     cr.name = c.at("name");
     cr.summary = c.at("summary");
     cr.verdict = c.at("verdict");
-    cr.message = c.at("message");
-    cr.note = c.at("note");
+    cr.message = text_of(c, "message");
+    cr.note = text_of(c, "note");
     cr.timed = c.at("timed");
     cr.seconds = c.at("seconds");
     cr.details = c.at("details");
@@ -240,36 +270,19 @@ uint64_t fresh_seed() {
 
 bool use_color() { return isatty(1) && std::getenv("NO_COLOR") == nullptr; }
 
-LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
-                          const fs::path& build_dir, const fs::path& work_dir, const GradeOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  LessonResult r;
-  r.lesson = &lesson;
+namespace {
+
+// grade_lesson once the lesson's exercise.cpp is known to be there: build, run the checker, read its JSON.
+void build_and_check(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir, const fs::path& build_dir,
+                     const fs::path& work_dir, const GradeOptions& options, LessonResult& r,
+                     const std::function<void(const std::string&, const std::string&)>& fail_all) {
   std::error_code ec;
-  auto finish = [&]() {
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return r;
-  };
-  // Without a runner every check fails with the same reason (so the lesson's maximum score stays the same).
-  auto fail_all = [&](const std::string& status, const std::string& problem) {
-    r.status = status;
-    r.problem = problem;
-    for (const CheckInfo& info : list_checks(lesson)) {
-      r.checks.push_back({info.name, info.summary, "fail", status + (problem.empty() ? "" : ":\n" + problem), "",
-                          info.timed, 0, nlohmann::json::object()});
-      ++r.total;
-    }
-    return finish();
-  };
-  if (!fs::exists(lessons_dir / lesson.folder / "exercise.cpp")) {
-    return fail_all("not submitted", "no " + lesson.folder + "/exercise.cpp in " + lessons_dir.string());
-  }
   // Held until the last check has run: another process must not rebuild the runner under it.
   const std::string waiting = "waiting for another check of lesson " + std::to_string(lesson.number) + " to finish";
   const LessonLock lock(build_dir / lesson.folder, options.progress ? waiting : "");
   const BuildResult built = build_saying_so(recipe, lesson, lessons_dir, build_dir, options);
   if (!built.ok) return fail_all("does not compile", built.log);
-  r.warnings = built.warnings;
+  r.warnings = cut_text(built.warnings, kMaxProblemBytes);
   if (options.verbose && !r.warnings.empty()) {
     print_warnings(std::cout, r.warnings);
     std::cout.flush();
@@ -295,14 +308,70 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   const ProcessResult ran = run_process(p);
   nlohmann::json doc;
   try {
+    const uintmax_t size = fs::file_size(json);
+    TINY_CHECK(size <= kMaxCheckerJsonBytes, IOError, json.string(), " is ", bytes_text(size), ", more than the ",
+               bytes_text(kMaxCheckerJsonBytes), " the grader reads");
     std::ifstream in(json);
     doc = nlohmann::json::parse(in);
-  } catch (const std::exception&) {
+    read_checker_results(doc, r, options.seed);
+  } catch (const std::exception& e) {
+    const std::string warnings = r.warnings;
+    r = LessonResult{};
+    r.lesson = &lesson;
+    r.warnings = warnings;
     r.status = "error";
-    r.problem = "the checker " + ran.describe() + " without results (a bug in the workbook)\n" + ran.log_tail;
+    r.problem = "the checker " + ran.describe() + " without results (a bug in the workbook: " + cut_text(e.what(), 512) +
+                ")\n" + ran.log_tail;
+  }
+}
+
+}  // namespace
+
+LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
+                          const fs::path& build_dir, const fs::path& work_dir, const GradeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  LessonResult r;
+  r.lesson = &lesson;
+  std::error_code ec;
+  auto finish = [&]() {
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  };
+  // Without a runner every check fails with the same reason (so the lesson's
+  // maximum score stays the same); what a compiler quoted of the student's file is bounded.
+  auto fail_all = [&](const std::string& status, const std::string& problem) {
+    r.status = status;
+    r.problem = cut_text(problem, kMaxProblemBytes);
+    r.checks.clear();
+    r.passed = r.total = r.todo = 0;
+    const std::string verdict = status == "error" ? "error" : "fail";
+    const std::string message = cut_text(status + (problem.empty() ? "" : ":\n" + r.problem));
+    for (const CheckInfo& info : list_checks(lesson)) {
+      r.checks.push_back({info.name, info.summary, verdict, message, "", info.timed, 0, nlohmann::json::object()});
+      ++r.total;
+    }
+  };
+  if (!lesson.problem.empty()) {
+    // The workbook's own lesson.json is damaged: this lesson cannot be graded, the others can.
+    fail_all("error", lesson.problem);
     return finish();
   }
-  read_checker_results(doc, r, options.seed);
+  const fs::path source = lessons_dir / lesson.folder / "exercise.cpp";
+  if (!fs::exists(fs::symlink_status(source, ec))) {
+    fail_all("not submitted", "no " + lesson.folder + "/exercise.cpp in " + lessons_dir.string());
+    return finish();
+  }
+  const bool own_tree = fs::equivalent(lessons_dir, recipe.source_dir / "lessons", ec);
+  if (const std::string why = not_a_source_file(source, own_tree); !why.empty()) {
+    fail_all("not submitted", why);
+    return finish();
+  }
+  try {
+    build_and_check(recipe, lesson, lessons_dir, build_dir, work_dir, options, r, fail_all);
+  } catch (const std::exception& e) {
+    // Whatever went wrong stops this lesson only; the grading goes on.
+    fail_all("error", "lesson " + std::to_string(lesson.number) + " could not be graded: " + cut_text(e.what(), 1024));
+  }
   return finish();
 }
 
@@ -344,7 +413,16 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
   }
   out << "\n";
   if (next == nullptr) {
-    out << (results.size() == 1 ? "This lesson passes. Well done.\n" : "Every lesson checked here passes. Well done.\n");
+    int ran = 0;
+    for (const LessonResult& r : results) ran += r.total;
+    if (results.empty()) {
+      out << "No lesson was graded.\n";
+    } else if (ran == 0) {
+      // Nothing was checked, so nothing passed: no praise for that.
+      out << "No check ran here: every check was skipped (its SKIP line says why).\n";
+    } else {
+      out << (results.size() == 1 ? "This lesson passes. Well done.\n" : "Every lesson checked here passes. Well done.\n");
+    }
     return;
   }
   print_next(out, *next);
@@ -428,7 +506,7 @@ void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons) {
     std::ostringstream line;
     line << std::left << std::setw(3) << l.number << std::setw(static_cast<int>(title_width + 2)) << l.title
          << minutes.str() << "  " << std::setw(static_cast<int>(folder_width + 2)) << ("lessons/" + l.folder)
-         << gpus_needed(l.gpus_required);
+         << (l.problem.empty() ? gpus_needed(l.gpus_required) : "lesson.json damaged: " + l.problem);
     std::string text = line.str();
     text.erase(text.find_last_not_of(' ') + 1);
     out << text << "\n";

@@ -1,8 +1,11 @@
 // workbook-grader: the program behind ./workbook grade, check, hint, reset,
 // next, solution and watch (and the maintainers' stubs). Run it with --help.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -66,6 +69,33 @@ std::string committed_version(const Recipe& recipe, const fs::path& file) {
   return text;
 }
 
+// Keeps a copy of `file` under a name no other backup has: FILE.<time>.bak,
+// else FILE.<time>.1.bak, .2.bak, ... (two resets within a second keep both).
+fs::path keep_backup(const fs::path& file) {
+  const std::string text = slurp(file);
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  for (int n = 0; n < 100000; ++n) {
+    const fs::path backup = file.string() + "." + stamp + (n == 0 ? "" : "." + std::to_string(n)) + ".bak";
+    // O_EXCL: a name taken, even by another reset at this very moment, is never overwritten.
+    const int fd = ::open(backup.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) continue;
+    TINY_CHECK(fd >= 0, IOError, "cannot write the backup ", backup.string(), ": ", std::strerror(errno));
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += static_cast<size_t>(w);
+    }
+    const bool ok = done == text.size() && ::close(fd) == 0;
+    TINY_CHECK(ok, IOError, "cannot write the backup ", backup.string(), ": ", std::strerror(errno));
+    return backup;
+  }
+  TINY_THROW(IOError, "cannot find a free name for a backup of ", file.string(), ": remove old .bak files beside it");
+}
+
 // ---------------------------------------------------------------- state (hints shown)
 
 fs::path state_file(const Recipe& recipe) { return recipe.build_dir / "grader" / "state.json"; }
@@ -80,7 +110,11 @@ nlohmann::json load_state(const Recipe& recipe) {
   return nlohmann::json::object();
 }
 
-void save_state(const Recipe& recipe, const nlohmann::json& state) { spit(state_file(recipe), state.dump(1) + "\n"); }
+void save_state(const Recipe& recipe, const nlohmann::json& state) {
+  std::error_code ec;
+  fs::create_directories(state_file(recipe).parent_path(), ec);  // a build folder not made yet
+  spit(state_file(recipe), state.dump(1) + "\n");
+}
 
 // ---------------------------------------------------------------- grading
 
@@ -352,10 +386,16 @@ int main(int argc, char** argv) {
       for (const Lesson* l : pick(recipe, numbers)) {
         const LessonLock lock(recipe.student_dir / l->folder,
                               "waiting for another check of lesson " + std::to_string(l->number) + " to finish");
-        const BuildResult b = build_student(recipe, *l, own_lessons, recipe.student_dir, [&]() {
-          std::fprintf(stderr, "building lesson %d with your exercise.cpp ...\n", l->number);
-          std::fflush(stderr);
-        });
+        BuildResult b;
+        try {
+          b = build_student(recipe, *l, own_lessons, recipe.student_dir, [&]() {
+            std::fprintf(stderr, "building lesson %d with your exercise.cpp ...\n", l->number);
+            std::fflush(stderr);
+          });
+        } catch (const std::exception& e) {  // e.g. exercise.cpp is a folder: this lesson only
+          b.ok = false;
+          b.log = std::string(e.what()) + "\n";
+        }
         if (!b.ok) {
           ++failed;
           std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l->number, l->folder.c_str(), b.log.c_str());
@@ -432,6 +472,7 @@ int main(int argc, char** argv) {
     }
     if (*hint) {
       const Lesson& l = recipe.lesson(number);
+      TINY_CHECK(l.problem.empty(), IOError, "lesson ", number, "'s hints cannot be read: ", l.problem);
       TINY_CHECK(!l.hints.empty(), ValueError, "lesson ", number, " has no hints: its README.md explains each step");
       nlohmann::json state = load_state(recipe);
       const std::string key = std::to_string(number);
@@ -456,16 +497,17 @@ int main(int argc, char** argv) {
       const Lesson& l = recipe.lesson(number);
       const fs::path file = own_lessons / l.folder / "exercise.cpp";
       const std::string stub = stub_of(recipe, l);
-      if (fs::exists(file)) {
+      std::error_code ec;
+      const fs::file_status st = fs::symlink_status(file, ec);
+      TINY_CHECK(!fs::exists(st) || fs::is_regular_file(st), IOError, "lessons/", l.folder,
+                 "/exercise.cpp is not a plain file (a folder, a link or a FIFO): move it away, then run ./workbook "
+                 "reset ", number, " again");
+      if (fs::exists(st)) {
         if (slurp(file) == stub) {
           std::printf("lessons/%s/exercise.cpp is already the untouched stubs\n", l.folder.c_str());
           return 0;
         }
-        std::time_t now = std::time(nullptr);
-        char stamp[32];
-        std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-        const fs::path backup = file.string() + "." + stamp + ".bak";
-        fs::copy_file(file, backup);
+        const fs::path backup = keep_backup(file);
         std::printf("your version is kept as %s (to undo: cp %s %s)\n", fs::relative(backup, recipe.source_dir).c_str(),
                     fs::relative(backup, recipe.source_dir).c_str(), fs::relative(file, recipe.source_dir).c_str());
       }
@@ -475,10 +517,16 @@ int main(int argc, char** argv) {
     }
     if (*next) {
       options.timing = false;
+      int passed = 0;
       for (const Lesson& l : recipe.lessons) {
         const LessonResult r = check_own(recipe, l, options);
+        passed += r.status == "passed";
         if (r.status == "passed" || r.status == "skipped") continue;
         print_next(std::cout, r);
+        return 0;
+      }
+      if (passed == 0) {
+        std::printf("No check of any lesson ran here: every check was skipped (./workbook check N says why).\n");
         return 0;
       }
       std::printf("Every lesson passes: nothing left to do here. Well done.\n");

@@ -22,6 +22,36 @@ int int_field(const nlohmann::json& obj, const char* key, const fs::path& file, 
   return v.get<int>();
 }
 
+std::string shown(const nlohmann::json& v) {
+  std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text.size() > 80 ? text.substr(0, 80) + "..." : text;
+}
+
+// A string field; "" when absent and optional.
+std::string string_field(const nlohmann::json& obj, const char* key, const fs::path& file, bool required) {
+  if (!obj.contains(key)) {
+    TINY_CHECK(!required, IOError, file.string(), " lacks the field '", key, "' (a string)");
+    return "";
+  }
+  const nlohmann::json& v = obj.at(key);
+  TINY_CHECK(v.is_string(), IOError, file.string(), ": '", key, "' must be a string, got ", shown(v));
+  return v.get<std::string>();
+}
+
+// A list of strings; empty when absent.
+std::vector<std::string> strings_field(const nlohmann::json& obj, const char* key, const fs::path& file) {
+  if (!obj.contains(key)) return {};
+  const nlohmann::json& v = obj.at(key);
+  TINY_CHECK(v.is_array(), IOError, file.string(), ": '", key, "' must be a list of strings, got ", shown(v));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    TINY_CHECK(v[i].is_string(), IOError, file.string(), ": '", key, "' must be a list of strings, but item ", i + 1,
+               " is ", shown(v[i]));
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
 nlohmann::json read_json(const fs::path& file, const std::string& what) {
   std::ifstream in(file);
   TINY_CHECK(in.good(), IOError, "cannot read ", what, " ", file.string());
@@ -31,6 +61,26 @@ nlohmann::json read_json(const fs::path& file, const std::string& what) {
     TINY_THROW(IOError, what, " ", file.string(), " is not valid JSON: ", e.what());
   }
 }
+// The lesson's lesson.json into `l`; what is wrong with it goes into l.problem
+// (the title is then the folder's name), so that one damaged file stops only its lesson.
+void read_lesson_json(const fs::path& file, Lesson& l) {
+  try {
+    const nlohmann::json meta = read_json(file, "the lesson's metadata");
+    TINY_CHECK(meta.is_object(), IOError, file.string(), " does not hold a JSON object");
+    l.title = string_field(meta, "title", file, true);
+    l.minutes = int_field(meta, "minutes", file, 0);
+    const nlohmann::json requires_ = meta.value("requires", nlohmann::json::object());
+    TINY_CHECK(requires_.is_object(), IOError, file.string(), ": 'requires' must be an object, got ", shown(requires_));
+    l.gpus_required = int_field(requires_, "gpus", file, 0);
+    l.hints = strings_field(meta, "hints", file);
+  } catch (const std::exception& e) {
+    l.title = l.folder;
+    l.minutes = l.gpus_required = 0;
+    l.hints.clear();
+    l.problem = e.what();
+  }
+}
+
 }  // namespace
 
 Recipe Recipe::load(const fs::path& file) {
@@ -54,16 +104,11 @@ Recipe Recipe::load(const fs::path& file) {
       l.reference = entry.at("reference").get<std::string>();
       l.checks = entry.at("checks").get<std::string>();
       l.demo_target = entry.at("demo_target");
-      const fs::path meta_file = r.source_dir / "lessons" / l.folder / "lesson.json";
-      const nlohmann::json meta = read_json(meta_file, "the lesson's metadata");
-      l.title = meta.at("title");
-      l.minutes = int_field(meta, "minutes", meta_file, 0);
-      l.gpus_required = int_field(meta.value("requires", nlohmann::json::object()), "gpus", meta_file, 0);
-      l.hints = meta.value("hints", std::vector<std::string>{});
+      read_lesson_json(r.source_dir / "lessons" / l.folder / "lesson.json", l);
       r.lessons.push_back(l);
     }
   } catch (const nlohmann::json::exception& e) {
-    TINY_THROW(IOError, file.string(), " or a lesson.json lacks a field: ", e.what());
+    TINY_THROW(IOError, file.string(), " lacks a field: ", e.what());
   }
   std::sort(r.lessons.begin(), r.lessons.end(), [](const Lesson& a, const Lesson& b) { return a.number < b.number; });
   return r;

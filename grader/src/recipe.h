@@ -23,6 +23,9 @@ struct Lesson {
   int minutes = 0;
   int gpus_required = 0;
   std::vector<std::string> hints;
+  // Why lesson.json could not be read, naming the file and the field ("" when it
+  // could): the lesson keeps its folder as its title and fails alone when graded.
+  std::string problem;
 };
 
 // How to compile a student's exercise.cpp the way the reference was compiled.
@@ -32,7 +35,8 @@ struct Recipe {
   std::vector<std::string> flags, defines, include_dirs, link;
   std::vector<Lesson> lessons;
 
-  // Reads the recipe and every lesson.json; throws tiny::IOError naming what is missing.
+  // Reads the recipe and every lesson.json; throws tiny::IOError naming what is
+  // missing from the recipe. A damaged lesson.json only sets that lesson's `problem`.
   static Recipe load(const std::filesystem::path& file);
   // The lesson numbered `number`; throws tiny::ValueError listing the lessons there are.
   const Lesson& lesson(int number) const;

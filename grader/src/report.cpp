@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include "harness/bundle.h"
+
 namespace workbook {
 
 namespace {
@@ -361,7 +363,7 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
       o << "</div>\n";
       if (!c.message.empty()) {
-        const bool same = !shared.empty() && c.message == shared;
+        const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
         o << "<pre>" << esc(same ? r.status + " (see above)" : c.message) << "</pre>\n";
       }
       if (!c.note.empty()) o << "<pre class=\"note\">" << esc(c.note) << "</pre>\n";

@@ -106,6 +106,25 @@ TEST(Scoreboard, SpeedIsTheRatioOfTheTimesShown) {
   EXPECT_NE(line_with(out.str(), "The full training loop").find("1.38x"), std::string::npos) << out.str();
 }
 
+// "Well done" over zero checks (a grade that stopped early, every check
+// skipped) praised work nobody checked.
+TEST(Scoreboard, NeverSaysWellDoneWhenNoCheckRan) {
+  const workbook::Lesson a = lesson(1, "Device check");
+  workbook::LessonResult skipped;
+  skipped.lesson = &a;
+  skipped.status = "skipped";
+  std::ostringstream none, all_skipped;
+  workbook::print_scoreboard(none, {}, 42, false);
+  workbook::print_scoreboard(all_skipped, {skipped}, 42, false);
+  EXPECT_EQ(none.str().find("Well done"), std::string::npos) << none.str();
+  EXPECT_NE(none.str().find("No lesson was graded."), std::string::npos) << none.str();
+  EXPECT_EQ(all_skipped.str().find("Well done"), std::string::npos) << all_skipped.str();
+  EXPECT_NE(all_skipped.str().find("No check ran here"), std::string::npos) << all_skipped.str();
+  std::ostringstream passed;
+  workbook::print_scoreboard(passed, {counted(a, {})}, 42, false);
+  EXPECT_NE(passed.str().find("This lesson passes. Well done."), std::string::npos) << passed.str();
+}
+
 TEST(LessonList, SaysWhatALessonNeedsAndAlignsEveryColumn) {
   const std::vector<workbook::Lesson> lessons = {lesson(1, "Device check"), lesson(5, "Data parallelism", 2),
                                                  lesson(7, "Mixed precision: autocast and GradScaler", 1),
