@@ -81,6 +81,11 @@ void recipe(const uint8_t* data, size_t size) {
   const workbook::Recipe r = workbook::Recipe::load(src / "recipe.json");
   for (const workbook::Lesson& l : r.lessons) {
     require(r.lesson(l.number).number == l.number, "Recipe::lesson found another lesson");
+    // A damaged lesson.json fails its lesson alone (Lesson::problem, naming the file): rejected all the same.
+    if (!l.problem.empty()) {
+      require(l.problem.find("lesson.json") != std::string::npos, "Lesson::problem does not name the file: " + l.problem);
+      TINY_THROW(IOError, l.problem);
+    }
   }
 }
 
