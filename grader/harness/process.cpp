@@ -1,7 +1,9 @@
 #include "process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -10,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,10 +21,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -384,6 +390,7 @@ enum ChildFlags : unsigned {
   kHidden = 4,
   kReported = 8,
   kReadOnly = 16,
+  kFolderLimited = 32,
 };
 
 // What the child reports through the `started` pipe when it cannot start the
@@ -429,17 +436,14 @@ constexpr long kSysMountSetattr = SYS_mount_setattr;
 constexpr long kSysMountSetattr = 442;
 #endif
 
-// Bytes a program wrote: its log (through our descriptor: even unlinked, it
-// counts) and its folder, each file as the larger of its size and its blocks.
-// Past 100000 files it counts as full (a flood of empty files).
-size_t bytes_written(const std::string& dir, int log_fd, size_t full) {
-  size_t total = 0;
-  struct stat log {};
-  if (log_fd >= 0 && fstat(log_fd, &log) == 0 && S_ISREG(log.st_mode)) total += static_cast<size_t>(log.st_size);
-  if (dir.empty()) return total;
+// Bytes in the files under `dir` but `log` (counted as we write it), each as
+// the larger of its size and its blocks (a sparse file counts for what it
+// claims). Past 100000 entries it counts as `full` + 1 (a flood of empty files).
+size_t tree_bytes(const std::string& dir, size_t full, int log_fd) {
+  size_t total = 0, entries = 0;
   std::error_code ec;
-  size_t entries = 0;
-  struct stat st {};
+  struct stat st {}, log {};
+  if (log_fd < 0 || fstat(log_fd, &log) != 0) log.st_ino = 0;
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (++entries > 100000) return full + 1;
@@ -450,6 +454,304 @@ size_t bytes_written(const std::string& dir, int log_fd, size_t full) {
   return total;
 }
 
+// The same for a folder we hold by descriptor (a run's tmpfs), without
+// following links, but the names of `skip` (where its inputs were bound).
+size_t tree_bytes_at(int dir_fd, size_t full, size_t& entries, const std::vector<std::string>& skip, int depth = 0) {
+  if (depth > 64) return full + 1;
+  const int copy = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // a reading position of its own
+  DIR* dir = copy >= 0 ? fdopendir(copy) : nullptr;
+  if (dir == nullptr) {
+    if (copy >= 0) close(copy);
+    return 0;
+  }
+  size_t total = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (std::find(skip.begin(), skip.end(), e->d_name) != skip.end()) continue;
+    if (++entries > 100000 || total > full) {
+      total = full + 1;
+      break;
+    }
+    struct stat st {};
+    if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const size_t blocks = static_cast<size_t>(st.st_blocks) * 512;
+    total += S_ISREG(st.st_mode) ? std::max(blocks, static_cast<size_t>(st.st_size)) : blocks;
+    if (S_ISDIR(st.st_mode)) {
+      const int sub = openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) {
+        total += tree_bytes_at(sub, full, entries, {}, depth + 1);
+        close(sub);
+      }
+    }
+  }
+  closedir(dir);
+  return total;
+}
+
+// Bytes in the files the processes `pids` hold open once unlinked (a file
+// made and deleted, O_TMPFILE): no walk of a folder sees them. The memfds
+// (the emulated GPU's memory) are memory, bounded by the memory cgroup.
+size_t unlinked_bytes(const std::vector<pid_t>& pids) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  size_t total = 0;
+  for (pid_t pid : pids) {
+    const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(fds, ec)) {
+      struct stat st {};
+      if (stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) continue;
+      if (!seen.insert({st.st_dev, st.st_ino}).second) continue;
+      char target[64] = {};
+      const ssize_t n = readlink(entry.path().c_str(), target, sizeof target - 1);
+      if (n > 0 && std::strncmp(target, "/memfd:", 7) == 0) continue;
+      total += std::max(static_cast<size_t>(st.st_blocks) * 512, static_cast<size_t>(st.st_size));
+    }
+  }
+  return total;
+}
+
+// The processes of a run: those of its cgroup (a daemon that left the process
+// group too), else those of its own uid, else those of its process group.
+std::vector<pid_t> processes_of_run(const Cgroups& cgroups, unsigned own_uid, pid_t group) {
+  std::vector<pid_t> pids;
+  if (!cgroups.dirs.empty()) {
+    std::ifstream procs(cgroups.dirs.front() / "cgroup.procs");
+    for (pid_t pid = 0; procs >> pid;) pids.push_back(pid);
+    return pids;
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (own_uid != 0) {
+      struct stat st {};
+      if (stat(entry.path().c_str(), &st) == 0 && st.st_uid == own_uid) pids.push_back(pid);
+      continue;
+    }
+    std::ifstream stat_file(entry.path() / "stat");
+    std::string text;
+    std::getline(stat_file, text);
+    const size_t close_paren = text.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(text.substr(close_paren + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp && pgrp == group) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Copies what a run left in its tmpfs (`from`) into its folder (`to`), as
+// root, once every process of it is gone: files, folders, and symbolic links
+// as links (the checker refuses them), nothing else, never following a link.
+// `skip`: the names of the files that were there before it ran (bound
+// read-only into it); `budget`: the bytes it may still copy (a process that
+// outlived the run could still grow a sparse file).
+void copy_back(int from, int to, const std::vector<std::string>& skip, size_t& budget, int depth = 0) {
+  if (depth > 64) return;
+  const int copy = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // a reading position of its own
+  DIR* dir = copy >= 0 ? fdopendir(copy) : nullptr;
+  if (dir == nullptr) {
+    if (copy >= 0) close(copy);
+    return;
+  }
+  while (const dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == ".." || std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+    struct stat st {};
+    if (fstatat(from, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (mkdirat(to, name.c_str(), 0755) != 0 && errno != EEXIST) continue;
+      const int sub_from = openat(from, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      const int sub_to = openat(to, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub_from >= 0 && sub_to >= 0) copy_back(sub_from, sub_to, {}, budget, depth + 1);
+      if (sub_from >= 0) close(sub_from);
+      if (sub_to >= 0) close(sub_to);
+    } else if (S_ISREG(st.st_mode)) {
+      const int in = openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      const int out = in < 0 ? -1
+                             : openat(to, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                      (st.st_mode & 0111) != 0 ? 0755 : 0644);
+      char buffer[65536];
+      for (ssize_t n; out >= 0 && budget > 0 && (n = read(in, buffer, std::min(sizeof buffer, budget))) > 0;) {
+        if (write(out, buffer, static_cast<size_t>(n)) != n) break;
+        budget -= static_cast<size_t>(n);
+      }
+      if (in >= 0) close(in);
+      if (out >= 0) close(out);
+    } else if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = readlinkat(from, name.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      (void)!symlinkat(target, to, name.c_str());
+    }
+  }
+  closedir(dir);
+}
+
+// Removes what a stopped run wrote into its folder (the names not in `before`): at once, not when the checks end.
+void remove_new_entries(const fs::path& dir, const std::vector<std::string>& before) {
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (std::find(before.begin(), before.end(), entry.path().filename().string()) == before.end()) {
+      doomed.push_back(entry.path());
+    }
+  }
+  for (const fs::path& p : doomed) fs::remove_all(p, ec);
+}
+
+// Sends a descriptor over a local socket (async-signal-safe: the child uses it before exec).
+bool send_fd(int socket, int fd) {
+  char byte = 0;
+  struct iovec io {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  return sendmsg(socket, &msg, MSG_NOSIGNAL) == 1;
+}
+
+int receive_fd(int socket) {
+  char byte = 0;
+  struct iovec io {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  if (recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+  return fd;
+}
+
+// Bytes used in a tmpfs we hold by descriptor.
+size_t tmpfs_used(int fd) {
+  struct statfs st {};
+  if (fstatfs(fd, &st) != 0) return 0;
+  return static_cast<size_t>(st.f_blocks - st.f_bfree) * static_cast<size_t>(st.f_bsize);
+}
+
+// ---------------------------------------------------------------- the environment of a sandbox
+
+// What a sandboxed program may inherit from ours: what programs need (the
+// path, the locale, the workbook's and its libraries' settings), none of the
+// rest (a grading server's tokens and keys are no business of a submission's).
+bool inherited_in_sandbox(const std::string& key) {
+  static const char* const names[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "NO_COLOR", "LD_LIBRARY_PATH"};
+  static const char* const prefixes[] = {"LC_",   "TINY_",  "WORKBOOK_", "OPENBLAS_", "OMP_",  "GOTO",
+                                         "GLOO_", "NCCL_",  "CUDA_",     "ASAN_",     "UBSAN_", "LSAN_",
+                                         "TSAN_", "MSAN_"};
+  for (const char* n : names) {
+    if (key == n) return true;
+  }
+  for (const char* p : prefixes) {
+    if (key.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+// The paths of WORKBOOK_SANDBOX_HIDE (separated by ':').
+std::vector<fs::path> hidden_by_environment() {
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("WORKBOOK_SANDBOX_HIDE"); env != nullptr) {
+    std::istringstream in(env);
+    for (std::string item; std::getline(in, item, ':');) {
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- interrupts
+
+// The calls of run_process under way, and the folders to remove, for the
+// interrupt watcher. Never destroyed: it is used until _exit.
+struct Interrupts {
+  std::mutex mutex;
+  std::condition_variable drained;
+  int live = 0;
+  std::vector<fs::path> folders;
+};
+Interrupts& interrupts() {
+  static Interrupts* state = new Interrupts;
+  return *state;
+}
+std::atomic<int> g_interrupted{0};  // the signal, once one came
+int g_interrupt_pipe[2] = {-1, -1};
+
+[[noreturn]] void wait_for_the_end() {
+  for (;;) pause();  // the watcher ends the program
+}
+
+// One call of run_process among the live ones; once the program is being
+// interrupted no new child starts, and a call that ends waits for the exit.
+class LiveRun {
+ public:
+  LiveRun() {
+    Interrupts& s = interrupts();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    if (g_interrupted != 0) {
+      lock.unlock();
+      wait_for_the_end();
+    }
+    ++s.live;
+  }
+  ~LiveRun() { finish(); }
+  LiveRun(const LiveRun&) = delete;
+  LiveRun& operator=(const LiveRun&) = delete;
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    Interrupts& s = interrupts();
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      --s.live;
+    }
+    s.drained.notify_all();
+    if (g_interrupted != 0) wait_for_the_end();
+  }
+
+ private:
+  bool finished_ = false;
+};
+
+void on_interrupt_signal(int sig) {
+  const int saved = errno;
+  const char c = static_cast<char>(sig);
+  (void)!write(g_interrupt_pipe[1], &c, 1);
+  errno = saved;
+}
+
+// Waits for the signal, lets every run_process stop its child and clean up,
+// removes the folders, and ends the program as the signal would have.
+void interrupt_watcher() {
+  char c = 0;
+  while (read(g_interrupt_pipe[0], &c, 1) != 1) {
+    if (errno != EINTR) return;
+  }
+  Interrupts& s = interrupts();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  g_interrupted = c;
+  s.drained.wait_for(lock, std::chrono::seconds(20), [&]() { return s.live == 0; });
+  std::error_code ec;
+  for (const fs::path& folder : s.folders) fs::remove_all(folder, ec);
+  _exit(128 + c);
+}
+
 }  // namespace
 
 std::string Isolation::describe() const {
@@ -457,7 +759,20 @@ std::string Isolation::describe() const {
   s += no_network ? ", no network" : ", network reachable";
   s += paths_hidden ? ", sources hidden" : ", sources readable";
   s += read_only ? ", read-only but its folder" : ", may write outside its folder";
+  if (folder_limit > 0) s += folder_limited ? ", its folder a " + mib(folder_limit) + " tmpfs" : ", its folder only measured";
   return s;
+}
+
+std::string Isolation::missing() const {
+  std::vector<std::string> parts;
+  if (!own_user) parts.push_back("its own uid (the grader must run as root)");
+  if (!no_network) parts.push_back("no network (a network namespace)");
+  if (!paths_hidden) parts.push_back("the sources hidden (a mount namespace)");
+  if (!read_only) parts.push_back("read-only file systems (a mount namespace)");
+  if (!folder_limited) parts.push_back("a size-limited folder (a tmpfs in its mount namespace)");
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
 }
 
 std::string ProcessResult::describe() const {
@@ -497,13 +812,16 @@ bool sandbox_has_own_user() { return geteuid() == 0; }
 
 ProcessResult run_process(const ProcessOptions& options) {
   TINY_CHECK(!options.argv.empty(), ValueError, "run_process: no program given");
+  LiveRun live;  // after an interrupt no child starts; the watcher waits for this one to be stopped
   ProcessResult result;
   result.memory_limit = options.memory_limit;
   result.output_limit = options.output_limit;
   result.cpu_limit_s = options.cpu_limit_s;
   result.process_limit = options.process_limit;
+  result.isolation.folder_limit = options.sandbox ? options.output_limit : 0;
   const bool root = geteuid() == 0;
   const bool own_user = options.sandbox && root;
+  const pid_t parent = getpid();
 
   Cgroups cgroups = make_cgroups(options.memory_limit, options.process_limit);
   result.memory_limit_enforced = !cgroups.memory.empty();
@@ -514,7 +832,7 @@ ProcessResult run_process(const ProcessOptions& options) {
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
-    if (options.env.count(key) == 0) env_strings.push_back(entry);
+    if (options.env.count(key) == 0 && (!options.sandbox || inherited_in_sandbox(key))) env_strings.push_back(entry);
   }
   for (const auto& [key, value] : options.env) {
     if (!value.empty()) env_strings.push_back(key + "=" + value);
@@ -536,12 +854,15 @@ ProcessResult run_process(const ProcessOptions& options) {
   };
   std::vector<Limit> limits;
   // No RLIMIT_FSIZE: the emulated GPU's memory is a memfd as large as twice
-  // the device; output is measured as it runs instead (see below).
+  // the device; output is bounded otherwise (see below).
   if (options.cpu_limit_s > 0) {
     const rlim_t cpu = static_cast<rlim_t>(std::ceil(options.cpu_limit_s));
     limits.push_back({RLIMIT_CPU, cpu, cpu + 5});  // SIGXCPU at the soft limit, SIGKILL at the hard one
   }
   if (options.sandbox || options.output_limit > 0) limits.push_back({RLIMIT_CORE, 0, 0});  // no core files
+  if (options.address_space_limit > 0) {
+    limits.push_back({RLIMIT_AS, options.address_space_limit, options.address_space_limit});
+  }
 
   // The sandbox's own uid, its folder and the program by descriptor (its path may be out of the uid's reach).
   std::unique_ptr<UidSlot> slot;
@@ -549,8 +870,11 @@ ProcessResult run_process(const ProcessOptions& options) {
   if (own_user) {
     slot = std::make_unique<UidSlot>();
     uid = slot->uid();
-    TINY_CHECK(uid != 0, Error, "could not start ", options.argv[0],
-               " in its sandbox: no free uid (every one of ", kUidSlots, " from ", uid_base(), " is in use)");
+    if (uid == 0) {
+      for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
+      TINY_CHECK(false, Error, "could not start ", options.argv[0], " in its sandbox: no free uid (every one of ",
+                 kUidSlots, " from ", uid_base(), " is in use)");
+    }
     if (!options.cwd.empty()) give_to(options.cwd, uid);
   }
   if (options.process_limit > 0) {
@@ -575,43 +899,107 @@ ProcessResult run_process(const ProcessOptions& options) {
     bool is_dir;
   };
   std::vector<Hidden> hidden;
-  for (const fs::path& p : options.sandbox ? options.hidden : std::vector<fs::path>{}) {
+  std::vector<fs::path> to_hide = options.hidden;
+  for (const fs::path& p : hidden_by_environment()) to_hide.push_back(p);
+  std::vector<Hidden> wanted;
+  for (const fs::path& p : options.sandbox ? to_hide : std::vector<fs::path>{}) {
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
     if (ec || !fs::exists(st)) continue;
-    hidden.push_back({fs::canonical(p, ec).string(), fs::is_directory(st)});
+    const std::string path = fs::canonical(p, ec).string();
+    if (!ec) wanted.push_back({path, fs::is_directory(st)});
+  }
+  // A path inside one hidden already is covered (and could not be mounted on): the outer ones first.
+  std::sort(wanted.begin(), wanted.end(), [](const Hidden& a, const Hidden& b) { return a.path.size() < b.path.size(); });
+  for (const Hidden& w : wanted) {
+    const bool covered = std::any_of(hidden.begin(), hidden.end(), [&](const Hidden& h) {
+      return w.path == h.path || (h.is_dir && w.path.rfind(h.path + "/", 0) == 0);
+    });
+    if (!covered) hidden.push_back(w);
   }
   const std::string uid_map = std::to_string(getuid()) + " " + std::to_string(getuid()) + " 1\n";
   const std::string gid_map = std::to_string(getgid()) + " " + std::to_string(getgid()) + " 1\n";
   const std::string cwd = options.cwd.string();
 
-  // The log is opened here, so that what we read back is what it wrote, even if it renamed the file.
+  // Its stdout and stderr come through a pipe: we write its log, never more
+  // than the output limit, and no descriptor of it could grow the file.
   int log_fd = -1;
+  int output[2] = {-1, -1};
   if (redirect && !options.log.empty()) {
     log_fd = open(options.log.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (log_fd >= 0 && pipe2(output, O_CLOEXEC) != 0) output[0] = output[1] = -1;
   }
-  if (redirect && log_fd < 0) log_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+  // A sandbox with an output limit writes into a tmpfs of that size of its
+  // own, mounted on its folder in its mount namespace; what was in the folder
+  // (its inputs, its log) is bound into it read-only. `before`: those names.
+  struct Entry {
+    std::string name, source;  // source: the original, through a descriptor of the folder
+    bool is_dir;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::string> before;
+  const bool private_folder = options.sandbox && options.output_limit > 0 && !cwd.empty();
+  // A descriptor number the child puts its folder at (opened in its own mount
+  // namespace: a bind mount's source must be there), to bind the entries from.
+  int folder_slot = -1;
+  std::string tmpfs_options;
+  if (!cwd.empty() && options.output_limit > 0) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(cwd, ec)) before.push_back(entry.path().filename().string());
+  }
+  if (private_folder) {
+    folder_slot = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (const std::string& name : before) {
+      std::error_code ec;
+      entries.push_back({name, "/proc/self/fd/" + std::to_string(folder_slot) + "/" + name,
+                         fs::is_directory(fs::symlink_status(fs::path(cwd) / name, ec))});
+    }
+    // A page more than the limit, so that a run that fills it is seen to be over it.
+    tmpfs_options = "size=" + std::to_string(options.output_limit + 4096) + ",nr_inodes=100000,mode=0700";
+    if (own_user) tmpfs_options += ",uid=" + std::to_string(uid) + ",gid=" + std::to_string(uid);
+  }
+
+  int null_out = -1;
+  if (redirect && output[1] < 0) null_out = open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int child_out = output[1] >= 0 ? output[1] : null_out;
   int report[2] = {-1, -1};
   if (options.sandbox && pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
+  int folder_socket[2] = {-1, -1};
+  if (private_folder && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, folder_socket) != 0) {
+    folder_socket[0] = folder_socket[1] = -1;
+  }
   // Closed by a successful exec; before that, the child writes why it could
   // not start: the program never ran, which is never the program's fault.
   int started[2] = {-1, -1};
   if (pipe2(started, O_CLOEXEC) != 0) started[0] = started[1] = -1;
+  auto close_all = [](std::initializer_list<int> fds) {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  };
 
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    for (int fd : {exe_fd, log_fd, report[0], report[1], started[0], started[1]}) {
-      if (fd >= 0) close(fd);
-    }
+    close_all({exe_fd, log_fd, null_out, output[0], output[1], report[0], report[1], started[0], started[1],
+               folder_slot, folder_socket[0], folder_socket[1]});
     for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
     TINY_CHECK(false, Error, "could not start ", options.argv[0], ": fork failed (", std::strerror(err), ")");
   }
   if (pid == 0) {
-    // Its own process group, so that a timeout kills everything it started;
-    // a passthrough child stays in ours, so that Ctrl-C reaches it.
-    if (redirect) setpgid(0, 0);
+    // Our interrupt handler is not the child's.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    // Its own process group, so that a timeout kills everything it started (a
+    // sandbox: its own session, with no terminal to read or signal); a
+    // passthrough child stays in ours, so that Ctrl-C reaches it.
+    if (options.sandbox && redirect) {
+      setsid();
+    } else if (redirect) {
+      setpgid(0, 0);
+    }
     for (const std::string& p : procs) {
       const int fd = open(p.c_str(), O_WRONLY);
       if (fd >= 0) {
@@ -623,13 +1011,14 @@ ProcessResult run_process(const ProcessOptions& options) {
       const struct rlimit r = {l.soft, l.hard};
       setrlimit(l.resource, &r);
     }
-    if (log_fd >= 0) {
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
+    if (child_out >= 0) {
+      dup2(child_out, 1);
+      dup2(child_out, 2);
     }
     const int null_in = open("/dev/null", O_RDONLY);
     if (null_in >= 0) dup2(null_in, 0);
     unsigned flags = kReported;
+    bool in_folder = false;  // already in `cwd`
     if (options.sandbox) {
       bool mount_ns = false;
       if (root) {
@@ -650,8 +1039,37 @@ ProcessResult run_process(const ProcessOptions& options) {
         }
       }
       if (mount_ns && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-        // Its folder becomes a mount of its own, to stay writable when everything else is made read-only.
-        const bool own_folder = !cwd.empty() && mount(cwd.c_str(), cwd.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+        // Its folder becomes a mount of its own (a tmpfs of the output limit's
+        // size, or the folder bound onto itself), to stay writable when
+        // everything else is made read-only. We work in it from here on, so
+        // that hiding a folder above it cannot take it away.
+        bool own_folder = false, entries_bound = true;
+        const int folder = private_folder && folder_slot >= 0 ? open(cwd.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (folder >= 0 && dup3(folder, folder_slot, O_CLOEXEC) == folder_slot &&
+            mount("workbook-run", cwd.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmpfs_options.c_str()) == 0 &&
+            chdir(cwd.c_str()) == 0) {
+          own_folder = in_folder = true;
+          for (const Entry& e : entries) {
+            bool made = false;
+            if (e.is_dir) {
+              made = mkdir(e.name.c_str(), 0700) == 0;
+            } else {
+              const int fd = open(e.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+              made = fd >= 0;
+              if (fd >= 0) close(fd);
+            }
+            entries_bound = entries_bound && made &&
+                            mount(e.source.c_str(), e.name.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+          }
+          const int tmpfs = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+          if (entries_bound && tmpfs >= 0 && folder_socket[1] >= 0 && send_fd(folder_socket[1], tmpfs)) {
+            flags |= kFolderLimited;
+          }
+          if (tmpfs >= 0) close(tmpfs);
+        } else if (!cwd.empty() && mount(cwd.c_str(), cwd.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0 &&
+                   chdir(cwd.c_str()) == 0) {
+          own_folder = in_folder = true;
+        }
         bool all = true;
         for (const Hidden& h : hidden) {
           const int rc = h.is_dir ? mount("workbook-hidden", h.path.c_str(), "tmpfs",
@@ -666,8 +1084,13 @@ ProcessResult run_process(const ProcessOptions& options) {
         writable.attr_clr = kMountAttrReadOnly;
         if (own_folder &&
             syscall(kSysMountSetattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) == 0 &&
-            syscall(kSysMountSetattr, AT_FDCWD, cwd.c_str(), AT_RECURSIVE, &writable, sizeof writable) == 0) {
-          flags |= kReadOnly;
+            syscall(kSysMountSetattr, AT_FDCWD, ".", AT_RECURSIVE, &writable, sizeof writable) == 0) {
+          bool inputs_read_only = true;  // what was in its folder before stays as it was (no copy: no malloc here)
+          for (size_t i = 0; (flags & kFolderLimited) != 0 && i < entries.size(); ++i) {
+            inputs_read_only = inputs_read_only && syscall(kSysMountSetattr, AT_FDCWD, entries[i].name.c_str(),
+                                                           AT_RECURSIVE, &read_only, sizeof read_only) == 0;
+          }
+          if (inputs_read_only) flags |= kReadOnly;
         }
       }
     }
@@ -677,7 +1100,7 @@ ProcessResult run_process(const ProcessOptions& options) {
       (void)!write(2, msg, size);
       _exit(code);
     };
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+    if (!cwd.empty() && !in_folder && chdir(cwd.c_str()) != 0) {
       const char msg[] = "could not start the program (its working folder cannot be entered)\n";
       cannot_start(StartStage::chdir, 126, msg, sizeof msg - 1);
     }
@@ -690,6 +1113,10 @@ ProcessResult run_process(const ProcessOptions& options) {
       }
       flags |= kOwnUser;
     }
+    // It dies with the thread that started it (set after setuid, which clears
+    // it): a sandbox at once, a trusted program (a checker) with time to clean up.
+    prctl(PR_SET_PDEATHSIG, options.sandbox ? SIGKILL : SIGTERM, 0, 0, 0);
+    if (getppid() != parent) _exit(126);  // we are gone already
     if (options.sandbox) {
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
       // Nothing of ours beyond stdin, stdout and stderr survives the exec.
@@ -706,12 +1133,12 @@ ProcessResult run_process(const ProcessOptions& options) {
     const char msg[] = "could not start the program (execve failed)\n";
     cannot_start(StartStage::exec, 127, msg, sizeof msg - 1);
   }
-  if (redirect) setpgid(pid, pid);
+  // A sandbox makes its own session (which a process group leader could not): never setpgid it from here.
+  if (redirect && !options.sandbox) setpgid(pid, pid);
   const pid_t target = redirect ? -pid : pid;
-  if (exe_fd >= 0) close(exe_fd);
-  if (report[1] >= 0) close(report[1]);
-  if (started[1] >= 0) close(started[1]);
+  close_all({exe_fd, output[1], null_out, report[1], started[1], folder_socket[1], folder_slot});
   if (report[0] >= 0) {
+    // Written just before exec, after setsid: from here on its process group exists.
     unsigned flags = 0;
     ssize_t n;
     do {
@@ -724,8 +1151,13 @@ ProcessResult run_process(const ProcessOptions& options) {
       result.isolation.no_network = (flags & kNoNetwork) != 0;
       result.isolation.paths_hidden = (flags & kHidden) != 0;
       result.isolation.read_only = (flags & kReadOnly) != 0;
+      result.isolation.folder_limited = (flags & kFolderLimited) != 0;
     }
   }
+  // Its folder's tmpfs, which lives as long as we hold it (its mount namespace dies with it).
+  const int tmpfs_fd = folder_socket[0] >= 0 && result.isolation.folder_limited ? receive_fd(folder_socket[0]) : -1;
+  if (folder_socket[0] >= 0) close(folder_socket[0]);
+  if (tmpfs_fd < 0) result.isolation.folder_limited = false;
 
   if (started[0] >= 0) {
     StartFailure failure{};
@@ -740,21 +1172,74 @@ ProcessResult run_process(const ProcessOptions& options) {
     }
   }
 
-  // What it writes is measured as it runs: its log, and its folder when it has one.
+  // Its output into its log, up to the limit; what comes past it is dropped (and stops it).
+  size_t logged = 0;
+  bool log_over = false;
+  auto drain = [&](int wait_ms) {
+    if (output[0] < 0) {
+      if (wait_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      return;
+    }
+    struct pollfd p {output[0], POLLIN, 0};
+    if (poll(&p, 1, wait_ms) <= 0) return;
+    char buffer[65536];
+    for (int rounds = 0; rounds < 64; ++rounds) {
+      const ssize_t n = read(output[0], buffer, sizeof buffer);
+      if (n == 0 || (n < 0 && errno != EINTR)) {
+        if (n == 0) {  // every writer is gone
+          close(output[0]);
+          output[0] = -1;
+        }
+        return;
+      }
+      if (n < 0) continue;
+      size_t keep = static_cast<size_t>(n);
+      if (options.output_limit > 0 && logged + keep > options.output_limit) {
+        keep = options.output_limit - std::min(logged, options.output_limit);
+        log_over = true;
+      }
+      if (keep > 0 && log_fd >= 0) (void)!write(log_fd, buffer, keep);
+      logged += static_cast<size_t>(n);
+      if (static_cast<size_t>(n) < sizeof buffer) return;
+    }
+  };
+  if (output[0] >= 0) fcntl(output[0], F_SETFL, O_NONBLOCK);
+
+  // What it writes: its log as it comes, its tmpfs (a glance), or else its
+  // folder (a walk) and the files its processes hold unlinked.
   auto over_output = [&]() {
-    return options.output_limit > 0 && bytes_written(cwd, log_fd, options.output_limit) > options.output_limit;
+    if (options.output_limit == 0) return false;
+    if (log_over) return true;
+    size_t used = logged;
+    if (tmpfs_fd >= 0) {
+      used += tmpfs_used(tmpfs_fd);
+    } else {
+      if (!cwd.empty()) used += tree_bytes(cwd, options.output_limit, log_fd);
+      used += unlinked_bytes(processes_of_run(cgroups, own_user ? uid : 0, pid));
+    }
+    return used > options.output_limit;
   };
   int status = 0;
   struct rusage usage {};
-  auto pause = std::chrono::microseconds(200);
-  double measured_at = 0;
+  int pause_ms = 1;
+  double measured_at = 0, stopping_since = -1;
   for (;;) {
     const pid_t done = wait4(pid, &status, WNOHANG, &usage);
     if (done == pid) break;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (g_interrupted != 0) {
+      // Interrupted: a sandbox is killed at once, a trusted program (a
+      // checker) gets SIGTERM to clean up after itself, then SIGKILL after 5 s.
+      if (stopping_since < 0) {
+        stopping_since = elapsed;
+        kill(target, options.sandbox ? SIGKILL : SIGTERM);
+      } else if (elapsed - stopping_since > 5) {
+        kill(target, SIGKILL);
+      }
+    }
     const bool too_many = !cgroups.pids.empty() && cgroup_saw_pids_max(cgroups.pids);
-    bool too_much = false;
-    if (options.output_limit > 0 && elapsed - measured_at > 0.02) {
+    bool too_much = log_over;
+    if (!too_much && options.output_limit > 0 && elapsed - measured_at > 0.02) {
       measured_at = elapsed;
       too_much = over_output();
     }
@@ -766,8 +1251,8 @@ ProcessResult run_process(const ProcessOptions& options) {
       wait4(pid, &status, 0, &usage);
       break;
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    drain(pause_ms);
+    pause_ms = std::min(pause_ms * 2, 20);
   }
   if (redirect) kill(-pid, SIGKILL);  // whatever the program started and left behind
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -782,9 +1267,13 @@ ProcessResult run_process(const ProcessOptions& options) {
     // Its folder back to root: the next run given this uid must not read it.
     if (!options.cwd.empty()) give_to(options.cwd, 0);
   }
+  drain(0);  // what is left in the pipe (a process that outlived it holds it open: not waited for)
+  if (output[0] >= 0) close(output[0]);
   if (!cgroups.pids.empty() && cgroup_saw_pids_max(cgroups.pids) && !result.timed_out) result.process_limit_hit = true;
   if (!cgroups.memory.empty()) {
-    result.out_of_memory = !result.timed_out && result.signal == SIGKILL && cgroup_saw_oom(cgroups.memory);
+    // Killed itself, or failed because a process of its own was (a compiler's driver when cc1plus is).
+    result.out_of_memory = !result.timed_out && (result.signal == SIGKILL || result.exit_code > 0) &&
+                           cgroup_saw_oom(cgroups.memory);
   }
   for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
   if (!result.output_limit_hit && !result.timed_out && over_output()) result.output_limit_hit = true;
@@ -792,9 +1281,79 @@ ProcessResult run_process(const ProcessOptions& options) {
     result.cpu_limit_hit = result.signal == SIGXCPU ||
                            (result.signal == SIGKILL && result.cpu_seconds >= options.cpu_limit_s && !result.out_of_memory);
   }
+  if (tmpfs_fd >= 0) {
+    // Sparse files claim more than the tmpfs holds: what is copied is bounded by the limit as well.
+    size_t entries = 0;
+    if (result.ok() && tree_bytes_at(tmpfs_fd, options.output_limit, entries, before) > options.output_limit) {
+      result.output_limit_hit = true;
+    }
+    if (result.ok()) {
+      const int to = open(cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (to >= 0) {
+        size_t budget = options.output_limit;
+        copy_back(tmpfs_fd, to, before, budget);
+        close(to);
+      }
+    }
+    close(tmpfs_fd);  // a stopped run's files go with it, at once
+  } else if (!result.ok() && options.output_limit > 0 && !cwd.empty()) {
+    remove_new_entries(cwd, before);
+  }
   if (!options.log.empty()) result.log_tail = tail_of_fd(log_fd, result.output_limit_hit ? 3 : 30);
   if (log_fd >= 0) close(log_fd);
+  live.finish();
   return result;
+}
+
+Isolation probe_sandbox() {
+  std::string dir = (fs::temp_directory_path() / "workbook-probe-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return {};
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "run", ec);
+  fs::create_directories(fs::path(dir) / "hidden", ec);
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", ":"};
+  o.cwd = fs::path(dir) / "run";
+  o.sandbox = true;
+  o.hidden = {fs::path(dir) / "hidden"};
+  o.output_limit = size_t{1} << 20;
+  o.timeout_s = 10;
+  Isolation isolation;
+  try {
+    isolation = run_process(o).isolation;
+  } catch (const std::exception&) {
+  }
+  fs::remove_all(dir, ec);
+  return isolation;
+}
+
+void hide_in_every_sandbox(const fs::path& path) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  if (ec) return;
+  const char* env = std::getenv("WORKBOOK_SANDBOX_HIDE");
+  const std::string value = env != nullptr && *env != '\0' ? std::string(env) + ":" + absolute.string() : absolute.string();
+  setenv("WORKBOOK_SANDBOX_HIDE", value.c_str(), 1);
+}
+
+void exit_cleanly_on_interrupt() {
+  static std::once_flag once;
+  std::call_once(once, []() {
+    if (pipe2(g_interrupt_pipe, O_CLOEXEC) != 0) return;
+    std::thread(interrupt_watcher).detach();
+    struct sigaction action {};
+    action.sa_handler = on_interrupt_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+  });
+}
+
+void remove_on_interrupt(const fs::path& folder) {
+  Interrupts& s = interrupts();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.folders.push_back(folder);
 }
 
 }  // namespace workbook

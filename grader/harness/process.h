@@ -8,28 +8,41 @@
 /// - memory: a cgroup (v2 `memory.max`, or v1 `memory.limit_in_bytes`) where
 ///   this process may create one, never RLIMIT_AS, which breaks programs linked
 ///   with CUDA or sanitizers (they reserve terabytes of address space);
+///   `address_space_limit` adds RLIMIT_AS for the programs it suits (a compiler);
 /// - processes and threads: a cgroup's `pids.max` (v1 `pids` hierarchy or v2),
 ///   else RLIMIT_NPROC (which root ignores, except on a sandbox's own uid);
 /// - CPU time (RLIMIT_CPU) and no core files (RLIMIT_CORE 0);
-/// - output: its log and its folder are measured as it runs (every 20 ms) and
-///   it is stopped past `output_limit`. Not RLIMIT_FSIZE: the emulated GPU's
+/// - output: its stdout and stderr come to us through a pipe and we write its
+///   log, never more than `output_limit`; its folder, in a sandbox with a mount
+///   namespace, is a tmpfs of that size of its own (what it writes there is
+///   copied back into `cwd` when it ends well, and dropped at once when it is
+///   stopped); without one, the folder is measured every 20 ms, with the files
+///   its processes hold open and unlinked. Not RLIMIT_FSIZE: the emulated GPU's
 ///   memory is a memfd twice the device's size, which it would forbid.
 /// Where a cgroup cannot be made, `memory_limit_enforced` or
 /// `process_limit_enforced` says so.
 ///
-/// The sandbox (`sandbox = true`, for a student's code) adds, as root: its own
-/// unprivileged uid (one of a pool, one per run at a time, so that two
-/// submissions graded at once cannot reach each other's processes; its folder
-/// is given back to root when it ends), its own network namespace (a loopback
-/// of its own, nothing else), a mount namespace in which the
-/// `hidden` paths are covered by an empty, unreadable tmpfs (a file by
-/// /dev/null), no new privileges (setuid programs do not raise it), and no
-/// inherited file descriptors but its standard ones, and every file system
-/// read-only to it but its own folder (`cwd`, which is
-/// given to its uid); everything else keeps its permissions, so a folder of
-/// mode 0700 owned by root above it is out of its reach. Not as root, a user
-/// namespace gives the network and mount isolation where the system allows
-/// unprivileged ones; the uid stays ours. `isolation` says what was in place.
+/// The sandbox (`sandbox = true`, for a student's code and for compiling it)
+/// adds, as root: its own unprivileged uid (one of a pool, one per run at a
+/// time, so that two submissions graded at once cannot reach each other's
+/// processes; its folder is given back to root when it ends), its own network
+/// namespace (a loopback of its own, nothing else), a mount namespace in which
+/// the `hidden` paths (and those of WORKBOOK_SANDBOX_HIDE) are covered by an
+/// empty, unreadable tmpfs (a file by /dev/null), no new privileges (setuid
+/// programs do not raise it), a session of its own (no terminal), only the
+/// environment variables a program needs (PATH, locale, TINY_*, ...: none of
+/// the grader's secrets), no inherited file descriptors but its standard ones,
+/// and every file system read-only to it but its own folder (`cwd`, given to
+/// its uid; the files already in it are read-only); everything else keeps its
+/// permissions, so a folder of mode 0700 owned by root above it is out of its
+/// reach. Not as root, a user namespace gives the network and mount isolation
+/// where the system allows unprivileged ones; the uid stays ours.
+/// `isolation` says what was in place.
+///
+/// Every child dies with us (PR_SET_PDEATHSIG: SIGKILL for a sandbox, SIGTERM
+/// for a trusted program, which then cleans up after itself), and after
+/// exit_cleanly_on_interrupt() Ctrl-C or SIGTERM stops every child, removes
+/// their cgroups and the folders of remove_on_interrupt(), and exits 130 or 143.
 #pragma once
 
 #include <sys/types.h>
@@ -54,6 +67,7 @@ struct ProcessOptions {
   size_t output_limit = 0;                     ///< bytes it may write, its log and its folder (`cwd`) together, measured as it runs; 0 = none
   double cpu_limit_s = 0;                      ///< seconds of CPU time (RLIMIT_CPU, SIGXCPU); 0 = none
   int process_limit = 0;                       ///< processes and threads at once (pids.max, else RLIMIT_NPROC); 0 = none
+  size_t address_space_limit = 0;              ///< bytes of address space (RLIMIT_AS), for programs that reserve little (a compiler); 0 = none
   bool sandbox = false;                        ///< a hostile program: own uid, no network, `hidden` unreadable (see the file's comment)
   std::vector<std::filesystem::path> hidden;   ///< with sandbox: paths it must not read (covered in its mount namespace)
 };
@@ -65,8 +79,15 @@ struct Isolation {
   bool no_network = false;    ///< in a network namespace of its own: no interface but its own loopback
   bool paths_hidden = false;  ///< every `hidden` path was covered in its mount namespace
   bool read_only = false;     ///< every file system is read-only to it, but its folder (`cwd`)
-  /// @brief "own uid 2000000003, no network, sources hidden, read-only but its folder", or what is missing.
+  bool folder_limited = false;  ///< its folder was a tmpfs of `folder_limit` bytes of its own (ProcessOptions::output_limit)
+  size_t folder_limit = 0;      ///< the output limit it ran under (0: none)
+  /// @brief "own uid 2000000003, no network, sources hidden, read-only but its folder, its folder a 64 MiB tmpfs",
+  /// or, for each part, what was missing ("our uid", "network reachable", ...).
   std::string describe() const;
+  /// @brief True when every protection was in place (as root with namespaces).
+  bool complete() const { return own_user && no_network && paths_hidden && read_only && folder_limited; }
+  /// @brief What was missing, in words ("its own uid (needs root), a mount namespace ..."); "" when complete.
+  std::string missing() const;
 };
 
 /// @brief How the child ended.
@@ -108,6 +129,24 @@ ProcessResult run_process(const ProcessOptions& options);
 
 /// @brief True when this process may run a sandbox with its own uid (it runs as root).
 bool sandbox_has_own_user();
+
+/// @brief Which protections a sandbox gets on this machine, as this user: a
+/// trial run of /bin/sh in one (about 10 ms). The grader says what was missing.
+Isolation probe_sandbox();
+
+/// @brief Adds `path` to what every sandbox started from now on hides (also in
+/// child processes: WORKBOOK_SANDBOX_HIDE), e.g. a batch of submissions.
+void hide_in_every_sandbox(const std::filesystem::path& path);
+
+/// @brief Ctrl-C (SIGINT) and SIGTERM stop this program cleanly: every child
+/// of run_process is stopped (a sandbox at once, a trusted program with SIGTERM
+/// and 5 s to clean up, then SIGKILL), with everything it started, its cgroups
+/// are removed, so are the folders of remove_on_interrupt(), and the program
+/// exits 130 (SIGINT) or 143 (SIGTERM). Call once, early in main().
+void exit_cleanly_on_interrupt();
+
+/// @brief A temporary folder to remove when the program is interrupted.
+void remove_on_interrupt(const std::filesystem::path& folder);
 
 /// @brief The last `max_lines` lines of a text file ("" if it cannot be read); long lines are cut.
 std::string tail_of_file(const std::filesystem::path& path, size_t max_lines = 30);

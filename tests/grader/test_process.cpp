@@ -124,7 +124,7 @@ TEST(Process, OutputLimitStopsAFloodOnStdout) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 20);
   EXPECT_EQ(r.describe(), "wrote more than 1 MiB of output (the limit of this check) and was stopped");
-  EXPECT_GT(size, size_t{1} << 20);
+  EXPECT_EQ(size, size_t{1} << 20) << "the log is written by us, through a pipe, never past the limit";
   EXPECT_LE(r.log_tail.size(), 4000u);
 }
 
@@ -138,11 +138,43 @@ TEST(Process, OutputLimitCountsTheFilesOfItsFolder) {
   o.output_limit = size_t{1} << 20;
   o.log = dir / "log.txt";
   const ProcessResult r = run_process(o);
+  const bool left = fs::exists(dir / "big");
+  const bool log_kept = fs::exists(dir / "log.txt");
   fs::remove_all(dir);
   EXPECT_TRUE(r.output_limit_hit) << r.describe();
   EXPECT_LT(r.seconds, 15);
+  EXPECT_FALSE(left) << "what a stopped run wrote is removed at once, not when the checks end";
+  EXPECT_TRUE(log_kept);
   // Under the limit, nothing is said.
   EXPECT_TRUE(sh("head -c 1000 /dev/zero").ok());
+}
+
+// A file made and unlinked at once is in no folder: only the descriptors of the
+// run's processes show it. Its space is allocated in one call (fallocate).
+TEST(Process, OutputLimitSeesAnUnlinkedFileItHoldsOpen) {
+  const fs::path dir = temp_log("unlinked");
+  fs::create_directories(dir);
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "exec 3<>big; rm big; fallocate -l 64M /proc/self/fd/3 || exit 9; sleep 20"};
+  o.cwd = dir;
+  o.timeout_s = 30;
+  o.output_limit = size_t{1} << 20;
+  o.log = dir / "log.txt";
+  const ProcessResult r = run_process(o);
+  fs::remove_all(dir);
+  if (r.exit_code == 9) GTEST_SKIP() << "fallocate cannot allocate here: " << r.log_tail;
+  EXPECT_TRUE(r.output_limit_hit) << r.describe() << "\n" << r.log_tail;
+  EXPECT_LT(r.seconds, 15);
+}
+
+TEST(Process, AddressSpaceLimitIsSet) {
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "ulimit -v"};
+  o.address_space_limit = size_t{3} << 30;
+  o.log = temp_log("as");
+  const ProcessResult r = run_process(o);
+  fs::remove(o.log);
+  EXPECT_EQ(r.log_tail, "3145728\n");  // KiB
 }
 
 TEST(Process, CpuLimitStopsASpinningProgram) {
@@ -181,9 +213,14 @@ TEST(Process, ProcessLimitStopsAForkBomb) {
 
 TEST(Process, ALegitimateProgramRunsInTheSandbox) {
   const fs::path dir = temp_log("legit");
-  fs::create_directories(dir);
+  fs::create_directories(dir / "in");
+  std::ofstream(dir / "in" / "values.txt") << "input\n";
   ProcessOptions o;
-  o.argv = {"/bin/sh", "-c", "echo hello > mine.txt && cat mine.txt && echo threads: $(ls /proc/self/task | wc -l)"};
+  // It reads its inputs, cannot change them, and what it writes is there afterwards (copied
+  // from its tmpfs, where it has one), folders included.
+  o.argv = {"/bin/sh", "-c",
+            "echo hello > mine.txt && cat mine.txt && cat in/values.txt && mkdir -p out/deep && echo deep > out/deep/x && "
+            "(echo changed > in/values.txt) 2>/dev/null; echo threads: $(ls /proc/self/task | wc -l)"};
   o.cwd = dir;
   o.sandbox = true;
   o.output_limit = size_t{1} << 20;
@@ -192,12 +229,18 @@ TEST(Process, ALegitimateProgramRunsInTheSandbox) {
   o.log = dir / "log.txt";
   const ProcessResult r = run_process(o);
   std::ifstream in(dir / "mine.txt");
-  std::string line;
+  std::string line, deep, input;
   std::getline(in, line);
+  std::ifstream(dir / "out" / "deep" / "x") >> deep;
+  std::ifstream(dir / "in" / "values.txt") >> input;
   fs::remove_all(dir);
   EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.log_tail;
   EXPECT_EQ(line, "hello");
-  EXPECT_EQ(r.log_tail.rfind("hello\n", 0), 0u) << r.log_tail;
+  EXPECT_EQ(deep, "deep");
+  EXPECT_EQ(r.log_tail.rfind("hello\ninput\n", 0), 0u) << r.log_tail;
+  if (r.isolation.read_only) {
+    EXPECT_EQ(input, "input") << "its inputs are read-only to it";
+  }
 }
 
 // ---------------------------------------------------------------- the sandbox
@@ -315,6 +358,87 @@ TEST_F(Sandbox, NothingItStartedOutlivesIt) {
     }
   }
   EXPECT_EQ(left, 0) << "processes of uid " << r.isolation.uid << " outlived the run";
+}
+
+// Its folder is a tmpfs of the output limit's size: a 10 GiB fallocate on a
+// file it unlinked is refused by the kernel (no walk of a folder would see
+// it), a flood stops at the limit, and nothing of a stopped run is left.
+TEST_F(Sandbox, ItsFolderIsATmpfsOfTheOutputLimit) {
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c",
+            "exec 3<>big; rm big; fallocate -l 10G /proc/self/fd/3 && echo allocated || echo refused; "
+            "head -c 4194304 /dev/zero > flood; echo flooded; sleep 20"};
+  o.cwd = work_ / "run";
+  o.sandbox = true;
+  o.output_limit = size_t{1} << 20;
+  o.timeout_s = 30;
+  o.log = work_ / "run" / "log.txt";
+  const ProcessResult r = run_process(o);
+  if (!r.isolation.folder_limited) {
+    // Where a mount namespace was made (it hid the paths), its folder must be a tmpfs too.
+    ASSERT_FALSE(r.isolation.paths_hidden) << "a mount namespace without the tmpfs: " << r.isolation.describe();
+    GTEST_SKIP() << "no mount namespace can be made here (" << r.isolation.describe() << ")";
+  }
+  EXPECT_NE(r.isolation.describe().find("its folder a 1 MiB tmpfs"), std::string::npos) << r.isolation.describe();
+  EXPECT_NE(r.log_tail.find("refused"), std::string::npos) << r.log_tail;
+  EXPECT_EQ(r.log_tail.find("allocated"), std::string::npos) << r.log_tail;
+  EXPECT_TRUE(r.output_limit_hit) << r.describe();
+  EXPECT_LT(r.seconds, 15);
+  EXPECT_FALSE(fs::exists(work_ / "run" / "flood"));
+  EXPECT_FALSE(fs::exists(work_ / "run" / "big"));
+}
+
+// A grading server's secrets (tokens in its environment) are none of a submission's business.
+TEST_F(Sandbox, InheritsOnlyTheEnvironmentProgramsNeed) {
+  setenv("GRADER_API_TOKEN", "canary-5e1f", 1);
+  setenv("TINY_TEST_SETTING", "kept", 1);
+  const ProcessResult r = run("env");
+  unsetenv("GRADER_API_TOKEN");
+  unsetenv("TINY_TEST_SETTING");
+  EXPECT_EQ(r.log_tail.find("canary-5e1f"), std::string::npos) << r.log_tail;
+  EXPECT_NE(r.log_tail.find("TINY_TEST_SETTING=kept"), std::string::npos) << r.log_tail;
+  EXPECT_NE(r.log_tail.find("PATH="), std::string::npos) << r.log_tail;
+}
+
+TEST_F(Sandbox, HasASessionOfItsOwn) {
+  // No terminal to read from (a compiler told to #include /dev/tty would wait for ever) or signal.
+  const ProcessResult r = run("set -- $(cat /proc/$$/stat); [ \"$1\" = \"$6\" ] && echo leader; echo tty $7");
+  EXPECT_EQ(r.log_tail, "leader\ntty 0\n");
+}
+
+TEST_F(Sandbox, PathsHiddenForEverySandbox) {
+  const char* before = std::getenv("WORKBOOK_SANDBOX_HIDE");
+  const std::string saved = before != nullptr ? before : "";
+  const fs::path other = temp_log("batch");
+  fs::create_directories(other);
+  std::ofstream(other / "exercise.cpp") << "another student's work\n";
+  workbook::hide_in_every_sandbox(other);
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "cat " + (other / "exercise.cpp").string() + " || echo blocked"};
+  o.sandbox = true;  // no `hidden` of its own
+  o.log = temp_log("batch-log");
+  const ProcessResult r = run_process(o);
+  if (saved.empty()) {
+    unsetenv("WORKBOOK_SANDBOX_HIDE");
+  } else {
+    setenv("WORKBOOK_SANDBOX_HIDE", saved.c_str(), 1);
+  }
+  fs::remove_all(other);
+  fs::remove(o.log);
+  if (!r.isolation.paths_hidden) GTEST_SKIP() << "no mount namespace can be made here (" << r.isolation.describe() << ")";
+  EXPECT_EQ(r.log_tail.find("another student"), std::string::npos) << r.log_tail;
+}
+
+TEST_F(Sandbox, TheProbeSaysWhatIsInPlace) {
+  const workbook::Isolation isolation = workbook::probe_sandbox();
+  EXPECT_EQ(isolation.own_user, geteuid() == 0);
+  EXPECT_EQ(isolation.complete(), isolation.missing().empty()) << isolation.missing();
+  if (geteuid() != 0) {
+    EXPECT_NE(isolation.missing().find("its own uid"), std::string::npos) << isolation.missing();
+  }
+  if (geteuid() == 0 && isolation.no_network) {
+    EXPECT_TRUE(isolation.complete()) << "as root with namespaces every protection is in place: lacks " << isolation.missing();
+  }
 }
 
 TEST_F(Sandbox, RunsAtTheSameTimeGetDifferentUsers) {
