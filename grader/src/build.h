@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "harness/process.h"
 #include "recipe.h"
 
 namespace workbook {
@@ -16,6 +17,7 @@ struct BuildResult {
   std::filesystem::path runner;    // the program the checker runs as the student
   std::string log;                 // the compiler's messages (the first errors when it failed)
   std::string warnings;            // when rebuilt: the compiler's warnings about the student's exercise.cpp
+  Isolation isolation;             // when it compiled: the sandbox the compiler ran in
 };
 
 // Holds an exclusive lock (flock) on <dir>/runner.lock while it lives, so that
@@ -35,8 +37,17 @@ class LessonLock {
 };
 
 // Builds <lessons_dir>/<folder>/exercise.cpp into <out_dir>/<folder>/runner.
-// Only exercise.cpp is taken from lessons_dir: it is copied alone into the
-// output folder, so `#include "exercise.h"` finds the workbook's own header.
+// Only exercise.cpp is taken from lessons_dir, and only a regular file of at
+// most 2 MiB, never through a link (nor a file of the workbook reached through
+// a link to it): it is copied alone into a fresh folder, so `#include
+// "exercise.h"` finds the workbook's own header. The compiler and the linker
+// run in the sandbox of a student's run (process.h: its own uid as root, the
+// reference, the checks, the reference runners, compiler caches and
+// WORKBOOK_SANDBOX_HIDE hidden, everything read-only but that folder, limits
+// of time, memory, processes and output), as the code they compile is the
+// student's; their messages are capped per line and in all. No compiler cache
+// is used there (the cache holds the reference's objects, and must not take
+// entries from a submission).
 // The runner is linked under a temporary name and renamed into place, so it is
 // never half-written; callers that run it hold a LessonLock on its folder.
 // `before_compiling` is called when the runner must be (re)built, before the compiler starts.
