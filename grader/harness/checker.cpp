@@ -782,6 +782,8 @@ int checker_main(int argc, char** argv) {
     return 1;
   }
   ctx.work_dir = tmpl;
+  exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
+  remove_on_interrupt(ctx.work_dir);
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
   chmod(tmpl.c_str(), 0711);
@@ -790,6 +792,7 @@ int checker_main(int argc, char** argv) {
   if (mkdtemp(lib.data()) != nullptr) {
     chmod(lib.c_str(), 0755);
     ctx.library_dir = lib;
+    remove_on_interrupt(lib);
     if (ctx.share(libtiny_path()).empty()) ctx.library_dir.clear();
   }
 

@@ -133,8 +133,13 @@ std::vector<const Lesson*> pick(const Recipe& recipe, const std::vector<int>& nu
 std::string work_root() {
   std::string tmpl = (fs::temp_directory_path() / "workbook-grade-XXXXXX").string();
   TINY_CHECK(mkdtemp(tmpl.data()) != nullptr, IOError, "cannot make a work folder in ", fs::temp_directory_path().string());
+  remove_on_interrupt(tmpl);
   return tmpl;
 }
+
+// What grade --submission and --batch say, in the scoreboard and results.json,
+// when the sandbox lacked some of its protections on this machine ("" when none).
+std::string g_sandbox_warning;
 
 // Progress lines go to stderr on a terminal, a pipe or a log alike: progress is not colour.
 std::vector<LessonResult> grade_all(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
@@ -195,9 +200,12 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       const fs::path mine = out_dir / submissions[i].filename();
       fs::create_directories(mine);
       const std::string quiz_text = read_quiz(lessons_of(submissions[i]));
-      spit(mine / "results.json", results_json_text(gradescope_results(all[i], seconds[i], options.seed, quiz_text)));
+      nlohmann::json doc = gradescope_results(all[i], seconds[i], options.seed, quiz_text);
+      if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
+      spit(mine / "results.json", results_json_text(doc));
       std::ostringstream board;
       print_scoreboard(board, all[i], options.seed, false);
+      board << g_sandbox_warning;
       spit(mine / "scoreboard.txt", board.str());
       spit(mine / "report.html", html_report(all[i], options.seed, "GPU Training Workbook: " + submissions[i].filename().string()));
     }
@@ -339,6 +347,10 @@ int main(int argc, char** argv) {
   grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
       ->check(CLI::IsMember({"full", "zero"}))->group("");
   grade->get_option("--batch")->excludes(grade->get_option("--submission"));
+  bool unsafe = false, require_sandbox = false;
+  grade->add_flag("--require-sandbox", require_sandbox,
+                  "refuse to grade unless the sandbox has every protection here (Gradescope's run_autograder; --batch always does)");
+  grade->add_flag("--unsafe", unsafe, "grade others' work even where the sandbox lacks some of its protections (it says which)");
 
   auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
   hint->add_option("lesson", number, "lesson number")->required();
@@ -372,6 +384,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  exit_cleanly_on_interrupt();  // Ctrl-C stops the checks and their runs, and removes their cgroups and folders
   try {
     const Recipe recipe = Recipe::load(recipe_file);
     GradeOptions options;
@@ -428,6 +441,22 @@ int main(int argc, char** argv) {
     if (*grade) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::vector<const Lesson*> lessons = pick(recipe, numbers);
+      if (!batch.empty() || !submission.empty() || require_sandbox) {
+        // Others' work: no submission may read another (nor the grades), and the grader says what protected it.
+        if (!batch.empty()) {
+          hide_in_every_sandbox(batch);
+          hide_in_every_sandbox(out_dir);
+        }
+        const Isolation isolation = probe_sandbox();
+        if (!isolation.complete()) {
+          TINY_CHECK(unsafe || (batch.empty() && !require_sandbox), ValueError,
+                     "refusing to grade others' work in a sandbox that lacks ", isolation.missing(),
+                     ": run the grader as root where namespaces can be made (grader/README.md, \"A submission is "
+                     "hostile\"), or add --unsafe to grade anyway");
+          g_sandbox_warning = "warning: the sandbox lacked " + isolation.missing() + " (" + isolation.describe() + ")\n";
+          std::fprintf(stderr, "%s", g_sandbox_warning.c_str());
+        }
+      }
       if (!batch.empty()) {
         TINY_CHECK(fs::is_directory(batch), ValueError, "--batch ", batch, " is not a folder");
         return grade_batch(recipe, lessons, batch, out_dir, options, jobs);
@@ -453,9 +482,12 @@ int main(int argc, char** argv) {
         }
       }
       print_scoreboard(std::cout, results, options.seed, use_color());
+      std::cout << g_sandbox_warning;
       if (!json_file.empty()) {
         const std::string quiz = read_quiz(lessons_dir);
-        spit(json_file, results_json_text(gradescope_results(results, seconds, options.seed, quiz)));
+        nlohmann::json doc = gradescope_results(results, seconds, options.seed, quiz);
+        if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
+        spit(json_file, results_json_text(doc));
         std::cout << "results.json written to " << json_file << "\n";
       }
       if (!html_file.empty()) {
