@@ -1,7 +1,7 @@
 # Hostile submissions, end to end (label dev): a batch of lesson 1 where each
-# submission but one attacks the grader from its count_devices(). Each attack
-# must be contained and graded for what it is, with a clear reason, and the
-# honest submission beside them must still get full marks.
+# submission but one attacks the grader. Each attack must be contained and
+# graded for what it is, with a clear reason, and the honest submission beside
+# them must still get full marks. From count_devices():
 #   infinite_loop      spins, and leaves a spinning daemon (setsid) behind
 #   huge_output        prints without end
 #   fake_all_passed    prints "all passed" (and tries the checker's own stdout), returns 42
@@ -11,8 +11,22 @@
 #   writes_checks      writes into the checks' work folder, the reference runner, the checks' sources; kills the checker
 #   reads_reference    reads the reference solution, the reference runner, the checks and the reference's results
 #   network            lists its network interfaces and connects to 192.0.2.1
-# The last five need the sandbox's root-only parts (a memory cgroup, an own
-# uid, namespaces) and are left out, with a message, when not run as root.
+# When compiled (each must not compile, saying why):
+#   include_relative   #include "../../solutions/1_device_check/exercise.cpp" (found through the -I folders)
+#   include_absolute   #include "<source>/solutions/1_device_check/exercise.cpp"
+#   include_other      #include of another submission of the batch (the honest one)
+#   symlinked          exercise.cpp is a symbolic link to the solution
+#   linked_lessons     the submission's lessons folder is a link to solutions/
+#   include_environ    #include "/proc/self/environ" (the compiler quotes what it cannot parse)
+#   include_secret     #include of a root-only file holding a canary secret
+#   dev_zero           #include "/dev/zero" (the compiler would grow without bound)
+# From a static initializer, before any check (so every check fails):
+#   fallocate_unlinked a 10 GiB fallocate on a file it unlinked, in its folder and in /tmp
+#   reads_other        reads the batch's other submissions, the grades and the grader's work folders
+# No canary secret (a root-only file, a variable of the grader's environment)
+# may appear in any output; no process, cgroup or temporary folder may be left.
+# The cases that need the sandbox's root-only parts (a memory cgroup, an own
+# uid, namespaces) are left out, with a message, when not run as root.
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DWORK=... -P hostile_test.cmake
 cmake_minimum_required(VERSION 3.19)  # string(JSON); and "@SOURCE@" stays a literal
 string(TIMESTAMP started "%s")
@@ -37,6 +51,7 @@ execute_process(COMMAND sh -c [=[
 # Helpers every hostile submission may use, put before the solution's text.
 set(prelude [=[
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -110,6 +125,18 @@ inline std::string try_read_reference_results() {
 
 ]=])
 
+# Canary secrets: a file only root may read, and a variable of the grader's environment.
+string(RANDOM LENGTH 16 ALPHABET 0123456789abcdef nonce)
+set(canary_file_text "CANARY-FILE-${nonce}")
+set(canary_env_text "CANARY-ENV-${nonce}")
+set(secret_dir /tmp/workbook-hostile-secret-${nonce})
+if(root)
+  file(MAKE_DIRECTORY ${secret_dir})
+  file(CHMOD ${secret_dir} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  file(WRITE ${secret_dir}/secret.h "${canary_file_text}\n")
+  file(CHMOD ${secret_dir}/secret.h PERMISSIONS OWNER_READ OWNER_WRITE)
+endif()
+
 # A submission in batch `batch` (quick: every run stopped after 2 s; memory:
 # after 10 s, as touching 3 GiB can take seconds on a loaded machine; the two
 # batches are graded side by side).
@@ -118,6 +145,34 @@ function(submission batch name body)
   string(REPLACE "@SOURCE@" "${SOURCE}" body "${body}")
   string(REPLACE "${count_body}" "${body}" text "${solution}")
   file(WRITE ${WORK}/${batch}/${name}/${lesson}/exercise.cpp "${prelude}${text}")
+endfunction()
+
+# A submission whose exercise.cpp is `text` alone.
+function(source_file batch name text)
+  file(MAKE_DIRECTORY ${WORK}/${batch}/${name}/${lesson})
+  string(REPLACE "@SOURCE@" "${SOURCE}" text "${text}")
+  string(REPLACE "@WORK@" "${WORK}" text "${text}")
+  string(REPLACE "@SECRET@" "${secret_dir}" text "${text}")
+  file(WRITE ${WORK}/${batch}/${name}/${lesson}/exercise.cpp "${text}")
+endfunction()
+
+# A submission that attacks from a static initializer (`body`, which sets the
+# string `report`), then says what it found and ends: every check fails with it.
+function(static_attack batch name body)
+  submission(${batch} ${name} "${count_body}")
+  string(REPLACE "@WORK@" "${WORK}" body "${body}")
+  file(APPEND ${WORK}/${batch}/${name}/${lesson}/exercise.cpp "
+namespace {
+[[maybe_unused]] const bool attack = [] {
+  std::string report;
+${body}
+  std::fprintf(stderr, \"hostile: %s\\n\", report.c_str());
+  std::fflush(stderr);
+  _exit(1);
+  return true;
+}();
+}  // namespace
+")
 endfunction()
 
 submission(quick complete "${count_body}")
@@ -149,16 +204,43 @@ submission(quick fake_all_passed [=[
   }
   return 42;
 ]=])
-# Its results are replaced, once the runner has written them, by a link to the
-# reference's (root reads what the link points to; its own uid could not).
+# Answers wrongly, and its results are replaced, once the runner has written
+# them, by a link to the reference's (root reads what the link points to; its
+# own uid could not). Refused as a link, or never read (the results come
+# through the checker's pipe, and the runner leaves before atexit hooks run).
 submission(quick links_results [=[
   std::atexit([] {
     unlink("out/values.json");
     (void)!symlink("../1-reference-count_devices/out/values.json", "out/values.json");
   });
-  return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;
+  return 42;
 ]=])
 set(hostile_names infinite_loop huge_output fake_all_passed links_results)
+set(zero_names "")
+
+# Attacks on the compiler: each must not compile (0, "does not compile").
+source_file(quick include_environ "#include \"/proc/self/environ\"\n")
+file(MAKE_DIRECTORY ${WORK}/quick/symlinked/${lesson})
+file(CREATE_LINK ${SOURCE}/solutions/${lesson}/exercise.cpp ${WORK}/quick/symlinked/${lesson}/exercise.cpp SYMBOLIC)
+file(MAKE_DIRECTORY ${WORK}/quick/linked_lessons)
+file(CREATE_LINK ${SOURCE}/solutions ${WORK}/quick/linked_lessons/lessons SYMBOLIC)
+set(compile_names include_environ symlinked linked_lessons)
+# Hiding the sources from the compiler needs a mount namespace: root's, or a plain user's own.
+set(namespaces ${root})
+if(NOT root)
+  execute_process(COMMAND unshare --user --map-current-user --mount true RESULT_VARIABLE userns_rc OUTPUT_QUIET ERROR_QUIET)
+  if(userns_rc EQUAL 0)
+    set(namespaces TRUE)
+  endif()
+endif()
+if(namespaces)
+  source_file(quick include_relative "#include \"../../solutions/1_device_check/exercise.cpp\"\n")
+  source_file(quick include_absolute "#include \"@SOURCE@/solutions/1_device_check/exercise.cpp\"\n")
+  source_file(quick include_other "#include \"@WORK@/quick/complete/1_device_check/exercise.cpp\"\n")
+  list(APPEND compile_names include_relative include_absolute include_other)
+else()
+  message(STATUS "no mount namespace can be made here: the #includes of the solution and of another submission are left out")
+endif()
 
 if(root)
   submission(quick fork_bomb [=[
@@ -219,6 +301,46 @@ if(root)
                            (rc == 0 ? std::string("SUCCEEDED") : std::string("failed: ") + std::strerror(error)));
 ]=])
   list(APPEND hostile_names fork_bomb writes_checks reads_reference network)
+  source_file(quick include_secret "#include \"@SECRET@/secret.h\"\n")
+  list(APPEND compile_names include_secret)
+  static_attack(quick fallocate_unlinked [=[
+  auto attempt = [&](const std::string& where, const std::string& file) {
+    const int fd = open(file.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      report += where + ": cannot create (" + std::strerror(errno) + "); ";
+      return;
+    }
+    unlink(file.c_str());
+    const int rc = fallocate(fd, 0, 0, off_t{10} << 30);
+    report += where + ": " + (rc == 0 ? std::string("10 GiB ALLOCATED") : std::string("fallocate failed (") + std::strerror(errno) + ")") + "; ";
+    if (rc == 0) sleep(5);  // held, unlinked, for the grader to see
+    close(fd);
+  };
+  attempt("its folder", "big-" + std::to_string(getpid()));
+  attempt("/tmp", "/tmp/workbook-hostile-" + std::to_string(getpid()));
+  report = "fallocate: " + report;
+]=])
+  static_attack(quick reads_other [=[
+  report = "hostile reads: ";
+  report += hostile::try_read("another submission", "@WORK@/quick/complete/1_device_check/exercise.cpp");
+  report += hostile::try_read("another submission's grades", "@WORK@/out/quick/complete/results.json");
+  // The grader's own work folders (each submission's copy of its exercise.cpp and its runner).
+  for (const char* tmp : {"/tmp", "@WORK@/tmp"}) {
+    if (DIR* dir = opendir(tmp)) {
+      while (const dirent* e = readdir(dir)) {
+        if (std::strncmp(e->d_name, "workbook-grade-", 15) == 0) {
+          report += hostile::try_read("the grader's work folder", std::string(tmp) + "/" + e->d_name + "/0/build/1_device_check/runner");
+        }
+      }
+      closedir(dir);
+    }
+  }
+]=])
+  list(APPEND zero_names fallocate_unlinked reads_other)
+  if(memory_cgroup STREQUAL "yes")
+    source_file(memory dev_zero "#include \"/dev/zero\"\n")
+    list(APPEND compile_names dev_zero)
+  endif()
   if(memory_cgroup STREQUAL "yes")
     submission(memory hundred_gb [=[
   std::vector<std::vector<char>> hog;
@@ -247,16 +369,25 @@ foreach(batch_and_timeout quick:2 memory:10)
   endif()
 endforeach()
 string(TIMESTAMP t0 "%s")
+# The grader's temporary folders go to $WORK/tmp (to be found empty afterwards),
+# and its environment holds a canary secret.
+file(MAKE_DIRECTORY ${WORK}/tmp)
+set(unsafe "")
+if(NOT root)
+  set(unsafe --unsafe)  # a plain user's sandbox has no uid of its own: grading a batch needs --unsafe
+endif()
 execute_process(COMMAND sh -c [=[
-  grader=$1; work=$2; shift 2; pids=""
+  grader=$1; work=$2; export GRADER_SECRET_TOKEN=$3; unsafe=$4; shift 4; pids=""
+  export TMPDIR="$work/tmp" WORKBOOK_SANDBOX_UID=2100000000  # uids of these graders alone, to be found gone
   for spec in "$@"; do
     batch=${spec%%:*}; timeout=${spec#*:}
-    "$grader" grade 1 --batch "$work/$batch" --out "$work/out/$batch" --timeout "$timeout" --no-timing --jobs 2       > "$work/$batch.log" 2>&1 &
+    "$grader" grade 1 --batch "$work/$batch" --out "$work/out/$batch" --timeout "$timeout" --no-timing --jobs 2 $unsafe \
+      > "$work/$batch.log" 2>&1 &
     pids="$pids $!"
   done
   failed=0
   for pid in $pids; do wait $pid || failed=1; done
-  exit $failed]=] sh ${GRADER} ${WORK} ${batches}
+  exit $failed]=] sh ${GRADER} ${WORK} ${canary_env_text} "${unsafe}" ${batches}
                 RESULT_VARIABLE rc)
 string(TIMESTAMP t1 "%s")
 math(EXPR seconds "${t1} - ${t0}")
@@ -296,7 +427,11 @@ endforeach()
 expect(quick/infinite_loop/results.json "did not finish within the time limit")
 expect(quick/huge_output/results.json "wrote more than 64 MiB of output (the limit of this check) and was stopped")
 expect(quick/fake_all_passed/results.json "count_devices() on a machine without a GPU returned 42, expected 0")
-expect(quick/links_results/results.json "left results that are not to be trusted: out/values.json is a link (results must be plain files)")
+file(READ ${WORK}/out/quick/links_results/results.json text)
+if(NOT text MATCHES "left results that are not to be trusted: out/values.json is a link" AND
+   NOT text MATCHES "count_devices\\(\\) on a machine without a GPU returned 42, expected 0")
+  message(FATAL_ERROR "the results replaced by a link were believed:\n${text}")
+endif()
 if(root)
   file(READ ${WORK}/out/quick/fork_bomb/results.json bomb)
   if(NOT bomb MATCHES "tried to run more than [0-9]+ processes and threads at once" AND
@@ -325,6 +460,88 @@ if(root)
   if(NOT left STREQUAL "0")
     message(FATAL_ERROR "${left} processes of the hostile submissions outlived the batch")
   endif()
+endif()
+# The attacks on the compiler: none compiles, each says why.
+foreach(name ${compile_names})
+  set(batch quick)
+  if(name STREQUAL "dev_zero")
+    set(batch memory)
+  endif()
+  file(READ ${WORK}/out/${batch}/gradebook.csv gradebook)
+  # A link is refused before the build ("not submitted") or by it ("does not compile").
+  if(NOT gradebook MATCHES "\"${name}\",0,\"(does not compile|not submitted)\",0,5")
+    message(FATAL_ERROR "${name} was not refused:\n${gradebook}")
+  endif()
+  file(READ ${WORK}/out/${batch}/${name}/results.json text)
+  string(JSON first GET "${text}" tests 0 output)
+  message(STATUS "${name}:\n${first}")
+endforeach()
+if(namespaces)
+  # Found through an -I folder: the compiler names it by that folder.
+  expect(quick/include_relative/results.json "/../../solutions/1_device_check/exercise.cpp: Permission denied")
+  expect(quick/include_absolute/results.json "fatal error: ${SOURCE}/solutions/1_device_check/exercise.cpp: Permission denied")
+  expect(quick/include_other/results.json "fatal error: ${WORK}/quick/complete/1_device_check/exercise.cpp: Permission denied")
+endif()
+expect(quick/symlinked/results.json "1_device_check/exercise.cpp is a symbolic link")
+expect(quick/linked_lessons/results.json "1_device_check/exercise.cpp is, through a link, a file of the workbook itself")
+if(root)
+  expect(quick/include_secret/results.json "fatal error: ${secret_dir}/secret.h: Permission denied")
+  if(memory_cgroup STREQUAL "yes")
+    expect(memory/dev_zero/results.json "the compiler ran out of memory (over the limit for compiling, 3 GiB)")
+  endif()
+  # The attacks from a static initializer: every check fails, with what it found.
+  foreach(name ${zero_names})
+    expect(quick/gradebook.csv "\"${name}\",0,\"in progress\",0,5")
+    file(READ ${WORK}/out/quick/${name}/results.json text)
+    string(JSON first GET "${text}" tests 0 output)
+    message(STATUS "${name}:\n${first}")
+  endforeach()
+  file(READ ${WORK}/out/quick/fallocate_unlinked/results.json text)
+  if(NOT text MATCHES "its folder: fallocate failed \\(No space left on device\\)" AND
+     NOT text MATCHES "wrote more than 64 MiB of output")
+    message(FATAL_ERROR "the 10 GiB fallocate was not stopped:\n${text}")
+  endif()
+  expect(quick/fallocate_unlinked/results.json "/tmp: cannot create (Read-only file system)")
+  expect_not(quick/fallocate_unlinked/results.json "ALLOCATED")
+  foreach(what "another submission" "another submission's grades")
+    expect(quick/reads_other/results.json "could not read ${what} (")
+  endforeach()
+  expect_not(quick/reads_other/results.json "READ ")
+  # No process of the graders' sandbox uids is alive.
+  execute_process(COMMAND sh -c "ps -eo uid=,stat= | awk '$1 >= 2100000000 && $1 < 2100000256 && $2 !~ /Z/' | wc -l"
+                  OUTPUT_VARIABLE alive OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT alive STREQUAL "0")
+    message(FATAL_ERROR "${alive} processes of the sandboxes' uids outlived the batch")
+  endif()
+  file(REMOVE_RECURSE ${secret_dir})
+endif()
+
+# No canary secret in anything the graders wrote.
+file(GLOB_RECURSE outputs ${WORK}/out/* ${WORK}/*.log)
+foreach(file ${outputs})
+  file(READ ${file} text)
+  foreach(canary ${canary_file_text} ${canary_env_text})
+    string(FIND "${text}" "${canary}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${file} holds the canary secret ${canary}:\n${text}")
+    endif()
+  endforeach()
+endforeach()
+# No temporary folder is left (the graders' TMPDIR), and no cgroup of a process that is gone.
+file(GLOB left ${WORK}/tmp/* /tmp/workbook-hostile-[0-9]*)
+if(left)
+  message(FATAL_ERROR "left behind: ${left}")
+endif()
+execute_process(COMMAND sh -c [=[
+  for d in $(sed -n 's/^[0-9]*:\([a-z,]*\):\(.*\)$/\/sys\/fs\/cgroup\/\1\2/p; s/^0::\(.*\)$/\/sys\/fs\/cgroup\1/p' /proc/self/cgroup); do
+    for c in "$d"/workbook-*; do
+      [ -d "$c" ] || continue
+      pid=${c##*/workbook-}; pid=${pid%%-*}
+      [ -d /proc/$pid ] || echo "$c"
+    done
+  done]=] OUTPUT_VARIABLE leaked_cgroups OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT leaked_cgroups STREQUAL "")
+  message(FATAL_ERROR "cgroups left behind:\n${leaked_cgroups}")
 endif()
 file(GLOB leftovers ${SOURCE}/tests/lessons/1_device_check/hostile-was-here.txt.* /tmp/hostile-was-here.txt.*)
 if(leftovers)

@@ -1,0 +1,109 @@
+# Ctrl-C during `grade` and `check` (issue 19): the grader, its checker and the
+# student's run stop at once, and nothing is left: no process, no cgroup, no
+# temporary folder; the grader exits 130 (SIGINT) or 143 (SIGTERM). A grader
+# killed outright (SIGKILL: nothing of it runs) takes its checker with it
+# (PR_SET_PDEATHSIG), which stops the run and removes its own folders.
+# count_devices() spins, so the first check runs until its limit (a minute)
+# unless stopped. Each case runs with a TMPDIR of its own, to be found empty.
+# Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DRECIPE=... -DWORK=... -P interrupt_test.cmake
+cmake_minimum_required(VERSION 3.19)
+include(${CMAKE_CURRENT_LIST_DIR}/../temp_tree.cmake)
+set(lesson 1_device_check)
+workbook_temp_tree(${WORK}/tree ${lesson})
+file(READ ${SOURCE}/solutions/${lesson}/exercise.cpp text)
+string(REPLACE "return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;"
+               "for (volatile bool spin = true; spin;) {\n  }\n  return 0;" text "${text}")
+file(WRITE ${WORK}/tree/lessons/${lesson}/exercise.cpp "${text}")
+
+# Prints "rc=N seconds=S" and one line per thing left behind.
+set(script [=[
+grader=$1 recipe=$2 work=$3 mode=$4
+tmp=$work/tmp-$mode
+mkdir -p "$tmp"
+export TMPDIR=$tmp WORKBOOK_SANDBOX_UID=2100000512 NO_COLOR=1
+# As typed at a terminal: its own session (the terminal's foreground group), SIGINT
+# not ignored (a background job of a script would ignore it).
+case $mode in
+  check-*) env --default-signal=INT setsid "$grader" --recipe "$recipe" check 1 --no-timing >"$work/$mode.out" 2>&1 & ;;
+  *)       env --default-signal=INT setsid "$grader" --recipe "$recipe" grade 1 --no-timing >"$work/$mode.out" 2>&1 & ;;
+esac
+grader_pid=$!
+# The processes whose folder or command line is in our TMPDIR: the checker and the student's run.
+ours() {
+  for d in /proc/[0-9]*; do
+    case "$(readlink "$d/cwd" 2>/dev/null) $(tr '\0' ' ' 2>/dev/null < "$d/cmdline")" in
+      *"$tmp"*) grep -q '^State:.*Z' "$d/status" 2>/dev/null || echo "${d#/proc/}" ;;
+    esac
+  done
+}
+runner_running() {
+  for p in $(ours); do
+    case "$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)" in *"count_devices in out"*) return 0 ;; esac
+  done
+  return 1
+}
+tries=0
+until runner_running; do
+  tries=$((tries + 1))
+  if [ $tries -gt 6000 ] || ! kill -0 $grader_pid 2>/dev/null; then
+    echo "the student's run never started"; cat "$work/$mode.out"; kill -KILL $grader_pid; exit 1
+  fi
+  sleep 0.05
+done
+checker_pid=$(for p in $(ours); do case "$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)" in *lesson_1_checks*) echo $p ;; esac; done | head -n 1)
+sleep 0.3
+start=$(date +%s)
+case $mode in
+  *-int) kill -INT -$grader_pid ;;   # Ctrl-C: the terminal signals the foreground process group
+  *-term) kill -TERM $grader_pid ;;
+  *-kill) kill -KILL $grader_pid ;;
+esac
+wait $grader_pid
+rc=$?
+# What is left, once the checker had its time to clean up (a killed grader's checker is on its own).
+tries=0
+while [ -n "$(ours)" ] && [ $tries -lt 200 ]; do tries=$((tries + 1)); sleep 0.05; done
+echo "rc=$rc seconds=$(( $(date +%s) - start ))"
+for p in $(ours); do echo "process left: $p $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)"; done
+ps -eo uid=,stat= | awk '$1 >= 2100000512 && $1 < 2100000768 && $2 !~ /Z/ { n++ } END { if (n) print "processes of the sandboxes uids left: " n }'
+for d in $(sed -n 's/^[0-9]*:\([a-z,]*\):\(.*\)$/\/sys\/fs\/cgroup\/\1\2/p' /proc/self/cgroup); do
+  for pid in $grader_pid $checker_pid; do
+    for c in "$d"/workbook-$pid-*; do [ -d "$c" ] && echo "cgroup left: $c"; done
+  done
+done
+for f in "$tmp"/*; do
+  [ -e "$f" ] || continue
+  case "$mode $f" in
+    *-kill*/workbook-grade-*) rm -rf "$f" ;;  # a killed grader cannot remove its own folder: only that one may stay
+    *) echo "temporary folder left: $f" ;;
+  esac
+done
+exit 0
+]=])
+
+foreach(mode grade-int check-int grade-term grade-kill)
+  execute_process(COMMAND sh -c "${script}" sh ${GRADER} ${WORK}/tree/recipe.json ${WORK} ${mode}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE report ERROR_VARIABLE err)
+  file(READ ${WORK}/${mode}.out out)
+  message(STATUS "${mode}: ${report}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${mode}: the test itself failed (${rc}):\n${report}\n${err}\n${out}")
+  endif()
+  set(expected_rc 130)
+  if(mode STREQUAL "grade-term")
+    set(expected_rc 143)
+  elseif(mode STREQUAL "grade-kill")
+    set(expected_rc 137)
+  endif()
+  if(NOT report MATCHES "rc=${expected_rc} seconds=([0-9]+)")
+    message(FATAL_ERROR "${mode}: the grader did not exit ${expected_rc}:\n${report}\n${out}")
+  endif()
+  if(CMAKE_MATCH_1 GREATER 10)
+    message(FATAL_ERROR "${mode}: the grader took ${CMAKE_MATCH_1} s to stop (the check's own limit is a minute)")
+  endif()
+  if(report MATCHES "left")
+    message(FATAL_ERROR "${mode}: something was left behind:\n${report}\n${out}")
+  endif()
+endforeach()
+message(STATUS "interrupted four times, nothing left")
+file(REMOVE_RECURSE ${WORK})
