@@ -1321,6 +1321,7 @@ Isolation probe_sandbox() {
   Isolation isolation;
   try {
     isolation = run_process(o).isolation;
+    isolation.folder_limit = 0;  // the trial's own limit says nothing of a real run's
   } catch (const std::exception&) {
   }
   fs::remove_all(dir, ec);

@@ -266,7 +266,7 @@ ProcessOptions sandboxed(const Recipe& recipe, const fs::path& scratch, const fs
   p.timeout_s = 300;
   p.cpu_limit_s = 600;
   p.memory_limit = size_t{3} << 30;
-  p.address_space_limit = size_t{16} << 30;  // where no memory cgroup can be made; a compiler reserves little
+  p.address_space_limit = size_t{4} << 30;  // where no memory cgroup can be made: cc1plus maps under 2 GiB here
   p.process_limit = 64;
   p.output_limit = size_t{256} << 20;  // its messages, and its folder: the object, the runner, the compiler's temporary files
   p.env["TMPDIR"] = ".";               // everything else is read-only to it
