@@ -491,7 +491,9 @@ void print_watch_report(std::ostream& out, const LessonResult& r, int hints_seen
 
 std::string gpus_needed(int gpus) {
   if (gpus <= 0) return "";
-  return gpus == 1 ? "needs a GPU" : "needs " + std::to_string(gpus) + " GPUs";
+  // Said with the emulated GPU in mind: a laptop without an NVIDIA GPU can do every lesson.
+  return gpus == 1 ? "needs a GPU (the emulated one will do)"
+                   : "needs " + std::to_string(gpus) + " GPUs (the emulated ones will do)";
 }
 
 void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons) {

@@ -141,8 +141,8 @@ TEST(LessonList, SaysWhatALessonNeedsAndAlignsEveryColumn) {
     for (const std::string& line : lines) EXPECT_EQ(line.find(column), lines[0].find(column)) << column << "\n" << out.str();
   }
   EXPECT_EQ(workbook::gpus_needed(0), "");
-  EXPECT_EQ(workbook::gpus_needed(1), "needs a GPU");
-  EXPECT_EQ(workbook::gpus_needed(2), "needs 2 GPUs");
+  EXPECT_EQ(workbook::gpus_needed(1), "needs a GPU (the emulated one will do)");
+  EXPECT_EQ(workbook::gpus_needed(2), "needs 2 GPUs (the emulated ones will do)");
 }
 
 workbook::LessonResult failing(const workbook::Lesson& l) {
