@@ -453,11 +453,12 @@ WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then
     return Outcome::fail("evaluate changed the parameters' gradients: evaluation measures, it never calls backward()");
   }
   const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
+  // A percentage is named as such even when it looks like a fraction (1 of 150 right: 0.67 for 0.0067).
+  if (want_acc > 0.0 && std::fabs(acc - 100.0 * want_acc) < 1e-6) {
+    return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ": that is a percentage; return the fraction " +
+                         number_text(want_acc) + " (correct / examples, in [0, 1])");
+  }
   if (!(acc >= 0.0 && acc <= 1.0)) {
-    if (std::fabs(acc - 100.0 * want_acc) < 1e-6) {
-      return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ": that is a percentage; return the fraction " +
-                           number_text(want_acc) + " (correct / examples, in [0, 1])");
-    }
     return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ": a fraction in [0, 1] was expected (" + number_text(want_acc) + ")");
   }
   if (std::fabs(acc - want_acc) > 1e-9) {
