@@ -603,35 +603,38 @@ void remove_new_entries(const fs::path& dir, const std::vector<std::string>& bef
   for (const fs::path& p : doomed) fs::remove_all(p, ec);
 }
 
-// Sends a descriptor over a local socket (async-signal-safe: the child uses it before exec).
-bool send_fd(int socket, int fd) {
+// One byte carrying one descriptor (SCM_RIGHTS) over a local socket; plain
+// stores only, so the child may build it before exec (async-signal-safe).
+struct FdMessage {
   char byte = 0;
   struct iovec io {&byte, 1};
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage() {
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+// Sends a descriptor over a local socket.
+bool send_fd(int socket, int fd) {
+  FdMessage m;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(socket, &msg, MSG_NOSIGNAL) == 1;
+  return sendmsg(socket, &m.msg, MSG_NOSIGNAL) == 1;
 }
 
 int receive_fd(int socket) {
-  char byte = 0;
-  struct iovec io {&byte, 1};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  if (recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage m;
+  if (recvmsg(socket, &m.msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
   int fd = -1;
   std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
