@@ -1,4 +1,5 @@
 // What checker and runner exchange, the comparison messages, and timing verdicts.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "harness/compare.h"
 #include "harness/runner.h"
 #include "tiny/cuda_grading.h"
+#include "tiny/parallel.h"
 
 namespace fs = std::filesystem;
 using workbook::Bundle;
@@ -209,6 +211,16 @@ workbook::Context context_in(const fs::path& dir) {
   workbook::Context ctx;
   ctx.work_dir = dir / "work";
   ctx.student_runner = ctx.reference_runner = fs::read_symlink("/proc/self/exe");
+  // As checker_main does: libtiny.so shared where a sandbox's own uid can load it,
+  // for a build in a folder only its owner can enter (a private clone).
+  ctx.library_dir = dir / "lib";
+  fs::create_directories(ctx.library_dir);
+  fs::permissions(ctx.library_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                        fs::perms::others_read | fs::perms::others_exec);
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&tiny::get_num_threads), &info) != 0 && info.dli_fname != nullptr) {
+    ctx.share(info.dli_fname);
+  }
   return ctx;
 }
 

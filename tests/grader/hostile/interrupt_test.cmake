@@ -7,6 +7,8 @@
 # unless stopped. Each case runs with a TMPDIR of its own, to be found empty.
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DRECIPE=... -DWORK=... -P interrupt_test.cmake
 cmake_minimum_required(VERSION 3.19)
+include(${CMAKE_CURRENT_LIST_DIR}/../reachable.cmake)
+skip_unless_others_reach()
 include(${CMAKE_CURRENT_LIST_DIR}/../temp_tree.cmake)
 set(lesson 1_device_check)
 workbook_temp_tree(${WORK}/tree ${lesson})
