@@ -769,7 +769,8 @@ int checker_main(int argc, char** argv) {
   }
 
   Context ctx;
-  ctx.seed = seed ? *seed : std::random_device{}() * 0x100000000ull + std::random_device{}();
+  // Twelve digits, as the grader prints them, so a seed reads the same under ctest and check.
+  ctx.seed = seed ? *seed : (std::random_device{}() * 0x100000000ull + std::random_device{}()) % 1000000000000ull;
   ctx.student_runner = fs::absolute(student);
   ctx.reference_runner = fs::absolute(reference);
   ctx.student_is_reference = fs::equivalent(student, reference);
