@@ -1,5 +1,6 @@
 #include "distributed/emulated_nccl.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -125,11 +126,14 @@ class EmulatedNcclGroup final : public NcclGroup {
     const int64_t duration =
         gpu::model::nccl_collective_ns(rt_.model(), kind, group_.size(), size);
     auto exchange = std::make_shared<Exchange>(host_bytes);
-    const auto timeout = group_.timeout();
+    // The stream reaches the collective after the work queued before it, which
+    // may take long on a slow host: that is not a lost peer, so the wait is
+    // bounded by NCCL's watchdog default (10 minutes), not the group's timeout.
+    const auto timeout = std::max<std::chrono::milliseconds>(group_.timeout(), std::chrono::minutes(10));
     auto staged = [exchange, timeout] {
       std::unique_lock<std::mutex> lock(exchange->mutex);
       TINY_CHECK(exchange->staged_cv.wait_for(lock, timeout, [&] { return exchange->staged; }),
-                 distributed::DistributedError, "the emulated GPU did not reach a collective within the timeout of ",
+                 distributed::DistributedError, "the emulated GPU did not reach a collective within ",
                  timeout.count(), " ms (its stream is held up by earlier work)");
     };
     std::shared_ptr<Work> bytes = gloo(exchange->host.data(), staged);

@@ -16,6 +16,7 @@
 //   ddp_time OUT BUCKET_MB    modelled time of one DDP step (forward, backward, synchronize) on
 //                             cuda:LOCAL_RANK; each rank writes the step's ns to OUT.RANK and its
 //                             profiler trace to OUT.RANK.json
+// TINY_TEST_EARLY_NS: rank r's modelled clock is r x that many ns ahead when it joins.
 // TINY_TEST_SLEEP_SEED: real sleeps of random lengths between the calls (modelled times must not change).
 // The rendezvous is TINY_TEST_INIT (default env://), the backend TINY_TEST_BACKEND
 // (default gloo; with nccl each rank first makes cuda:LOCAL_RANK its device).
@@ -205,7 +206,7 @@ void ddp_time(const std::string& path, double bucket_mb) {
   options.first_bucket_cap_mb = bucket_mb;
   options.bucket_cap_mb = bucket_mb;
   auto ddp = std::make_shared<DistributedDataParallel>(model, options);
-  tiny::Tensor x = tiny::randn({2048, 1024}).to(device);
+  tiny::Tensor x = tiny::randn({1024, 1024}).to(device);
   auto step = [&] {
     ddp->zero_grad();
     maybe_sleep();
@@ -239,6 +240,9 @@ int main(int argc, char** argv) {
   try {
     // As in PyTorch, picking each rank's GPU is the program's job, before the process group.
     if (backend != nullptr && std::string(backend) == "nccl") tiny::cuda::set_device(dist::local_rank());
+    // TINY_TEST_EARLY_NS: rank r did r x that much modelled work before joining (init_process_group aligns the clocks).
+    if (const char* early = std::getenv("TINY_TEST_EARLY_NS"); early != nullptr && my_rank != nullptr)
+      tiny::gpu::model::host_advance(std::atoll(early) * std::atoi(my_rank));
     dist::init_process_group(backend != nullptr && *backend ? backend : "gloo", init ? init : "env://");
     rank = dist::get_rank();
     if (scenario == "collectives") {
