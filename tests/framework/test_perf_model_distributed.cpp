@@ -232,6 +232,7 @@ std::vector<Slice> slices(const nlohmann::json& trace, bool collectives) {
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X" || e.value("cat", "") != "kernel") continue;
     if ((e["tid"].get<int64_t>() == 1002) != collectives) continue;
+    if (collectives) EXPECT_EQ(e.value("name", ""), "ncclDevKernel_AllReduce_RING");
     out.push_back({e["ts"].get<double>(), e["dur"].get<double>(), e["args"].value("bytes", int64_t{0})});
   }
   std::sort(out.begin(), out.end(), [](const Slice& a, const Slice& b) { return a.ts < b.ts; });
@@ -258,6 +259,12 @@ Step run_ddp_step(double bucket_mb, std::vector<std::string> env = {}) {
   nlohmann::json trace0, trace1;
   std::ifstream(out.string() + ".0.json") >> trace0;
   std::ifstream(out.string() + ".1.json") >> trace1;
+  // The collectives have a track of their own on the device (Perfetto draws overlapping slices only on separate tracks).
+  bool named = false;
+  for (const auto& e : trace0["traceEvents"])
+    named = named || (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && e["tid"] == 1002 &&
+                      e["args"].value("name", "") == "collectives (NCCL)");
+  EXPECT_TRUE(named) << "no track named \"collectives (NCCL)\" in the trace";
   step.kernels = slices(trace0, false);
   step.collectives = slices(trace0, true);
   step.collectives_rank1 = slices(trace1, true);

@@ -13,9 +13,9 @@
 //                             all_reduce, broadcast, all_gather and reduce_scatter of 1 MiB on DEVICE,
 //                             each followed by a synchronize; each rank writes its clock (ns) before
 //                             and after each to OUT.RANK
-//   ddp_time OUT BUCKET_MB    modelled time of one DDP step (forward, backward, synchronize) on
+//   ddp_time OUT BUCKET_MB [lesson6]  modelled time of one DDP step (forward, backward, synchronize) on
 //                             cuda:LOCAL_RANK; each rank writes the step's ns to OUT.RANK and its
-//                             profiler trace to OUT.RANK.json
+//                             profiler trace to OUT.RANK.json (lesson6: lesson 6's MLP, batch 64)
 // TINY_TEST_EARLY_NS: rank r's modelled clock is r x that many ns ahead when it joins.
 // TINY_TEST_SLEEP_SEED: real sleeps of random lengths between the calls (modelled times must not change).
 // The rendezvous is TINY_TEST_INIT (default env://), the backend TINY_TEST_BACKEND
@@ -191,22 +191,27 @@ void clock(const std::string& kind, const std::string& path, int64_t late_ns) {
   expect(part.cpu().to_vector<float>()[0] == static_cast<float>(world), "reduce_scatter's sum");
 }
 
-void ddp_time(const std::string& path, double bucket_mb) {
+void ddp_time(const std::string& path, double bucket_mb, bool lesson6) {
   const int rank = dist::get_rank();
   tiny::Device device("cuda:" + std::to_string(dist::local_rank()));
   tiny::cuda::set_device(device.index());
   tiny::manual_seed(3);
   auto model = std::make_shared<tiny::nn::Sequential>();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < (lesson6 ? 0 : 4); ++i) {
     model->push_back(std::make_shared<tiny::nn::Linear>(1024, 1024));
     model->push_back(std::make_shared<tiny::nn::ReLU>());
+  }
+  if (lesson6) {  // lesson 6's MLP on the 8x8 digits, batch 64 per rank
+    model->push_back(std::make_shared<tiny::nn::Linear>(64, 128));
+    model->push_back(std::make_shared<tiny::nn::ReLU>());
+    model->push_back(std::make_shared<tiny::nn::Linear>(128, 10));
   }
   model->to(device);
   tiny::nn::parallel::DistributedDataParallelOptions options;
   options.first_bucket_cap_mb = bucket_mb;
   options.bucket_cap_mb = bucket_mb;
   auto ddp = std::make_shared<DistributedDataParallel>(model, options);
-  tiny::Tensor x = tiny::randn({1024, 1024}).to(device);
+  tiny::Tensor x = lesson6 ? tiny::randn({64, 64}).to(device) : tiny::randn({1024, 1024}).to(device);
   auto step = [&] {
     ddp->zero_grad();
     maybe_sleep();
@@ -254,7 +259,7 @@ int main(int argc, char** argv) {
     } else if (scenario == "clock") {
       clock(argv[2], argv[3], std::atoll(argv[4]));
     } else if (scenario == "ddp_time") {
-      ddp_time(argv[2], std::atof(argv[3]));
+      ddp_time(argv[2], std::atof(argv[3]), argc > 4 && std::string(argv[4]) == "lesson6");
     } else if (scenario == "die") {
       ddp(argc > 2 ? argv[2] : "cpu", "/dev/null", false, true);
     } else if (scenario == "mismatch") {  // rank 1 builds a wider first layer
