@@ -719,10 +719,8 @@ model::Span EmulatedRuntime::collective(Stream stream, int64_t ready, int64_t du
     c.modelled_kernel_ns += static_cast<uint64_t>(span.end - span.start);
   });
   enqueue(stream, std::move(item), name);
-  if (mode_ == Mode::deferred) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    release_all_locked();
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mode_ == Mode::deferred) release_all_locked();
   return span;
 }
 
