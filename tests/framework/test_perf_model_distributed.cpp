@@ -199,17 +199,19 @@ TEST(PerfModelDistributed, IdenticalAcrossExecutionModesAndRandomSleeps) {
     }
     return v;
   };
-  const std::vector<std::string> one_gpu{"TINY_EMULATED_GPUS=1"};
-  const auto threaded = flat(run_clock(2, "cuda0", 1'000'000, one_gpu));
-  ASSERT_EQ(threaded.size(), 2u * 9u);
-  auto with = [&](std::string setting) {
-    std::vector<std::string> env = one_gpu;
-    env.push_back(std::move(setting));
+  // Each run names its mode (the suite's extended tier sets TINY_LAUNCH_BLOCKING=1 for everything).
+  auto with = [&](std::vector<std::string> env) {
+    env.push_back("TINY_EMULATED_GPUS=1");
     return flat(run_clock(2, "cuda0", 1'000'000, env));
   };
-  EXPECT_EQ(with("TINY_LAUNCH_BLOCKING=1"), threaded) << "blocking mode";
-  EXPECT_EQ(with("TINY_EMULATED_GPU_MODE=deferred"), threaded) << "deferred mode";
-  EXPECT_EQ(with("TINY_TEST_SLEEP_SEED=" + std::to_string(::getpid())), threaded) << "random real sleeps";
+  const auto threaded = with({"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=threaded"});
+  ASSERT_EQ(threaded.size(), 2u * 9u);
+  EXPECT_EQ(with({"TINY_LAUNCH_BLOCKING=1", "TINY_EMULATED_GPU_MODE=blocking"}), threaded) << "blocking mode";
+  EXPECT_EQ(with({"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=deferred"}), threaded) << "deferred mode";
+  EXPECT_EQ(with({"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=threaded",
+                  "TINY_TEST_SLEEP_SEED=" + std::to_string(::getpid())}),
+            threaded)
+      << "random real sleeps";
 }
 
 // ---------------------------------------------------------------- DDP's overlap
@@ -337,10 +339,15 @@ TEST(PerfModelDistributed, DdpAllReducesOverlapBackwardAndBucketSizeChangesTheSt
 }
 
 TEST(PerfModelDistributed, DdpStepIsIdenticalAcrossExecutionModes) {
-  const Step threaded = run_ddp_step(1.0);
+  const Step threaded = run_ddp_step(1.0, {"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=threaded"});
   ASSERT_GT(threaded.ns, 0);
-  for (const std::string setting : {"TINY_LAUNCH_BLOCKING=1", "TINY_EMULATED_GPU_MODE=deferred", "TINY_TEST_SLEEP_SEED=11"}) {
-    const Step other = run_ddp_step(1.0, {setting});
+  const std::vector<std::vector<std::string>> others{
+      {"TINY_LAUNCH_BLOCKING=1", "TINY_EMULATED_GPU_MODE=blocking"},
+      {"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=deferred"},
+      {"TINY_LAUNCH_BLOCKING=0", "TINY_EMULATED_GPU_MODE=threaded", "TINY_TEST_SLEEP_SEED=11"}};
+  for (const auto& env : others) {
+    const std::string setting = env[1] + (env.size() > 2 ? " " + env[2] : "");
+    const Step other = run_ddp_step(1.0, env);
     EXPECT_EQ(other.ns, threaded.ns) << setting;
     ASSERT_EQ(other.collectives.size(), threaded.collectives.size()) << setting;
     for (size_t i = 0; i < other.collectives.size(); ++i) EXPECT_DOUBLE_EQ(other.collectives[i].ts, threaded.collectives[i].ts) << setting;
