@@ -444,8 +444,8 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
     }
     out << line << "\n";
   }
-  out << "\n  time vs ref: your timed check's median over the reference's (under 1.00x is faster);\n"
-         "  - where a lesson has no timed check\n";
+  out << "\n  time vs ref: your timed check's time over the reference's (under 1.00x is faster; on the\n"
+         "  emulated GPU, modelled time, the same every run); - where a lesson has no timed check\n";
   const LessonResult* next = nullptr;
   for (const LessonResult& r : results) {
     if (r.status != "passed" && r.status != "skipped") {
