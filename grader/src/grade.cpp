@@ -45,29 +45,6 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
-// Each line of text after pad, broken at spaces so that no line passes `width`
-// columns (a word longer than the room left stays whole); continued lines get
-// pad and two more spaces. Keeps the terminal's report readable at 100 columns.
-std::string wrap(const std::string& text, const std::string& pad, size_t width) {
-  std::istringstream in(text);
-  std::string line, out;
-  while (std::getline(in, line)) {
-    std::string lead = pad;
-    while (lead.size() + line.size() > width) {
-      const size_t room = width > lead.size() ? width - lead.size() : 0;
-      size_t cut = line.rfind(' ', room);
-      if (cut == std::string::npos || cut == 0) cut = line.find(' ', room);
-      if (cut == std::string::npos) break;
-      out += lead + line.substr(0, cut) + "\n";
-      line = line.substr(line.find_first_not_of(' ', cut) == std::string::npos ? line.size()
-                                                                                 : line.find_first_not_of(' ', cut));
-      lead = pad + "  ";
-    }
-    out += lead + line + "\n";
-  }
-  return out;
-}
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -480,11 +457,9 @@ void print_next(std::ostream& out, const LessonResult& result) {
   } else if (next->status == "error") {
     out << indent(first_lines(next->problem, 12), "  ");
   } else if (const CheckResult* c = next->first_problem()) {
-    const std::string first = std::string(c->verdict == "todo" ? "to do" : "first problem") + ": " + c->name + ": ";
-    const std::string message = first_lines(c->message, 10);
-    const size_t end = message.find('\n');
-    out << wrap(first + message.substr(0, end), "  ", 100);
-    if (end != std::string::npos) out << wrap(message.substr(end + 1), "    ", 100);
+    // The message on lines of its own, whole (it names paths and values a student copies).
+    out << "  " << (c->verdict == "todo" ? "to do" : "first problem") << ": " << c->name << ":\n"
+        << indent(first_lines(c->message, 10), "    ");
   }
   out << "  check it with ./workbook check " << l.number << "; stuck? ./workbook hint " << l.number << "\n";
 }
