@@ -1,10 +1,14 @@
 // Lesson 2's checks: where tensors are made and moved (device facts and the
 // copy counters), computing on a GPU and bringing the answer back, repairing a
-// function that mixes devices, and timing GPU work. The timing checks judge by
-// the emulator's deferred mode and its counters, never by one clock against
-// another: in deferred mode queued GPU work runs only when the host waits, so
-// a clock read without waiting measures nothing, every time.
+// function that mixes devices, and timing GPU work. The timing checks judge a
+// GPU time by modelled time (docs/performance_model.md): the emulated GPU's
+// clock says how long the products take on an H100 SXM whatever this CPU's
+// speed and load, so the student's number is compared with the reference's
+// on the same products, and a verdict never flips between runs. They run in
+// the emulator's deferred mode, where queued GPU work runs only when the host
+// waits: a clock read without waiting measures nothing, every time.
 #include <cmath>
+#include <optional>
 
 #include "harness/checker.h"
 #include "harness/compare.h"
@@ -21,10 +25,14 @@ WORKBOOK_LESSON_COUNTERS("bytes_host_to_device", "synchronizations");
 
 namespace {
 
+// Every run on the modelled clock of one GPU model, whatever the shell says:
+// the times a check compares are then the same on every machine.
 RunOptions gpus(int n, const std::string& mode = "") {
   RunOptions o;
   o.gpus = n;
   o.mode = mode;
+  o.env["TINY_EMULATED_GPU_CLOCK"] = "modelled";
+  o.env["TINY_EMULATED_GPU_MODEL"] = "h100-sxm";
   return o;
 }
 
@@ -224,19 +232,51 @@ WORKBOOK_CHECK(linear_relu, "linear_relu() works wherever its parameters are, co
   return Outcome::pass();
 }
 
-WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() warms up and waits for the GPU before reading the clock") {
+namespace {
+
+// The reference's time_matmul_ms on the same inputs and options: the modelled
+// GPU's milliseconds per product, timed with events.
+std::optional<double> reference_ms(Context& ctx, const Bundle& in, const RunOptions& options, std::string& error) {
+  const Run ref = ctx.reference("time_matmul_ms", in, options);
+  if (!ref.ok()) {
+    error = "the reference solution failed: " + ref.message;
+    return std::nullopt;
+  }
+  return ref.out.values["ms"].get<double>();
+}
+
+// An event read before it completed: CUDA's "device not ready", named as the mistake it is.
+std::optional<Outcome> read_too_early(const Run& mine, const std::string& call) {
+  if (mine.status != "error" || mine.message.find("device not ready") == std::string::npos) return std::nullopt;
+  return Outcome::fail(call + " read elapsed_time before the stop event had completed:\n  " + mine.message + "\n" +
+                       kStoppedEarly + " (with events: stop.synchronize() before start.elapsed_time(stop))");
+}
+
+// A time far longer than the modelled GPU's: this CPU's clock around the emulation.
+std::string host_clock_message(const std::string& yours) {
+  return yours + ". Your time is this CPU's: std::chrono reads the host's real clock, and here the GPU is emulated "
+                 "by your CPU, so it timed the emulation, not the GPU (on a real GPU it would have been right). "
+                 "Read the GPU's own clock, which works on both: tiny::cuda::Event (record, synchronize, "
+                 "elapsed_time), or tiny::cuda::host_time() with a synchronize";
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() times the GPU's work with the GPU's clock, after a warm-up") {
   // On a GPU, in deferred mode: the products run only when the code waits.
   Bundle in;
   in.values["device"] = "cuda:1";
-  in.values["n"] = 384;
+  in.values["n"] = 1024;
   in.values["reps"] = 4;
   in.values["generator_seed"] = ctx.seed + 50;
-  const Run mine = ctx.student("time_matmul_ms", in, gpus(2, "deferred"));
+  const RunOptions options = gpus(2, "deferred");
+  const Run mine = ctx.student("time_matmul_ms", in, options);
+  const int reps = in.values["reps"];
+  const std::string call = "time_matmul_ms(a, b, " + std::to_string(reps) + ") with 1024x1024 a and b on cuda:1";
+  if (auto early = read_too_early(mine, call)) return *early;
   if (auto early = ctx.unless_ok(mine)) return *early;
   const nlohmann::json& v = mine.out.values;
-  const double ms = v["ms"], call_ms = v["call_ms"], floor_ms = v["floor_ms"];
-  const int reps = v["reps"];
-  const std::string call = "time_matmul_ms(a, b, " + std::to_string(reps) + ") with a and b on cuda:1";
+  const double ms = v["ms"];
   ctx.details["time_matmul"] = v;
   if (!std::isfinite(ms) || ms <= 0) {
     return Outcome::fail(call + " returned " + fixed(ms, 4) + " ms: expected a positive time per product");
@@ -245,26 +285,47 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() warms up and waits for the G
   const int64_t launches = counter(mine, "cuda:1", "kernel_launches");
   if (syncs == 0) {
     if (counter(mine, "cuda:0", "synchronizations") > 0) {
-      return Outcome::fail(call + ": you synchronized cuda:0, but the matrices are on cuda:1, so the clock never "
-                           "waited for their work. Synchronize the device they are on: "
-                           "tiny::cuda::synchronize(a.get_device())");
+      return Outcome::fail(call + ": you waited on cuda:0 (a synchronize, or an event recorded on the current "
+                           "device's stream), but the matrices are on cuda:1, so the clock never waited for their "
+                           "work. Wait on the device they are on: tiny::cuda::synchronize(a.get_device()), or record "
+                           "the events on tiny::cuda::current_stream(a.get_device())");
     }
     return Outcome::fail(call + " never waited for the GPU: " + kStoppedEarly);
   }
-  if (v.value("emulated", true)) {
-    if (!v.value("idle", true)) {
-      return Outcome::fail(call + " returned while its products were still queued on the GPU: " + kStoppedEarly);
-    }
-    if (ms < 0.25 * floor_ms) {
-      return Outcome::fail(call + " returned " + fixed(ms, 4) + " ms per product, but one product takes at least " +
-                           fixed(floor_ms, 3) + " ms here, so they ran after your clock stopped: " +
-                           kStoppedEarly + " (wait first, then read the clock)");
-    }
+  if (v.value("emulated", true) && !v.value("idle", true)) {
+    return Outcome::fail(call + " returned while its products were still queued on the GPU: " + kStoppedEarly);
   }
-  if (ms * reps > call_ms * 1.01 + 0.05) {
-    return Outcome::fail(call + " returned " + fixed(ms, 3) + " ms, but the whole call took " + fixed(call_ms, 3) +
-                         " ms for " + std::to_string(reps) + " products: return the time per product, "
-                         "that is the elapsed time divided by reps");
+
+  std::string error;
+  const std::optional<double> expected = reference_ms(ctx, in, options, error);
+  if (!expected) return Outcome::error(error);
+  ctx.details["reference_ms"] = *expected;
+  const double ratio = ms / *expected;
+  const std::string yours = call + " returned " + fixed(ms, 4) + " ms per product; the modelled H100 took " +
+                            fixed(*expected, 4) + " ms (the reference, timed with events on the same products)";
+  if (ratio < 0.5) {
+    return Outcome::fail(yours + ". Your clock read only how long the host took to queue the products: " +
+                         kStoppedEarly + " (wait first, then read the clock)");
+  }
+  if (counter(mine, "cuda:1", "bytes_device_to_host") > 0) {
+    return Outcome::fail(yours + ". Your timing includes copying " +
+                         std::to_string(counter(mine, "cuda:1", "bytes_device_to_host")) +
+                         " bytes back to the CPU: .cpu() (or .item()) waits for the GPU, but it also copies, and the "
+                         "copy is not the product. Wait with tiny::cuda::synchronize(device) or an event instead");
+  }
+  if (ratio > 10) return Outcome::fail(host_clock_message(yours));
+  if (ratio > 0.8 * reps && ratio < 1.25 * reps) {
+    return Outcome::fail(yours + ": about " + std::to_string(reps) +
+                         " times too long. Return the time per product, that is the elapsed time divided by reps");
+  }
+  if (launches == reps + 1 && ratio > 1.15 && ratio < 1.4) {
+    return Outcome::fail(yours + ": about (reps + 1) / reps of it. Your clock started before the warm-up had "
+                         "finished, so the warm-up was timed too: start the clock after it (with a host clock: after "
+                         "waiting for it; with events: record the start event after it)");
+  }
+  if (ratio < 0.9 || ratio > 1.1) {
+    return Outcome::fail(yours + ": expected within 10% of it. Warm up, wait for the GPU, then time only the " +
+                         std::to_string(reps) + " products with the GPU's clock");
   }
   if (launches < reps) {
     return Outcome::fail(call + " ran " + std::to_string(launches) + " products on the GPU, expected reps = " +
@@ -276,51 +337,79 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() warms up and waits for the G
                          "one-off setup (on a real GPU: cuBLAS handles, memory) is not timed");
   }
 
-  // On the CPU, on a machine without a GPU.
-  Bundle cpu_in = in;
-  cpu_in.values["device"] = "cpu";
-  cpu_in.values["n"] = 128;
-  cpu_in.values["reps"] = 2;
-  const Run cpu = ctx.student("time_matmul_ms", cpu_in, gpus(0));
-  if (cpu.status == "error" || cpu.status == "crash") {
-    // Typically a synchronize with no GPU to wait for (which tiny can answer with a crash).
-    return Outcome::fail("time_matmul_ms(a, b, 2) with a and b on the CPU, on a machine without a GPU, " +
-                         std::string(cpu.status == "error" ? "threw" : "failed") + ":\n  " + cpu.message +
-                         "\nIf your code calls tiny::cuda::synchronize there: there is no GPU to wait for, so only "
-                         "synchronize when a is on a GPU (a.is_cuda(), or a.get_device() >= 0)");
+  // On the CPU: this CPU's clock, with and without GPUs on the machine.
+  double cpu_ms = 0;
+  for (const int gpu_count : {0, 2}) {
+    Bundle cpu_in = in;
+    cpu_in.values["device"] = "cpu";
+    cpu_in.values["n"] = 128;
+    cpu_in.values["reps"] = 2;
+    const Run cpu = ctx.student("time_matmul_ms", cpu_in, gpus(gpu_count));
+    const std::string cpu_call = "time_matmul_ms(a, b, 2) with a and b on the CPU, on a machine with " +
+                                 std::string(gpu_count == 0 ? "no GPU" : "2 GPUs");
+    if (cpu.status == "error" || cpu.status == "crash") {
+      // Typically a synchronize or an event with no GPU to wait for.
+      return Outcome::fail(cpu_call + ", " + std::string(cpu.status == "error" ? "threw" : "failed") + ":\n  " +
+                           cpu.message + "\nIf your code synchronizes or records events there: the products ran on "
+                           "the CPU, so there is no GPU to wait for; only do that when a is on a GPU (a.is_cuda())");
+    }
+    if (auto early = ctx.unless_ok(cpu)) return *early;
+    cpu_ms = cpu.out.values["ms"];
+    const double call_ms = cpu.out.values["call_ms"];
+    if (!std::isfinite(cpu_ms) || cpu_ms * 2 > call_ms * 1.01 + 0.05) {
+      return Outcome::fail(cpu_call + " returned " + fixed(cpu_ms, 4) + " ms, but the call took " +
+                           fixed(call_ms, 3) + " ms: expected the time per product");
+    }
+    if (cpu_ms * 2 < 0.05 * call_ms) {
+      return Outcome::fail(cpu_call + " returned " + fixed(cpu_ms, 4) + " ms, but the call took " +
+                           fixed(call_ms, 3) + " ms of this CPU's time. " +
+                           (gpu_count > 0 ? "tiny::cuda::host_time() is the modelled GPU's host clock, where work "
+                                            "on the CPU costs nothing: time the CPU's products with this CPU's "
+                                            "clock, std::chrono::steady_clock"
+                                          : "Time the products themselves, after the warm-up"));
+    }
   }
-  if (auto early = ctx.unless_ok(cpu)) return *early;
-  const double cpu_ms = cpu.out.values["ms"];
-  if (!std::isfinite(cpu_ms) || cpu_ms <= 0 || cpu_ms * 2 > double(cpu.out.values["call_ms"]) * 1.01 + 0.05) {
-    return Outcome::fail("time_matmul_ms(a, b, 2) on the CPU returned " + fixed(cpu_ms, 4) + " ms, but the call took " +
-                         fixed(cpu.out.values["call_ms"], 3) + " ms: expected the time per product");
-  }
-  return Outcome::pass("yours: " + fixed(ms, 3) + " ms per " + "384x384 product on the emulated cuda:1 (fastest " +
-                       fixed(floor_ms, 3) + " ms), " + fixed(cpu_ms, 3) + " ms per 128x128 product on the CPU");
+  return Outcome::pass("yours: " + fixed(ms, 4) + " ms per 1024x1024 product on the modelled H100 (reference " +
+                       fixed(*expected, 4) + " ms), " + fixed(cpu_ms, 3) + " ms per 128x128 product on this CPU");
 }
 
-WORKBOOK_CHECK(time_matmul_clock_start, "time_matmul_ms() waits for earlier GPU work before starting the clock") {
-  // Products are left queued before the call; a clock started without waiting includes them.
+WORKBOOK_CHECK(time_matmul_clock_start, "time_matmul_ms() does not time GPU work queued before it was called") {
+  // The same call twice: on an idle GPU, then with products left queued before
+  // it. A clock started without waiting for them times them too.
   Bundle in;
   in.values["device"] = "cuda:0";
-  in.values["n"] = 256;
-  in.values["reps"] = 1;
-  in.values["queued"] = 1;
+  in.values["n"] = 512;
+  in.values["reps"] = 2;
   in.values["generator_seed"] = ctx.seed + 60;
-  const Run mine = ctx.student("time_matmul_ms", in, gpus(2, "deferred"));
-  if (auto early = ctx.unless_ok(mine)) return *early;
-  const nlohmann::json& v = mine.out.values;
-  ctx.details["time_matmul"] = v;
-  if (!v.value("emulated", true)) return Outcome::pass("not judged: this probe needs the emulated GPU");
-  const double ms = v["ms"], bound_ms = v["bound_ms"], queued_ms = v["queued_ms"];
-  // A correct measurement lies wholly after the queued work finished, so it is
-  // at most bound_ms; one that includes the queued work is about queued_ms longer.
-  if (ms > bound_ms + 0.5 * queued_ms) {
-    return Outcome::fail("time_matmul_ms(a, b, 1) returned " + fixed(ms, 2) + " ms, but " +
-                         std::to_string(v["queued_count"].get<int>()) + " products queued on cuda:0 before the call (" +
-                         fixed(queued_ms, 2) + " ms of work) were still running when your clock started, and you "
-                         "timed them too. The clock started while earlier GPU work was still queued: call "
-                         "tiny::cuda::synchronize(device) after the warm-up and before starting the clock");
+  const RunOptions options = gpus(2, "deferred");
+  const std::string call = "time_matmul_ms(a, b, 2) with 512x512 a and b on cuda:0";
+  const Run idle = ctx.student("time_matmul_ms", in, options);
+  if (auto early = read_too_early(idle, call)) return *early;
+  if (auto early = ctx.unless_ok(idle)) return *early;
+  if (!idle.out.values.value("emulated", true)) return Outcome::pass("not judged: this probe needs the emulated GPU");
+  const int queued = 8;
+  Bundle busy_in = in;
+  busy_in.values["queued"] = queued;
+  const Run busy = ctx.student("time_matmul_ms", busy_in, options);
+  if (auto early = read_too_early(busy, call)) return *early;
+  if (auto early = ctx.unless_ok(busy)) return *early;
+  ctx.details["time_matmul"] = busy.out.values;
+  std::string error;
+  const std::optional<double> expected = reference_ms(ctx, busy_in, options, error);
+  if (!expected) return Outcome::error(error);
+  const double idle_ms = idle.out.values["ms"], busy_ms = busy.out.values["ms"];
+  if (idle_ms > 10 * *expected) {
+    return Outcome::fail(host_clock_message(call + " returned " + fixed(idle_ms, 4) + " ms per product; the modelled "
+                                            "H100 took " + fixed(*expected, 4) + " ms"));
+  }
+  // The queued products add queued x expected / reps to a time per product that includes them.
+  if (busy_ms - idle_ms > 0.5 * queued * *expected / 2) {
+    return Outcome::fail(call + " returned " + fixed(idle_ms, 4) + " ms per product on an idle GPU, but " +
+                         fixed(busy_ms, 4) + " ms when " + std::to_string(queued) + " products were still queued "
+                         "on cuda:0 before the call (the modelled H100: " + fixed(*expected, 4) + " ms): you timed "
+                         "them too. The clock started while earlier GPU work was still queued: call "
+                         "tiny::cuda::synchronize(device) after the warm-up and before reading the start time (an "
+                         "event recorded on the stream needs no wait: it is stamped after the work queued before it)");
   }
   return Outcome::pass();
 }

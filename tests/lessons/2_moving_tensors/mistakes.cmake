@@ -43,37 +43,105 @@ workbook_mistake(fixed_device CHECK linear_relu MESSAGE "not to a fixed device"
   FIND [=[  const tiny::Device device = x.device();]=]
   REPLACE [=[  const tiny::Device device("cuda");]=])
 
-# The clock is read while the products are still queued on the GPU.
+# The stop event is read before it completed (no stop.synchronize()).
 workbook_mistake(no_final_sync CHECK time_matmul_waits MESSAGE "the clock stopped before the GPU finished"
-  FIND [=[  wait_for_gpu();
-  const Clock::time_point stop = Clock::now();]=]
-  REPLACE [=[  const Clock::time_point stop = Clock::now();]=])
+  FIND [=[    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+]=]
+  REPLACE [=[]=])
 
-# Synchronized, but only after reading the clock.
+# Synchronized, but only after reading the times.
 workbook_mistake(sync_after_clock CHECK time_matmul_waits MESSAGE "the clock stopped before the GPU finished"
-  FIND [=[  wait_for_gpu();
-  const Clock::time_point stop = Clock::now();]=]
-  REPLACE [=[  const Clock::time_point stop = Clock::now();
-  wait_for_gpu();]=])
+  FIND [=[    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+    total_ms = start.elapsed_time(stop);]=]
+  REPLACE [=[    total_ms = start.elapsed_time(stop);
+    stop.synchronize();]=])
 
-# Waits for the current device (cuda:0) while the matrices are on cuda:1.
-workbook_mistake(sync_wrong_device CHECK time_matmul_waits MESSAGE "you synchronized cuda:0, but the matrices are on cuda:1"
-  FIND [=[if (gpu >= 0) tiny::cuda::synchronize(gpu);]=]
-  REPLACE [=[if (gpu >= 0) tiny::cuda::synchronize();]=])
+# Events recorded with record(): the current device's stream (cuda:0), while the matrices are on cuda:1.
+workbook_mistake(events_on_current_device CHECK time_matmul_waits MESSAGE "you waited on cuda:0"
+  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());]=]
+  REPLACE [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream();  // as record() with no stream]=])
+
+# Right in every number it computes, wrong in its speed: the host's modelled
+# clock read before the GPU finished reads only how long queuing took.
+workbook_mistake(host_clock_no_sync CHECK time_matmul_waits MESSAGE "the clock stopped before the GPU finished"
+  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);  // after the warm-up in the stream's order
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    stop.record(stream);
+    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+    total_ms = start.elapsed_time(stop);]=]
+  REPLACE [=[    tiny::cuda::synchronize(a.get_device());
+    const double start = tiny::cuda::host_time();
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
+
+# The old recipe: std::chrono with synchronizes, right on a real GPU, but it
+# times this CPU's emulation of the GPU, not the GPU.
+workbook_mistake(chrono_on_gpu CHECK time_matmul_waits MESSAGE "std::chrono reads the host's real clock"
+  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);  // after the warm-up in the stream's order
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    stop.record(stream);
+    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+    total_ms = start.elapsed_time(stop);]=]
+  REPLACE [=[    tiny::cuda::synchronize(a.get_device());
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    tiny::cuda::synchronize(a.get_device());
+    total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();]=])
+
+# Right numbers, wrong speed: waits by reading the last result back, so the
+# time includes a device-to-host copy of n x n floats.
+workbook_mistake(copy_back_as_wait CHECK time_matmul_waits MESSAGE "Your timing includes copying"
+  FIND [=[    for (int i = 0; i < reps; ++i) a.matmul(b);
+    stop.record(stream);]=]
+  REPLACE [=[    tiny::Tensor c;
+    for (int i = 0; i < reps; ++i) c = a.matmul(b);
+    (void)c.cpu();  // "wait" for the GPU by reading the result
+    stop.record(stream);]=])
+
+# Right numbers, wrong speed: the start event is recorded before the warm-up, which is timed too.
+workbook_mistake(warmup_timed CHECK time_matmul_waits MESSAGE "the warm-up was timed too"
+  FIND [=[  a.matmul(b);  // warm-up, not timed: the first product pays one-off setup
+  double total_ms = 0;
+  if (a.is_cuda()) {
+    // The GPU only queues the products: events, stamped by the GPU as its
+    // stream reaches them, time the GPU's work (on a real GPU and the modelled
+    // one alike). Record them on the stream of a's device: record() alone
+    // uses the current device's, and a may be on another GPU.
+    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);  // after the warm-up in the stream's order]=]
+  REPLACE [=[  double total_ms = 0;
+  if (a.is_cuda()) {
+    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);
+    a.matmul(b);  // the warm-up, after the clock started]=])
 
 # No warm-up: the first product's setup is timed.
 workbook_mistake(no_warmup CHECK time_matmul_waits MESSAGE "there was no warm-up"
-  FIND [=[  a.matmul(b);  // warm-up, not timed
+  FIND [=[  a.matmul(b);  // warm-up, not timed: the first product pays one-off setup
 ]=]
   REPLACE [=[]=])
 
 # The total time of all reps, not the time per product.
 workbook_mistake(total_not_mean CHECK time_matmul_waits MESSAGE "divided by reps"
-  FIND [=[.count() / reps;]=]
-  REPLACE [=[.count();]=])
+  FIND [=[  return total_ms / reps;]=]
+  REPLACE [=[  return total_ms;]=])
 
-# The clock starts while the warm-up and earlier work are still queued.
+# The host's modelled clock started while the warm-up and earlier work are still queued.
 workbook_mistake(no_start_sync CHECK time_matmul_clock_start MESSAGE "The clock started while earlier GPU work was still queued"
-  FIND [=[  wait_for_gpu();
-  const Clock::time_point start = Clock::now();]=]
-  REPLACE [=[  const Clock::time_point start = Clock::now();]=])
+  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);  // after the warm-up in the stream's order
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    stop.record(stream);
+    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+    total_ms = start.elapsed_time(stop);]=]
+  REPLACE [=[    const double start = tiny::cuda::host_time();
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    tiny::cuda::synchronize(a.get_device());
+    total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
