@@ -145,3 +145,14 @@ workbook_mistake(no_start_sync CHECK time_matmul_clock_start MESSAGE "The clock 
     for (int i = 0; i < reps; ++i) a.matmul(b);
     tiny::cuda::synchronize(a.get_device());
     total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
+
+# The modelled host clock on the CPU: with a GPU on the machine it counts only
+# what tiny launches there, so the CPU's products take no time at all.
+workbook_mistake(host_clock_on_cpu CHECK time_matmul_waits MESSAGE "where work on the CPU costs nothing"
+  FIND [=[    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();]=]
+  REPLACE [=[    const double start = tiny::cuda::host_time();
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
