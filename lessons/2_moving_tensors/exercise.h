@@ -53,23 +53,26 @@ tiny::Tensor gpu_compute_then_cpu(const tiny::Tensor& x, const tiny::Tensor& w, 
 /// PyTorch: `device = x.device; torch.relu(x @ w.to(device) + b.to(device))`.
 tiny::Tensor linear_relu(const tiny::Tensor& x, const tiny::Tensor& w, const tiny::Tensor& b);
 
-/// @brief Milliseconds per `a.matmul(b)`: the mean over `reps` timed products.
+/// @brief Milliseconds per `a.matmul(b)`: the mean over `reps` timed products,
+/// on the clock of the device the products run on.
 ///
 /// `a` and `b` already live on the device to time (the CPU or a GPU); `reps` >= 1.
-/// 1. Warm up: run at least one product that is not timed (the first call
-///    pays for one-off setup).
-/// 2. When `a` is on a GPU, wait for it (`tiny::cuda::synchronize(index)`)
-///    before starting the clock, so earlier queued work is not timed.
-/// 3. Start a host clock (std::chrono::steady_clock), queue `reps` products.
-/// 4. Wait for the GPU again, then stop the clock: GPU work is asynchronous,
-///    and a clock read before it finished measures only how fast the work was queued.
-/// 5. Return the elapsed milliseconds divided by `reps`.
+/// - Warm up first: one product that is not timed (the first call pays for
+///   one-off setup).
+/// - Time only the `reps` products: nothing queued before them (the warm-up
+///   included), nothing after them (no copy back).
+/// - On a GPU the products are only queued: read the time once the GPU has
+///   finished them, with the GPU's own clock, which is right on a real GPU
+///   and on the emulated one: `tiny::cuda::Event` on the stream of a's
+///   device, or `tiny::cuda::host_time()` around a synchronize of that
+///   device. `std::chrono` reads this CPU's real time, which on the emulated
+///   GPU is the time your CPU took to emulate it.
+/// - On the CPU there is no GPU to wait for (maybe none on the machine):
+///   time it with this CPU's clock, `std::chrono::steady_clock`.
+/// - Return the elapsed milliseconds divided by `reps`.
 ///
-/// On the CPU there is nothing to wait for (and possibly no GPU to wait on).
-/// Timing with `tiny::cuda::Event`s (`Event(true)`, `record()`,
-/// `synchronize()`, `elapsed_time`) instead of a host clock is fine too.
-///
-/// PyTorch: `torch.cuda.synchronize(); t0 = time.perf_counter(); ...; torch.cuda.synchronize()`.
+/// PyTorch: `s = torch.cuda.Event(enable_timing=True)`, `s.record()`, ...,
+/// `e.record()`, `e.synchronize()`, `s.elapsed_time(e) / reps`.
 double time_matmul_ms(const tiny::Tensor& a, const tiny::Tensor& b, int reps);
 
 }  // namespace lesson2

@@ -1,13 +1,18 @@
 // Lesson 2 demo: make tensors on a GPU, move them, compute there, and time a
-// matrix product on the CPU and on the GPU.
-//   ./workbook run 2                 (cuda:0 if there is a GPU, sizes 256 512 1024)
-//   ./workbook run 2 cuda:1 2048     (another device, other sizes)
-//   ./workbook run 2 cpu 128 256     (no GPU: both columns on the CPU)
+// matrix product on your CPU and on the GPU.
+//   ./workbook run 2                  (cuda:0 if there is one, sizes 64 to 4096)
+//   ./workbook run 2 cuda:1 2048      (another device, other sizes)
+//   ./workbook run 2 cpu 128 256      (no GPU: only the CPU column)
+//   ./workbook run 2 --gpu-only       (skip the CPU column: the GPU columns alone)
+// On the emulated GPU the GPU columns are modelled time: how long the products
+// would take on the GPU named by TINY_EMULATED_GPU_MODEL (default h100-sxm;
+// also a100-sxm, l4, t4). The CPU column is this CPU's own clock.
 #include <cctype>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "exercise.h"
@@ -16,27 +21,60 @@ namespace {
 
 // What NOT to do, shown for comparison: the clock is read while the products
 // may still be queued on the GPU, so it measures how fast work was queued.
+// tiny::cuda::host_time() is the host's clock: modelled on the emulated GPU,
+// this CPU's steady clock on a real one.
 double time_without_synchronize_ms(const tiny::Tensor& a, const tiny::Tensor& b, int reps) {
-  const auto start = std::chrono::steady_clock::now();
+  tiny::cuda::synchronize(a.get_device());
+  const double start = tiny::cuda::host_time();
   for (int i = 0; i < reps; ++i) a.matmul(b);
-  const auto stop = std::chrono::steady_clock::now();
-  if (a.is_cuda()) tiny::cuda::synchronize(a.get_device());  // tidy up, after the clock (the mistake)
-  return std::chrono::duration<double, std::milli>(stop - start).count() / reps;
+  const double stop = tiny::cuda::host_time();
+  tiny::cuda::synchronize(a.get_device());  // tidy up, after the clock (the mistake)
+  return (stop - start) * 1e3 / reps;
+}
+
+// One product as a program on the CPU would ask for it: copy both inputs to
+// the GPU, multiply there, copy the answer back (.cpu() waits for the GPU).
+double time_with_copies_ms(const tiny::Tensor& a_cpu, const tiny::Tensor& b_cpu, const tiny::Device& gpu) {
+  tiny::cuda::synchronize(gpu.index());
+  const double start = tiny::cuda::host_time();
+  const tiny::Tensor c = a_cpu.to(gpu).matmul(b_cpu.to(gpu)).cpu();
+  return (tiny::cuda::host_time() - start) * 1e3;
+}
+
+std::string cell(double value, int digits, const char* suffix = "") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f%s", digits, value, suffix);
+  return buf;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool have_gpu = tiny::cuda::is_available() && tiny::cuda::device_count() > 0;
-  const bool device_given = argc > 1 && !std::isdigit(static_cast<unsigned char>(argv[1][0]));
+  bool gpu_only = false;
+  std::string device_name = have_gpu ? "cuda:0" : "cpu";
   std::vector<int64_t> sizes;
-  for (int i = device_given ? 2 : 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
-  if (sizes.empty()) sizes = {256, 512, 1024};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpu-only") == 0) gpu_only = true;
+    else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) sizes.push_back(std::atoll(argv[i]));
+    else device_name = argv[i];
+  }
+  if (sizes.empty()) sizes = {64, 128, 256, 512, 1024, 2048, 4096};
   try {
-    const tiny::Device gpu(device_given ? std::string(argv[1]) : std::string(have_gpu ? "cuda:0" : "cpu"));
-    if (gpu.is_cuda()) std::printf("%s\n", tiny::cuda::device_banner(gpu).c_str());
-    else std::printf("no GPU here: everything runs on the CPU (the GPU column equals the CPU one)\n");
+    const tiny::Device gpu(device_name);
     const bool emulated = gpu.is_cuda() && tiny::cuda::is_emulated(gpu.index());
+    std::string gpu_clock = "no GPU here: everything runs on the CPU";
+    if (emulated) {
+      const tiny::cuda::DeviceProperties p = tiny::cuda::get_device_properties(gpu.index());
+      std::printf("%s - EMULATED on your CPU; timing modelled on an %s (an estimate)\n", gpu.str().c_str(),
+                  p.modelled_gpu.c_str());
+      gpu_clock = gpu.str() + ": the modelled " + p.modelled_gpu + "'s clock (events; host_time for the last two)";
+    } else if (gpu.is_cuda()) {
+      std::printf("%s\n", tiny::cuda::device_banner(gpu).c_str());
+      gpu_clock = gpu.str() + ": the GPU's clock (events; the host's clock for the last two)";
+    } else {
+      std::printf("%s\n", gpu_clock.c_str());
+    }
 
     // 1. Make, move, find.
     tiny::Generator generator(2);
@@ -62,31 +100,43 @@ int main(int argc, char** argv) {
     std::printf("linear_relu(x on %s, w on %s, b on %s) -> result on %s\n", act.device().str().c_str(),
                 w.device().str().c_str(), b.device().str().c_str(), z.device().str().c_str());
 
-    // 4. Timing.
-    std::printf("\nmatrix product n x n, float32, ms per product (mean of the timed reps, after a warm-up)\n");
-    std::printf("%7s %12s %12s %10s %26s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "speedup",
-                "gpu ms, NO synchronize");
+    // 4. Timing: time_matmul_ms on each device, each with its own clock.
+    std::printf("\nmatrix product n x n, float32, ms per product (after a warm-up)\n");
+    std::printf("  cpu: this CPU's clock (std::chrono)\n  %s\n", gpu_clock.c_str());
+    std::printf("%6s %11s %11s %8s %9s %12s %9s %9s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "TFLOP/s",
+                "speedup", "with copies", "speedup", "NO sync");
     for (const int64_t n : sizes) {
-      const int reps = n <= 512 ? 5 : 2;
+      const int reps = n <= 256 ? 10 : n <= 1024 ? 3 : 1;
       const tiny::Tensor a_cpu = tiny::randn({n, n}, {}, generator), b_cpu = tiny::randn({n, n}, {}, generator);
-      const tiny::Tensor a_gpu = lesson2::to_device({a_cpu}, gpu)[0], b_gpu = lesson2::to_device({b_cpu}, gpu)[0];
-      const double cpu_ms = lesson2::time_matmul_ms(a_cpu, b_cpu, reps);
-      const double gpu_ms = lesson2::time_matmul_ms(a_gpu, b_gpu, reps);
-      const double wrong_ms = time_without_synchronize_ms(a_gpu, b_gpu, reps);
-      char wrong[32] = "(no GPU)";
-      if (gpu.is_cuda()) std::snprintf(wrong, sizeof wrong, "%.3f", wrong_ms);
-      std::printf("%7lld %12.3f %12.3f %9.1fx %26s\n", static_cast<long long>(n), cpu_ms, gpu_ms, cpu_ms / gpu_ms,
-                  wrong);
-    }
-    if (emulated) {
-      std::printf("\n%s is EMULATED on your CPU: these are host timings, so the GPU column is about the CPU's\n"
-                  "speed (the emulated device owns a share of your cores). On real hardware a 4096 x 4096\n"
-                  "float32 product takes milliseconds: see the README for an H100's figures.\n",
-                  gpu.str().c_str());
+      const double cpu_ms = gpu_only ? 0 : lesson2::time_matmul_ms(a_cpu, b_cpu, reps);
+      std::string gpu_ms = "-", tflops = "-", speedup = "-", copies_ms = "-", copies_speedup = "-", no_sync = "-";
+      if (gpu.is_cuda()) {
+        const std::vector<tiny::Tensor> on_gpu = lesson2::to_device({a_cpu, b_cpu}, gpu);
+        const double ms = lesson2::time_matmul_ms(on_gpu[0], on_gpu[1], reps);
+        const double with_copies = time_with_copies_ms(a_cpu, b_cpu, gpu);
+        gpu_ms = cell(ms, 4);
+        tflops = cell(2.0 * n * n * n / (ms * 1e-3) / 1e12, 1);
+        copies_ms = cell(with_copies, 4);
+        no_sync = cell(time_without_synchronize_ms(on_gpu[0], on_gpu[1], reps), 4);
+        if (!gpu_only) {
+          speedup = cell(cpu_ms / ms, 1, "x");
+          copies_speedup = cell(cpu_ms / with_copies, 1, "x");
+        }
+      }
+      std::printf("%6lld %11s %11s %8s %9s %12s %9s %9s\n", static_cast<long long>(n),
+                  gpu_only ? "-" : cell(cpu_ms, 3).c_str(), gpu_ms.c_str(), tflops.c_str(), speedup.c_str(),
+                  copies_ms.c_str(), copies_speedup.c_str(), no_sync.c_str());
     }
     if (gpu.is_cuda()) {
-      std::printf("The last column reads the clock without waiting for the GPU: it measures how fast work is\n"
-                  "queued, not how fast it runs.\n");
+      std::printf("\n'with copies' also moves a and b to the GPU and the answer back (.cpu()): small products do\n"
+                  "not pay for the launch and the copies, large ones do. 'NO sync' reads the clock without\n"
+                  "waiting for the GPU: it measures how fast work is queued, not how fast it runs.\n");
+    }
+    if (emulated) {
+      std::printf("The GPU columns are modelled: the emulated GPU computed on your CPU, and its clock says how\n"
+                  "long the same work would take on the modelled %s (TINY_EMULATED_GPU_MODEL picks\n"
+                  "another: h100-sxm, a100-sxm, l4, t4; docs/performance_model.md says how close it is).\n",
+                  tiny::cuda::get_device_properties(gpu.index()).modelled_gpu.c_str());
     }
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n(fill in lessons/2_moving_tensors/exercise.cpp, then run ./workbook check 2)\n", e.what());
