@@ -318,6 +318,12 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() times the GPU's work with th
     return Outcome::fail(yours + ": about " + std::to_string(reps) +
                          " times too long. Return the time per product, that is the elapsed time divided by reps");
   }
+  if (syncs >= reps && ratio > 1.05) {
+    return Outcome::fail(yours + ". You waited for the GPU " + std::to_string(syncs) + " times, after every "
+                         "product: each wait adds a launch and the wait itself to the time, which a program that "
+                         "queues its work never pays. Queue all " + std::to_string(reps) +
+                         " products, then wait once");
+  }
   if (launches == reps + 1 && ratio > 1.15 && ratio < 1.4) {
     return Outcome::fail(yours + ": about (reps + 1) / reps of it. Your clock started before the warm-up had "
                          "finished, so the warm-up was timed too: start the clock after it (with a host clock: after "

@@ -156,3 +156,22 @@ workbook_mistake(host_clock_on_cpu CHECK time_matmul_waits MESSAGE "where work o
   REPLACE [=[    const double start = tiny::cuda::host_time();
     for (int i = 0; i < reps; ++i) a.matmul(b);
     total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
+
+# Right numbers, wrong speed: a synchronize after every product, so each one
+# pays a launch and a wait that products queued back to back do not.
+workbook_mistake(sync_every_product CHECK time_matmul_waits MESSAGE "after every product"
+  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+    tiny::cuda::Event start(true), stop(true);
+    start.record(stream);  // after the warm-up in the stream's order
+    for (int i = 0; i < reps; ++i) a.matmul(b);
+    stop.record(stream);
+    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
+    total_ms = start.elapsed_time(stop);]=]
+  REPLACE [=[    const int gpu = a.get_device();
+    tiny::cuda::synchronize(gpu);
+    const double start = tiny::cuda::host_time();
+    for (int i = 0; i < reps; ++i) {
+      a.matmul(b);
+      tiny::cuda::synchronize(gpu);  // "to be sure it is done"
+    }
+    total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
