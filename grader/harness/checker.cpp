@@ -124,30 +124,37 @@ std::string not_plain_results(const fs::path& dir) {
   return ec ? "its results folder cannot be read (" + ec.message() + ")" : "";
 }
 
-// The channel a runner sends its results through (runner.h): a FIFO in the
-// run's folder whose read end we open before the runner starts, read by a
-// thread while the runner runs (a pipe holds only 64 KiB), at most
-// kMaxExchangeBytes kept and the rest counted, never stored. What a graded run
-// leaves on disk as values.json is never read.
+// The channel a runner sends its results through (runner.h): a pipe with no
+// name anywhere, whose write end the runner inherits as its descriptor 3 (and
+// nothing else does); we read it with a thread while the runner runs (a pipe
+// holds only 64 KiB), at most kMaxExchangeBytes kept and the rest counted,
+// never stored. What a graded run leaves on disk as values.json is never read.
 class ResultsChannel {
  public:
-  explicit ResultsChannel(const fs::path& path) : path_(path) {
-    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0 || mkfifo(path.c_str(), 0600) != 0) return;
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd_ >= 0) reader_ = std::thread([this] { read_until_stopped(); });
+  ResultsChannel() {
+    int ends[2] = {-1, -1};
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(ends, O_CLOEXEC) != 0) return;
+    fd_ = ends[0];
+    write_end_ = ends[1];
+    fcntl(fd_, F_SETFL, O_NONBLOCK);
+    reader_ = std::thread([this] { read_until_stopped(); });
   }
   ~ResultsChannel() {
     stop();
-    for (int fd : wake_) {
+    for (int fd : {wake_[0], wake_[1], write_end_}) {
       if (fd >= 0) ::close(fd);
     }
-    std::error_code ec;
-    fs::remove(path_, ec);
   }
   ResultsChannel(const ResultsChannel&) = delete;
   ResultsChannel& operator=(const ResultsChannel&) = delete;
 
-  /// False when the FIFO could not be made (the run then cannot send anything).
+  /// The write end, for the runner alone (ProcessOptions::pass_fds, which closes ours).
+  int give_write_end() {
+    const int fd = write_end_;
+    write_end_ = -1;
+    return fd;
+  }
+  /// False when the pipe could not be made (the run then cannot send anything).
   bool ready() const { return fd_ >= 0; }
   /// What was sent, once the runner has ended (stops reading).
   const std::string& text() {
@@ -169,15 +176,14 @@ class ResultsChannel {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
-  // Reads what is there; false when nothing was.
+  // Reads what is there; true once every writer has left (end of file).
   bool drain() {
     char buf[65536];
-    bool any = false;
     for (;;) {
       const ssize_t n = ::read(fd_, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return any;
-      any = true;
+      if (n == 0) return true;
+      if (n < 0) return false;
       bytes_ += static_cast<size_t>(n);
       if (text_.size() <= kMaxExchangeBytes) {
         text_.append(buf, std::min(static_cast<size_t>(n), kMaxExchangeBytes + 1 - text_.size()));
@@ -185,22 +191,20 @@ class ResultsChannel {
     }
   }
   void read_until_stopped() {
-    // Once the writers have left, poll says so at once, again and again: then
-    // only look back now and then (a writer may come again) until told to stop.
-    bool writers_left = false;
+    // Until every writer has left (the runner, and any process of its that
+    // kept the descriptor) or we are told to stop.
     for (;;) {
-      pollfd p[2] = {{wake_[0], POLLIN, 0}, {writers_left ? -1 : fd_, POLLIN, 0}};
-      const int ready = poll(p, 2, writers_left ? 50 : -1);
+      pollfd p[2] = {{wake_[0], POLLIN, 0}, {fd_, POLLIN, 0}};
+      const int ready = poll(p, 2, -1);
       if (ready < 0 && errno != EINTR) break;
       if (p[0].revents != 0) break;
-      if (ready == 0) writers_left = false;
-      else if (p[1].revents != 0 && !drain()) writers_left = true;
+      if (p[1].revents != 0 && drain()) break;  // end of file: no writer is left
     }
     drain();  // what the runner wrote before it ended
   }
 
-  fs::path path_;
   int fd_ = -1;
+  int write_end_ = -1;
   int wake_[2] = {-1, -1};  // written by stop(): wakes the reader
   std::thread reader_;
   std::string text_;
@@ -416,12 +420,13 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   }
 
   // Its results come through a channel we hold, never from a file it left.
-  ResultsChannel channel(dir / "results.pipe");
+  ResultsChannel channel;
   if (!channel.ready()) {
-    throw std::runtime_error("could not make the pipe the runner sends its results through (" + (dir / "results.pipe").string() +
-                             "): " + std::strerror(errno));
+    throw std::runtime_error(std::string("could not make the pipe the runner sends its results through: ") +
+                             std::strerror(errno));
   }
-  p.env[kResultsPipeVariable] = "results.pipe";
+  p.pass_fds = {channel.give_write_end()};
+  p.env[kResultsFdVariable] = "3";
 
   Run result;
   result.call = options.call;
@@ -464,7 +469,10 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   try {
     result.out = Bundle::parse(dir / "out", sent, "the values.json it sent");
   } catch (const std::exception& e) {
-    return crash(std::string("sent results that cannot be read: ") + e.what());
+    // Anything written to the channel besides the runner's one message (by the
+    // code graded, which runs in the runner's process) spoils it.
+    return crash(std::string("sent results that cannot be read (the runner sends one message through the results "
+                             "channel; did your code write to it?): ") + e.what());
   }
   if (hostile) {
     if (const std::string why = harness_keys_problem(result.out.values); !why.empty()) {

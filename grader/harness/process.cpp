@@ -815,6 +815,12 @@ bool sandbox_has_own_user() { return geteuid() == 0; }
 
 ProcessResult run_process(const ProcessOptions& options) {
   TINY_CHECK(!options.argv.empty(), ValueError, "run_process: no program given");
+  // The descriptors given to the child are ours to close, however this ends.
+  auto close_passed = [&]() {
+    for (int fd : options.pass_fds) {
+      if (fd >= 0) close(fd);
+    }
+  };
   LiveRun live;  // after an interrupt no child starts; the watcher waits for this one to be stopped
   ProcessResult result;
   result.memory_limit = options.memory_limit;
@@ -874,6 +880,7 @@ ProcessResult run_process(const ProcessOptions& options) {
     slot = std::make_unique<UidSlot>();
     uid = slot->uid();
     if (uid == 0) {
+      close_passed();
       for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
       TINY_CHECK(false, Error, "could not start ", options.argv[0], " in its sandbox: no free uid (every one of ",
                  kUidSlots, " from ", uid_base(), " is in use)");
@@ -986,6 +993,7 @@ ProcessResult run_process(const ProcessOptions& options) {
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
+    close_passed();
     close_all({exe_fd, log_fd, null_out, output[0], output[1], report[0], report[1], started[0], started[1],
                folder_slot, folder_socket[0], folder_socket[1]});
     for (const fs::path& dir : cgroups.dirs) remove_cgroup(dir);
@@ -1127,9 +1135,30 @@ ProcessResult run_process(const ProcessOptions& options) {
         for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
       }
     }
+    // The descriptors it inherits, at 3, 4, ...: each first moved above that
+    // range (as are ours still needed here), so that none overwrites another.
+    int exec_fd = exe_fd;
+    if (!options.pass_fds.empty()) {
+      const int first_free = 3 + static_cast<int>(options.pass_fds.size());
+      auto above = [&](int& fd) {
+        if (fd >= 0 && fd < first_free) fd = fcntl(fd, F_DUPFD_CLOEXEC, first_free);
+      };
+      above(exec_fd);
+      above(report[1]);
+      above(started[1]);
+      int moved[16];
+      const size_t n = std::min(options.pass_fds.size(), sizeof moved / sizeof moved[0]);
+      for (size_t i = 0; i < n; ++i) moved[i] = fcntl(options.pass_fds[i], F_DUPFD_CLOEXEC, first_free);
+      for (size_t i = 0; i < n; ++i) {
+        if (moved[i] < 0 || dup2(moved[i], 3 + static_cast<int>(i)) < 0) {
+          const char msg[] = "could not start the program (its descriptors could not be passed)\n";
+          cannot_start(StartStage::exec, 126, msg, sizeof msg - 1);
+        }
+      }
+    }
     if (report[1] >= 0) (void)!write(report[1], &flags, sizeof flags);
-    if (exe_fd >= 0) {
-      fexecve(exe_fd, argv.data(), envp.data());
+    if (exec_fd >= 0) {
+      fexecve(exec_fd, argv.data(), envp.data());
     } else {
       execve(argv[0], argv.data(), envp.data());
     }
@@ -1140,6 +1169,7 @@ ProcessResult run_process(const ProcessOptions& options) {
   if (redirect && !options.sandbox) setpgid(pid, pid);
   const pid_t target = redirect ? -pid : pid;
   close_all({exe_fd, output[1], null_out, report[1], started[1], folder_socket[1], folder_slot});
+  close_passed();
   if (report[0] >= 0) {
     // Written just before exec, after setsid: from here on its process group exists.
     unsigned flags = 0;

@@ -31,7 +31,8 @@
 /// empty, unreadable tmpfs (a file by /dev/null), no new privileges (setuid
 /// programs do not raise it), a session of its own (no terminal), only the
 /// environment variables a program needs (PATH, locale, TINY_*, ...: none of
-/// the grader's secrets), no inherited file descriptors but its standard ones,
+/// the grader's secrets), no inherited file descriptors but its standard ones
+/// and `pass_fds`,
 /// and every file system read-only to it but its own folder (`cwd`, given to
 /// its uid; the files already in it are read-only); everything else keeps its
 /// permissions, so a folder of mode 0700 owned by root above it is out of its
@@ -70,6 +71,9 @@ struct ProcessOptions {
   size_t address_space_limit = 0;              ///< bytes of address space (RLIMIT_AS), for programs that reserve little (a compiler); 0 = none
   bool sandbox = false;                        ///< a hostile program: own uid, no network, `hidden` unreadable (see the file's comment)
   std::vector<std::filesystem::path> hidden;   ///< with sandbox: paths it must not read (covered in its mount namespace)
+  /// Descriptors the program inherits as 3, 4, ... in this order (a sandbox
+  /// inherits none other); run_process closes ours once it has started it.
+  std::vector<int> pass_fds;
 };
 
 /// @brief Which parts of the sandbox were in place for a run (ProcessOptions::sandbox).

@@ -8,10 +8,10 @@
 /// (before anything of the harness synchronizes). Its own result is in
 /// `values.json` (`_status`: ok, todo or error); a crash is seen by the checker.
 ///
-/// A graded run (the checker's: kResultsPipeVariable or kResultsFdVariable is
-/// set) differs in three ways. The runner opens the channel the checker reads
-/// before any of the lesson's code runs, and sends values.json's text through
-/// it (the tensors' .npy files, listed with a digest of each, stay in OUT_DIR);
+/// A graded run (the checker's: kResultsFdVariable is set) differs in three
+/// ways. The runner takes the channel the checker reads (a pipe it inherits,
+/// with no name anywhere) before any of the lesson's code runs, and sends
+/// values.json's text through it (the tensors' .npy files, listed with a digest of each, stay in OUT_DIR);
 /// the checker ignores any values.json on disk. It leaves with _exit right
 /// after, so no atexit handler or static destructor runs once the results are
 /// sent. And tiny::cuda::reset_device_counters and reset_peak_memory_stats are
@@ -43,11 +43,9 @@ struct ExerciseRegistrar {
 /// @brief The runner's main (harness/runner_main.cpp calls it).
 int runner_main(int argc, char** argv);
 
-/// @brief Set by the checker for a graded run: the path (relative to the run's
-/// folder) of a FIFO whose read end the checker holds; the runner sends its results through it.
-inline constexpr const char* kResultsPipeVariable = "WORKBOOK_RESULTS_PIPE";
-/// @brief Set by the checker for a graded run instead of kResultsPipeVariable:
-/// the number of an inherited descriptor to send the results through.
+/// @brief Set by the checker for a graded run: the number of an inherited
+/// descriptor (3), the write end of a pipe whose read end the checker holds;
+/// the runner sends its results through it, as one JSON document.
 inline constexpr const char* kResultsFdVariable = "WORKBOOK_RESULTS_FD";
 
 /// @brief Starts the counters of GPU `device` again from zero, for a lesson's

@@ -64,35 +64,23 @@ void start_counting() {
   }
 }
 
-// The channel of a graded run, opened before any of the lesson's code runs
-// (only static initializers have): an inherited descriptor, or the FIFO the
-// checker holds open in our folder, which is then removed. -1 for a run that
-// is not graded (by hand, or lesson 6's ranks: the variables are removed, so
-// no process the code starts is a graded run). Throws when it cannot be opened.
+// The channel of a graded run: the descriptor kResultsFdVariable names, a
+// pipe the checker made and handed to us alone (it has no name anywhere),
+// taken before any of the lesson's code runs (only static initializers have).
+// -1 for a run that is not graded (by hand, or lesson 6's ranks: the variable
+// is removed and the descriptor closed on exec, so no program the code starts
+// is a graded run). Throws when the descriptor is not the checker's pipe.
 int open_results_channel() {
   const char* fd_text = std::getenv(kResultsFdVariable);
-  const char* pipe = std::getenv(kResultsPipeVariable);
-  const std::string fd_name = fd_text != nullptr ? fd_text : "", pipe_name = pipe != nullptr ? pipe : "";
+  const std::string fd_name = fd_text != nullptr ? fd_text : "";
   ::unsetenv(kResultsFdVariable);
-  ::unsetenv(kResultsPipeVariable);
-  int fd = -1;
-  if (!fd_name.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(fd_name.c_str(), &end, 10);
-    fd = *end == '\0' && n > 2 && n < 1 << 20 ? static_cast<int>(n) : -1;
-    TINY_CHECK(fd >= 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0, IOError, "the results descriptor ", fd_name,
-               " the checker named is not open");
-  } else if (!pipe_name.empty()) {
-    // Non-blocking to open (the checker holds the read end, or it fails at once), blocking to write.
-    fd = ::open(pipe_name.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-    TINY_CHECK(fd >= 0, IOError, "cannot open the results pipe ", pipe_name, ": ", std::strerror(errno));
-    struct stat st {};
-    const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
-    if (!fifo) ::close(fd);
-    TINY_CHECK(fifo, IOError, pipe_name, " is not the checker's results pipe");
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    ::unlink(pipe_name.c_str());
-  }
+  if (fd_name.empty()) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(fd_name.c_str(), &end, 10);
+  const int fd = *end == '\0' && n > 2 && n < 1 << 20 ? static_cast<int>(n) : -1;
+  struct stat st {};
+  TINY_CHECK(fd >= 0 && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0,
+             IOError, "the results descriptor ", fd_name, " the checker named is not its open pipe");
   return fd;
 }
 

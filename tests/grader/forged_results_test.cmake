@@ -3,7 +3,15 @@
 # checks grade, one answers wrongly and rewrites its results on disk from an
 # atexit hook (issue 19's attack: that scored full marks), one ends the program
 # itself after writing forged results, and one fails to compile on a 1 MiB
-# identifier (a 100 MB one made a 1.0 GB results.json).
+# identifier (a 100 MB one made a 1.0 GB results.json). Four go for the
+# channel the runner sends its results through (a pipe it inherits as
+# descriptor 3, with no name anywhere): one looks for it by the names a channel
+# had or could have (results.pipe, from a static initializer, and any FIFO
+# near its folder, from a program it starts) and, having written forged
+# results there, ends the runner before it sends its own; one sends wrong
+# results in place of the runner's; one writes forged
+# results on /proc/self/fd/3 (or fd 3) while its answer is wrong; one writes garbage on
+# the descriptor from a static initializer. None scores what it did not earn.
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DWORK=... -P forged_results_test.cmake
 file(REMOVE_RECURSE ${WORK})
 set(lesson 1_device_check)
@@ -13,7 +21,7 @@ string(FIND "${solution}" "${count_body}" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "solutions/${lesson}/exercise.cpp no longer holds \"${count_body}\": update this test")
 endif()
-set(prelude "#include <cstdio>\n#include <cstdlib>\n")
+set(prelude "#include <dirent.h>\n#include <fcntl.h>\n#include <sys/stat.h>\n#include <unistd.h>\n#include <cstdio>\n#include <cstdlib>\n#include <string>\n")
 # What a runner's results said before issue 19, forged with the right count.
 set(forge [=[
   std::atexit([] {
@@ -39,13 +47,71 @@ submission(resets_counters "
   ${count_body}")
 submission(rewrites_results_at_exit "${forge}  return 42;")
 submission(exits_itself "${forge}  std::exit(0);")
+# Attacks on the results channel: helpers put before the solution's text.
+set(channel_prelude [=[
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "tiny/tiny.h"
+
+namespace {
+std::string forged_text() {
+  return "{\"_status\": \"ok\", \"count\": " +
+         std::to_string(tiny::cuda::is_available() ? tiny::cuda::device_count() : 0) + ", \"_tensors\": []}";
+}
+void write_forged(int fd) {
+  const std::string text = forged_text();
+  (void)!write(fd, text.data(), text.size());
+}
+// The channel as a FIFO in the run's folder, by its name (the runner removed
+// it once it had opened it, but a static initializer comes first).
+const int by_name = open("results.pipe", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}  // namespace
+]=])
+function(channel_attack name body)
+  submission(${name} "${body}")
+  file(READ ${WORK}/submissions/${name}/${lesson}/exercise.cpp text)
+  file(WRITE ${WORK}/submissions/${name}/${lesson}/exercise.cpp "${channel_prelude}${text}")
+endfunction()
+channel_attack(channel_by_name [=[
+  if (by_name >= 0) write_forged(by_name);
+  // A program of its own writes the forged results into every FIFO it finds near its folder.
+  const std::string command = "for f in $(find . .. /tmp -maxdepth 2 -type p 2>/dev/null); do printf '%s' '" +
+                              forged_text() + "' > $f; done";
+  (void)!std::system(command.c_str());
+  _exit(0);  // the runner never sends its own results
+]=])
+# Forged results sent in place of the runner's: believed only as far as they are right.
+channel_attack(forges_and_leaves [=[
+  const std::string wrong = "{\"_status\": \"ok\", \"count\": 42, \"_tensors\": []}";
+  (void)!write(3, wrong.data(), wrong.size());  // the descriptor the runner inherited
+  _exit(0);
+]=])
+channel_attack(forges_on_descriptor [=[
+  // By its name in /proc (the pipe is the checker's, mode 0600: another uid cannot open it), else as it is.
+  const int fd = open("/proc/self/fd/3", O_WRONLY);
+  write_forged(fd >= 0 ? fd : 3);
+  return 42;
+]=])
+submission(garbage_first "${count_body}")
+file(APPEND ${WORK}/submissions/garbage_first/${lesson}/exercise.cpp [=[
+namespace {
+[[maybe_unused]] const bool garbage = [] {
+  if (const char* fd = std::getenv("WORKBOOK_RESULTS_FD")) (void)!write(std::atoi(fd), "garbage", 7);
+  return true;
+}();
+}  // namespace
+]=])
 string(REPEAT "x" 1048576 identifier)
 file(MAKE_DIRECTORY ${WORK}/submissions/huge_identifier/${lesson})
 file(WRITE ${WORK}/submissions/huge_identifier/${lesson}/exercise.cpp "int f() { return ${identifier}; }\n")
 
 # Each submission on its own (--submission), as a student's own grade would be.
 include(${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
-foreach(name complete resets_counters rewrites_results_at_exit exits_itself huge_identifier)
+foreach(name complete resets_counters rewrites_results_at_exit exits_itself channel_by_name forges_and_leaves
+             forges_on_descriptor              garbage_first huge_identifier)
   file(MAKE_DIRECTORY ${WORK}/out/${name})
   execute_process(COMMAND ${GRADER} grade 1 --submission ${WORK}/submissions/${name} --timeout 20 --no-timing
                           --json ${WORK}/out/${name}/results.json --html ${WORK}/out/${name}/report.html
@@ -68,6 +134,19 @@ string(CONCAT refused "count_devices() with 1 GPU: your code reset the GPU count
 expect(resets_counters/results.json "${refused}")
 expect(rewrites_results_at_exit/results.json "count_devices() on a machine without a GPU returned 42, expected 0")
 expect(exits_itself/results.json "finished without sending its results")
+# The channel has no name: the forgery never reaches it, and the runner, ended, sent nothing.
+expect(channel_by_name/scoreboard.txt "lesson 1: in progress")
+expect(channel_by_name/results.json "\"score\": 1.0")
+expect(channel_by_name/results.json "finished without sending its results")
+expect(forges_and_leaves/results.json "\"score\": 1.0")
+expect(forges_and_leaves/results.json "count_devices() on a machine without a GPU returned 42, expected 0")
+# Written on the descriptor beside the runner's results: not one message, refused.
+expect(forges_on_descriptor/results.json "\"score\": 1.0")
+expect(forges_on_descriptor/results.json "sent results that cannot be read (the runner sends one message")
+# Garbage before the runner's results spoils every check, describe_device's too.
+expect(garbage_first/scoreboard.txt "lesson 1: in progress")
+expect(garbage_first/results.json "\"score\": 0.0")
+expect(garbage_first/results.json "sent results that cannot be read")
 
 # The compiler quotes the identifier in every error: each message is cut, and so is results.json.
 expect(huge_identifier/scoreboard.txt "lesson 1: does not compile")

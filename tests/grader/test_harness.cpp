@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <unistd.h>
 
 #include "harness/bundle.h"
 #include "harness/checker.h"
@@ -90,10 +91,10 @@ TEST(Context, RunnersSeeTheEmulatedGpusEvenOnAMachineWithARealOne) {
   fs::permissions(dir / "work", fs::perms::owner_all);
   const fs::path runner = dir / "runner.sh";
   {
-    // A graded run sends its results through the pipe the checker names (runner.h).
+    // A graded run sends its results through the descriptor the checker names (runner.h).
     std::ofstream(runner) << "#!/bin/sh\nmkdir -p out && printf '{\"_status\": \"ok\", \"force\": \"%s\", "
                              "\"gpus\": \"%s\", \"extra\": \"%s\"}' \"$TINY_FORCE_EMULATED_GPU\" "
-                             "\"$TINY_EMULATED_GPUS\" \"$EXTRA\" > \"$WORKBOOK_RESULTS_PIPE\"\n";
+                             "\"$TINY_EMULATED_GPUS\" \"$EXTRA\" >&\"$WORKBOOK_RESULTS_FD\"\n";
   }
   fs::permissions(runner, fs::perms::owner_all);
   workbook::Context ctx;
@@ -195,11 +196,15 @@ const bool kStartedAsFakeRunner = [] {
   }
   std::error_code ec;
   fs::create_directories("out", ec);
-  const char* pipe = std::getenv(workbook::kResultsPipeVariable);
-  if (std::getenv("WORKBOOK_TEST_RUNNER_ON_DISK") != nullptr || pipe == nullptr) {
+  const char* fd = std::getenv(workbook::kResultsFdVariable);
+  if (std::getenv("WORKBOOK_TEST_RUNNER_ON_DISK") != nullptr || fd == nullptr) {
     std::ofstream("out/values.json") << text;
   } else {
-    std::ofstream(pipe, std::ios::binary) << text;
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(std::atoi(fd), text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
   }
   std::_Exit(0);
 }();

@@ -1,6 +1,7 @@
 // Child processes under limits: how a student's program ended, in words.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -358,6 +359,35 @@ TEST_F(Sandbox, NothingItStartedOutlivesIt) {
     }
   }
   EXPECT_EQ(left, 0) << "processes of uid " << r.isolation.uid << " outlived the run";
+}
+
+// The results channel (runner.h): a pipe handed to it as descriptor 3, with
+// no name anywhere; nothing else of ours is inherited, and our copy is closed,
+// so the reader sees the end of it once the run is over.
+TEST_F(Sandbox, InheritsOnlyTheDescriptorsPassedToIt) {
+  int ends[2];
+  ASSERT_EQ(pipe2(ends, O_CLOEXEC), 0);
+  const int spare = open("/dev/null", O_RDONLY);  // not CLOEXEC: still not inherited
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", "ls /proc/self/fd; echo sent >&3"};
+  o.cwd = work_ / "run";
+  o.sandbox = true;
+  o.timeout_s = 20;
+  o.log = work_ / "run" / "log.txt";
+  o.pass_fds = {ends[1]};
+  const ProcessResult r = run_process(o);
+  close(spare);
+  EXPECT_EQ(fcntl(ends[1], F_GETFD), -1) << "run_process closes the descriptors it passed";
+  std::string sent(64, '\0');
+  const ssize_t n = read(ends[0], sent.data(), sent.size());
+  sent.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  char more = 0;
+  EXPECT_EQ(read(ends[0], &more, 1), 0) << "no writer is left once the run is over";
+  close(ends[0]);
+  ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.log_tail;
+  EXPECT_EQ(sent, "sent\n");
+  // 0, 1, 2, the pipe as 3, and the one ls opened to list them.
+  EXPECT_EQ(r.log_tail, "0\n1\n2\n3\n4\n") << r.log_tail;
 }
 
 // Its folder is a tmpfs of the output limit's size: a 10 GiB fallocate on a
