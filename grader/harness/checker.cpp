@@ -826,25 +826,29 @@ int checker_main(int argc, char** argv) {
   ctx.student_is_reference = fs::equivalent(student, reference);
   ctx.timeout_cap_s = timeout;
   ctx.hidden_paths = paths_to_hide(ctx.reference_runner);
-  std::string tmpl = (fs::temp_directory_path() / "workbook-lesson-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    std::fprintf(stderr, "%s: cannot make a work folder in %s: %s\n", argv[0], fs::temp_directory_path().c_str(),
-                 std::strerror(errno));
+  exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
+  std::string tmpl;
+  try {
+    tmpl = make_temp_folder("lesson").string();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
     return 1;
   }
   ctx.work_dir = tmpl;
-  exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
-  remove_on_interrupt(ctx.work_dir);
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
   chmod(tmpl.c_str(), 0711);
   // Beside it, open to all: what a student's run needs from the build tree.
-  std::string lib = (fs::temp_directory_path() / "workbook-lib-XXXXXX").string();
-  if (mkdtemp(lib.data()) != nullptr) {
+  try {
+    const std::string lib = make_temp_folder("lib").string();
     chmod(lib.c_str(), 0755);
     ctx.library_dir = lib;
-    remove_on_interrupt(lib);
-    if (ctx.share(libtiny_path()).empty()) ctx.library_dir.clear();
+    if (ctx.share(libtiny_path()).empty()) {
+      std::error_code ec;
+      fs::remove_all(lib, ec);
+      ctx.library_dir.clear();
+    }
+  } catch (const std::exception&) {
   }
 
   std::vector<Result> results;
@@ -882,7 +886,11 @@ int checker_main(int argc, char** argv) {
   if (!keep) {
     fs::remove_all(ctx.work_dir, ec);
   } else {
-    std::printf("inputs, outputs and logs kept in %s\n", ctx.work_dir.c_str());
+    // Renamed, so that no grader takes it for one a killed checker left (sweep_stale_temp_folders).
+    const std::string name = ctx.work_dir.filename().string();
+    const fs::path kept = ctx.work_dir.parent_path() / ("workbook-kept-" + name.substr(name.size() - 6));
+    fs::rename(ctx.work_dir, kept, ec);
+    std::printf("inputs, outputs and logs kept in %s\n", (ec ? ctx.work_dir : kept).c_str());
   }
 
   if (!json_file.empty()) {

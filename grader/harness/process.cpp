@@ -391,6 +391,7 @@ enum ChildFlags : unsigned {
   kReported = 8,
   kReadOnly = 16,
   kFolderLimited = 32,
+  kOwnPids = 64,
 };
 
 // What the child reports through the `started` pipe when it cannot start the
@@ -755,7 +756,118 @@ void interrupt_watcher() {
   _exit(128 + c);
 }
 
+// ---------------------------------------------------------------- temporary folders
+
+// When process `pid` started (clock ticks since boot, /proc/PID/stat's 22nd
+// field), or 0 when there is no such process (or only its zombie: it is dead).
+unsigned long long start_time_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const size_t close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close_paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return 0;
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+// Removes `name` in the folder `parent` and, if it is a folder, everything in
+// it, through descriptors: a link is removed, never followed.
+void remove_tree_at(int parent, const char* name, int depth = 0) {
+  const int fd = depth > 256 ? -1 : openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    unlinkat(parent, name, 0);
+    return;
+  }
+  fchmod(fd, 0700);  // a folder left read-only (a run's inputs) can be emptied
+  const int reading = dup(fd);
+  DIR* dir = reading >= 0 ? fdopendir(reading) : nullptr;
+  std::vector<std::string> names;
+  while (dir != nullptr) {
+    const dirent* e = readdir(dir);
+    if (e == nullptr) break;
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  }
+  if (dir != nullptr) closedir(dir);
+  else if (reading >= 0) close(reading);
+  for (const std::string& n : names) remove_tree_at(fd, n.c_str(), depth + 1);
+  close(fd);
+  unlinkat(parent, name, AT_REMOVEDIR);
+}
+
 }  // namespace
+
+fs::path make_temp_folder(const std::string& what) {
+  const fs::path tmp = fs::temp_directory_path();
+  std::string path = (tmp / ("workbook-" + what + "-" + std::to_string(getpid()) + "." +
+                             std::to_string(start_time_of(getpid())) + "-XXXXXX")).string();
+  TINY_CHECK(mkdtemp(path.data()) != nullptr, IOError, "cannot make a work folder in ", tmp.string(), ": ",
+             std::strerror(errno));
+  remove_on_interrupt(path);
+  return path;
+}
+
+int sweep_stale_temp_folders() {
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) return 0;
+  const int tmp_fd = open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (tmp_fd < 0) return 0;
+  std::vector<std::string> stale;
+  for (const auto& entry : fs::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    // workbook-WHAT-PID.START-XXXXXX
+    if (name.rfind("workbook-", 0) != 0 || name.size() < 9 + 1 + 1 + 1 + 1 + 1 + 7) continue;
+    const size_t suffix = name.size() - 7;
+    if (name[suffix] != '-') continue;
+    const size_t dash = name.rfind('-', suffix - 1), dot = name.rfind('.', suffix - 1);
+    if (dash == std::string::npos || dot == std::string::npos || dash < 9 || dot < dash) continue;
+    const std::string pid_text = name.substr(dash + 1, dot - dash - 1), start_text = name.substr(dot + 1, suffix - dot - 1);
+    const std::string what = name.substr(9, dash - 9);
+    auto digits = [](const std::string& t) {
+      return !t.empty() && t.size() < 20 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(pid_text) || !digits(start_text) || what.empty() ||
+        what.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
+      continue;
+    }
+    struct stat st {};
+    if (fstatat(tmp_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+      continue;
+    }
+    const unsigned long long pid = std::strtoull(pid_text.c_str(), nullptr, 10);
+    const unsigned long long start = std::strtoull(start_text.c_str(), nullptr, 10);
+    if (pid > 0 && pid < 1u << 30 && start_time_of(static_cast<pid_t>(pid)) == start) continue;  // its process lives
+    stale.push_back(name);
+  }
+  for (const std::string& name : stale) remove_tree_at(tmp_fd, name.c_str());
+  close(tmp_fd);
+  // The cgroups of a process killed outright (workbook-PID-N beside ours): an
+  // empty one is removed, when no process of that PID lives (rmdir refuses a
+  // cgroup that still holds a process).
+  const OwnCgroups own = own_cgroups();
+  std::vector<fs::path> parents;
+  for (const auto& [name, dir] : own.v1) parents.push_back(dir);
+  if (!own.unified.empty()) parents.push_back(own.unified);
+  for (const fs::path& parent : parents) {
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("workbook-", 0) != 0) continue;
+      const size_t dash = name.find('-', 9);
+      const std::string pid_text = name.substr(9, dash == std::string::npos ? std::string::npos : dash - 9);
+      if (dash == std::string::npos || pid_text.empty() || pid_text.size() > 9 ||
+          pid_text.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      if (start_time_of(static_cast<pid_t>(std::stol(pid_text))) == 0) rmdir(entry.path().c_str());
+    }
+  }
+  return static_cast<int>(stale.size());
+}
 
 std::string Isolation::describe() const {
   std::string s = own_user ? "own uid " + std::to_string(uid) : "our uid";
@@ -763,6 +875,7 @@ std::string Isolation::describe() const {
   s += paths_hidden ? ", sources hidden" : ", sources readable";
   s += read_only ? ", read-only but its folder" : ", may write outside its folder";
   if (folder_limit > 0) s += folder_limited ? ", its folder a " + mib(folder_limit) + " tmpfs" : ", its folder only measured";
+  s += own_pids ? ", own PID namespace" : ", processes may outlive it";
   return s;
 }
 
@@ -773,6 +886,7 @@ std::string Isolation::missing() const {
   if (!paths_hidden) parts.push_back("the sources hidden (a mount namespace)");
   if (!read_only) parts.push_back("read-only file systems (a mount namespace)");
   if (!folder_limited) parts.push_back("a size-limited folder (a tmpfs in its mount namespace)");
+  if (!own_pids) parts.push_back("everything it starts dying with it (a PID namespace)");
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
@@ -1030,8 +1144,10 @@ ProcessResult run_process(const ProcessOptions& options) {
     if (null_in >= 0) dup2(null_in, 0);
     unsigned flags = kReported;
     bool in_folder = false;  // already in `cwd`
+    bool pid_ns_allowed = false;  // as root, or in a user namespace of our own
     if (options.sandbox) {
       bool mount_ns = false;
+      pid_ns_allowed = root;
       if (root) {
         if (unshare(CLONE_NEWNET) == 0 && loopback_up()) flags |= kNoNetwork;
         mount_ns = unshare(CLONE_NEWNS) == 0;
@@ -1046,7 +1162,7 @@ ProcessResult run_process(const ProcessOptions& options) {
         if (put("/proc/self/uid_map", uid_map) && put("/proc/self/setgroups", "deny") &&
             put("/proc/self/gid_map", gid_map)) {
           if (loopback_up()) flags |= kNoNetwork;
-          mount_ns = true;
+          mount_ns = pid_ns_allowed = true;
         }
       }
       if (mount_ns && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
@@ -1111,6 +1227,75 @@ ProcessResult run_process(const ProcessOptions& options) {
       (void)!write(2, msg, size);
       _exit(code);
     };
+    // A PID namespace of its own, where it runs as PID 2 under an init of
+    // ours (PID 1): when the program ends, or the init is killed (a timeout,
+    // or we die: PR_SET_PDEATHSIG down the chain), the kernel kills every
+    // process left in it, a daemon of its own session too. We (this process)
+    // stay outside, wait for the init and end as the program did.
+    bool own_pids = false;
+    if (pid_ns_allowed && unshare(CLONE_NEWPID) == 0) {
+      int status_pipe[2] = {-1, -1};
+      const char msg[] = "could not start the program in its sandbox (its PID namespace)\n";
+      if (pipe2(status_pipe, O_CLOEXEC) != 0) cannot_start(StartStage::exec, 126, msg, sizeof msg - 1);
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      if (getppid() != parent) _exit(126);  // we are gone already
+      // Closes every descriptor but 0, 1, 2 and `keep`: none of the run's pipes stays open in the init or here.
+      auto keep_only = [](int keep) {
+        if (keep > 3) syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u);
+        syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u);
+      };
+      const pid_t init = fork();
+      if (init < 0) cannot_start(StartStage::exec, 126, msg, sizeof msg - 1);
+      if (init > 0) {
+        keep_only(status_pipe[0]);
+        int init_status = 0, program_status = 0;
+        while (waitpid(init, &init_status, 0) < 0 && errno == EINTR) {
+        }
+        ssize_t n;
+        do {
+          n = read(status_pipe[0], &program_status, sizeof program_status);
+        } while (n < 0 && errno == EINTR);
+        const int status = n == static_cast<ssize_t>(sizeof program_status) ? program_status : init_status;
+        if (WIFSIGNALED(status)) {
+          const int sig = WTERMSIG(status);
+          signal(sig, SIG_DFL);
+          sigset_t set;
+          sigemptyset(&set);
+          sigaddset(&set, sig);
+          sigprocmask(SIG_UNBLOCK, &set, nullptr);
+          kill(getpid(), sig);
+        }
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+      }
+      // The init: a /proc of this namespace (its PIDs are the ones the program sees), then the program.
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      close(status_pipe[0]);
+      mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+      const pid_t program = fork();
+      if (program < 0) cannot_start(StartStage::exec, 126, msg, sizeof msg - 1);
+      if (program > 0) {
+        keep_only(status_pipe[1]);
+        const int null_fd = open("/dev/null", O_RDWR);  // the run's output pipe stays the program's alone
+        if (null_fd >= 0) {
+          dup2(null_fd, 1);
+          dup2(null_fd, 2);
+          close(null_fd);
+        }
+        for (;;) {  // reaps every orphan until the program ends
+          int status = 0;
+          const pid_t done = waitpid(-1, &status, 0);
+          if (done == program) {
+            (void)!write(status_pipe[1], &status, sizeof status);
+            _exit(0);
+          }
+          if (done < 0 && errno != EINTR) _exit(126);
+        }
+      }
+      close(status_pipe[1]);
+      setsid();  // a session of its own again (the init's death ends it all the same)
+      own_pids = true;
+      flags |= kOwnPids;
+    }
     if (!cwd.empty() && !in_folder && chdir(cwd.c_str()) != 0) {
       const char msg[] = "could not start the program (its working folder cannot be entered)\n";
       cannot_start(StartStage::chdir, 126, msg, sizeof msg - 1);
@@ -1127,7 +1312,7 @@ ProcessResult run_process(const ProcessOptions& options) {
     // It dies with the thread that started it (set after setuid, which clears
     // it): a sandbox at once, a trusted program (a checker) with time to clean up.
     prctl(PR_SET_PDEATHSIG, options.sandbox ? SIGKILL : SIGTERM, 0, 0, 0);
-    if (getppid() != parent) _exit(126);  // we are gone already
+    if (getppid() != (own_pids ? 1 : parent)) _exit(126);  // we (or the init) are gone already
     if (options.sandbox) {
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
       // Nothing of ours beyond stdin, stdout and stderr survives the exec.
@@ -1185,6 +1370,7 @@ ProcessResult run_process(const ProcessOptions& options) {
       result.isolation.paths_hidden = (flags & kHidden) != 0;
       result.isolation.read_only = (flags & kReadOnly) != 0;
       result.isolation.folder_limited = (flags & kFolderLimited) != 0;
+      result.isolation.own_pids = (flags & kOwnPids) != 0;
     }
   }
   // Its folder's tmpfs, which lives as long as we hold it (its mount namespace dies with it).
@@ -1339,8 +1525,12 @@ ProcessResult run_process(const ProcessOptions& options) {
 }
 
 Isolation probe_sandbox() {
-  std::string dir = (fs::temp_directory_path() / "workbook-probe-XXXXXX").string();
-  if (mkdtemp(dir.data()) == nullptr) return {};
+  std::string dir;
+  try {
+    dir = make_temp_folder("probe").string();
+  } catch (const std::exception&) {
+    return {};
+  }
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "run", ec);
   fs::create_directories(fs::path(dir) / "hidden", ec);

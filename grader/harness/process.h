@@ -36,7 +36,10 @@
 /// and every file system read-only to it but its own folder (`cwd`, given to
 /// its uid; the files already in it are read-only); everything else keeps its
 /// permissions, so a folder of mode 0700 owned by root above it is out of its
-/// reach. Not as root, a user namespace gives the network and mount isolation
+/// reach, and a PID namespace of its own (it runs under an init of ours: when
+/// it ends or is stopped, every process it started dies, a daemon of its own
+/// session too, and it sees only its own processes in /proc). Not as root, a
+/// user namespace gives the network, mount and PID isolation
 /// where the system allows unprivileged ones; the uid stays ours.
 /// `isolation` says what was in place.
 ///
@@ -85,11 +88,13 @@ struct Isolation {
   bool read_only = false;     ///< every file system is read-only to it, but its folder (`cwd`)
   bool folder_limited = false;  ///< its folder was a tmpfs of `folder_limit` bytes of its own (ProcessOptions::output_limit)
   size_t folder_limit = 0;      ///< the output limit it ran under (0: none)
-  /// @brief "own uid 2000000003, no network, sources hidden, read-only but its folder, its folder a 64 MiB tmpfs",
+  bool own_pids = false;        ///< in a PID namespace of its own: every process it started died with it
+  /// @brief "own uid 2000000003, no network, sources hidden, read-only but its folder, its folder a 64 MiB tmpfs,
+  /// own PID namespace",
   /// or, for each part, what was missing ("our uid", "network reachable", ...).
   std::string describe() const;
   /// @brief True when every protection was in place (as root with namespaces).
-  bool complete() const { return own_user && no_network && paths_hidden && read_only && folder_limited; }
+  bool complete() const { return own_user && no_network && paths_hidden && read_only && folder_limited && own_pids; }
   /// @brief What was missing, in words ("its own uid (needs root), a mount namespace ..."); "" when complete.
   std::string missing() const;
 };
@@ -151,6 +156,19 @@ void exit_cleanly_on_interrupt();
 
 /// @brief A temporary folder to remove when the program is interrupted.
 void remove_on_interrupt(const std::filesystem::path& folder);
+
+/// @brief A fresh folder `workbook-WHAT-PID.START-XXXXXX` in the temporary
+/// folder (mode 0700; PID and START, this process's start time, prove whose it
+/// is), removed when the program is interrupted (remove_on_interrupt).
+/// Throws tiny::IOError when it cannot be made.
+std::filesystem::path make_temp_folder(const std::string& what);
+
+/// @brief Removes the folders of make_temp_folder that a process killed
+/// outright (SIGKILL: nothing of it ran to clean up) left in the temporary
+/// folder: only those named so, owned by this user, not a link, whose
+/// process is gone (no process of that PID, or one started at another
+/// time); never anything else, never following a link inside. Returns how many.
+int sweep_stale_temp_folders();
 
 /// @brief The last `max_lines` lines of a text file ("" if it cannot be read); long lines are cut.
 std::string tail_of_file(const std::filesystem::path& path, size_t max_lines = 30);

@@ -130,11 +130,11 @@ std::vector<const Lesson*> pick(const Recipe& recipe, const std::vector<int>& nu
   return out;
 }
 
+// A work folder of this grader's own; first the ones graders and checkers
+// killed outright (SIGKILL) left behind are removed (only those, proven theirs).
 std::string work_root() {
-  std::string tmpl = (fs::temp_directory_path() / "workbook-grade-XXXXXX").string();
-  TINY_CHECK(mkdtemp(tmpl.data()) != nullptr, IOError, "cannot make a work folder in ", fs::temp_directory_path().string());
-  remove_on_interrupt(tmpl);
-  return tmpl;
+  sweep_stale_temp_folders();
+  return make_temp_folder("grade").string();
 }
 
 // What grade --submission and --batch say, in the scoreboard and results.json,

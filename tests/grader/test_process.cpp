@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -390,6 +391,33 @@ TEST_F(Sandbox, InheritsOnlyTheDescriptorsPassedToIt) {
   EXPECT_EQ(r.log_tail, "0\n1\n2\n3\n4\n") << r.log_tail;
 }
 
+// In a PID namespace of its own, a daemon of its own session dies with the
+// run, as a plain user too (no uid of its own to kill by), and the run sees
+// only its own processes.
+TEST_F(Sandbox, ADaemonDiesWithItInItsPidNamespace) {
+  const std::string mark = "600." + std::to_string(getpid());  // sleep's argument, to find it by
+  const ProcessResult r = run("setsid sleep " + mark + " & sleep 0.2; echo pids $(ls -d /proc/[0-9]* | wc -l)");
+  if (!r.isolation.own_pids) GTEST_SKIP() << "no PID namespace can be made here (" << r.isolation.describe() << ")";
+  EXPECT_NE(r.isolation.describe().find("own PID namespace"), std::string::npos) << r.isolation.describe();
+  // Its init, its shell, the daemon, the command substitution's shell, ls and wc: not the machine's others.
+  ASSERT_EQ(r.log_tail.rfind("pids ", 0), 0u) << r.log_tail;
+  EXPECT_LE(std::stoi(r.log_tail.substr(5)), 8) << r.log_tail;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int left = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    bool zombie = false;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) zombie = line.find('Z') != std::string::npos;
+    }
+    left += !zombie && text.find(mark) != std::string::npos;
+  }
+  EXPECT_EQ(left, 0) << "the daemon (sleep " << mark << ") outlived the run";
+}
+
 // Its folder is a tmpfs of the output limit's size: a 10 GiB fallocate on a
 // file it unlinked is refused by the kernel (no walk of a folder would see
 // it), a flood stops at the limit, and nothing of a stopped run is left.
@@ -486,3 +514,54 @@ TEST_F(Sandbox, RunsAtTheSameTimeGetDifferentUsers) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- temporary folders
+
+// A grader killed outright leaves its folders: the next one removes exactly
+// those (named by make_temp_folder, ours, their process gone), and nothing else.
+TEST(TempFolders, OnlyTheFoldersOfProcessesThatAreGoneAreSwept) {
+  const fs::path tmp = temp_log("sweep");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  const fs::path mine = workbook::make_temp_folder("grade");  // this process's: alive
+  // A process that is gone: one we started and reaped; its start time as make_temp_folder writes it.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string dead = "workbook-grade-" + std::to_string(child) + ".12345-abcdef";
+  fs::create_directories(tmp / dead / "0" / "run");
+  std::ofstream(tmp / dead / "0" / "run" / "log.txt") << "left\n";
+  const fs::path outside = tmp / "outside.txt";
+  std::ofstream(outside) << "keep me\n";
+  fs::create_symlink(outside, tmp / dead / "0" / "link");  // removed, never followed
+  fs::permissions(tmp / dead / "0", fs::perms::owner_read | fs::perms::owner_exec);  // read-only: emptied all the same
+  // Our pid with another start time: a process that was gone and whose pid was given again.
+  const std::string reused = "workbook-lesson-" + std::to_string(getpid()) + ".1-ghijkl";
+  fs::create_directories(tmp / reused);
+  // Not to be touched: another name, a link named like ours, another user's folder.
+  fs::create_directories(tmp / "workbook-kept-abcdef");
+  fs::create_directories(tmp / "elsewhere");
+  fs::create_directory_symlink(tmp / "elsewhere", tmp / ("workbook-grade-" + std::to_string(child) + ".1-mnopqr"));
+  const std::string others = "workbook-grade-" + std::to_string(child) + ".2-stuvwx";
+  fs::create_directories(tmp / others);
+  const bool root = geteuid() == 0;
+  if (root) ASSERT_EQ(chown((tmp / others).c_str(), 65534, 65534), 0);
+
+  const int swept = workbook::sweep_stale_temp_folders();
+  if (before != nullptr) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_TRUE(fs::is_directory(mine));
+  EXPECT_FALSE(fs::exists(tmp / dead));
+  EXPECT_FALSE(fs::exists(tmp / reused));
+  EXPECT_TRUE(fs::exists(outside));
+  EXPECT_TRUE(fs::is_directory(tmp / "workbook-kept-abcdef"));
+  EXPECT_TRUE(fs::is_directory(tmp / "elsewhere"));
+  EXPECT_TRUE(fs::is_symlink(tmp / ("workbook-grade-" + std::to_string(child) + ".1-mnopqr")));
+  EXPECT_EQ(fs::exists(tmp / others), root) << "another user's folder is never swept (as a plain user it is ours)";
+  EXPECT_EQ(swept, root ? 2 : 3);
+  fs::remove_all(tmp);
+}

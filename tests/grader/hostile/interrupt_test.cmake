@@ -2,9 +2,14 @@
 # student's run stop at once, and nothing is left: no process, no cgroup, no
 # temporary folder; the grader exits 130 (SIGINT) or 143 (SIGTERM). A grader
 # killed outright (SIGKILL: nothing of it runs) takes its checker with it
-# (PR_SET_PDEATHSIG), which stops the run and removes its own folders.
-# count_devices() spins, so the first check runs until its limit (a minute)
-# unless stopped. Each case runs with a TMPDIR of its own, to be found empty.
+# (PR_SET_PDEATHSIG), which stops the run and removes its own folders; a
+# grader and its checker killed outright together (grade-kill-all) leave no
+# process either (the run's PID namespace dies with them). What a killed
+# process could not remove, the next grader does (sweep_stale_temp_folders):
+# after a kill, the grader runs once more and the TMPDIR must then be empty.
+# count_devices() spins, and leaves a spinning daemon of its own session, so
+# the first check runs until its limit (a minute) unless stopped. Each case
+# runs with a TMPDIR of its own, to be found empty.
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DRECIPE=... -DWORK=... -P interrupt_test.cmake
 cmake_minimum_required(VERSION 3.19)
 include(${CMAKE_CURRENT_LIST_DIR}/../reachable.cmake)
@@ -13,8 +18,10 @@ include(${CMAKE_CURRENT_LIST_DIR}/../temp_tree.cmake)
 set(lesson 1_device_check)
 workbook_temp_tree(${WORK}/tree ${lesson})
 file(READ ${SOURCE}/solutions/${lesson}/exercise.cpp text)
-string(REPLACE "return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;"
-               "for (volatile bool spin = true; spin;) {\n  }\n  return 0;" text "${text}")
+string(CONCAT spin "if (fork() == 0) {\n    setsid();\n    for (volatile bool spin = true; spin;) {\n    }\n  }\n"
+       "  for (volatile bool spin = true; spin;) {\n  }\n  return 0;")
+string(REPLACE "return tiny::cuda::is_available() ? tiny::cuda::device_count() : 0;" "${spin}" text "${text}")
+set(text "#include <unistd.h>\n${text}")
 file(WRITE ${WORK}/tree/lessons/${lesson}/exercise.cpp "${text}")
 
 # Prints "rc=N seconds=S" and one line per thing left behind.
@@ -59,6 +66,7 @@ case $mode in
   *-int) kill -INT -$grader_pid ;;   # Ctrl-C: the terminal signals the foreground process group
   *-term) kill -TERM $grader_pid ;;
   *-kill) kill -KILL $grader_pid ;;
+  *-kill-all) kill -KILL $grader_pid $checker_pid ;;
 esac
 wait $grader_pid
 rc=$?
@@ -68,22 +76,23 @@ while [ -n "$(ours)" ] && [ $tries -lt 200 ]; do tries=$((tries + 1)); sleep 0.0
 echo "rc=$rc seconds=$(( $(date +%s) - start ))"
 for p in $(ours); do echo "process left: $p $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)"; done
 ps -eo uid=,stat= | awk '$1 >= 2100000512 && $1 < 2100000768 && $2 !~ /Z/ { n++ } END { if (n) print "processes of the sandboxes uids left: " n }'
+case $mode in
+  *-kill*)  # what a killed process could not remove, the next grader does (its cgroups, its temporary folders)
+    ls "$tmp" > "$work/$mode.left"
+    "$grader" --recipe "$recipe" grade 1 --no-timing --timeout 1 >"$work/$mode.next.out" 2>&1 ;;
+esac
 for d in $(sed -n 's/^[0-9]*:\([a-z,]*\):\(.*\)$/\/sys\/fs\/cgroup\/\1\2/p' /proc/self/cgroup); do
   for pid in $grader_pid $checker_pid; do
     for c in "$d"/workbook-$pid-*; do [ -d "$c" ] && echo "cgroup left: $c"; done
   done
 done
 for f in "$tmp"/*; do
-  [ -e "$f" ] || continue
-  case "$mode $f" in
-    *-kill*/workbook-grade-*) rm -rf "$f" ;;  # a killed grader cannot remove its own folder: only that one may stay
-    *) echo "temporary folder left: $f" ;;
-  esac
+  [ -e "$f" ] && echo "temporary folder left: $f"
 done
 exit 0
 ]=])
 
-foreach(mode grade-int check-int grade-term grade-kill)
+foreach(mode grade-int check-int grade-term grade-kill grade-kill-all)
   execute_process(COMMAND sh -c "${script}" sh ${GRADER} ${WORK}/tree/recipe.json ${WORK} ${mode}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE report ERROR_VARIABLE err)
   file(READ ${WORK}/${mode}.out out)
@@ -94,7 +103,7 @@ foreach(mode grade-int check-int grade-term grade-kill)
   set(expected_rc 130)
   if(mode STREQUAL "grade-term")
     set(expected_rc 143)
-  elseif(mode STREQUAL "grade-kill")
+  elseif(mode MATCHES "^grade-kill")
     set(expected_rc 137)
   endif()
   if(NOT report MATCHES "rc=${expected_rc} seconds=([0-9]+)")
@@ -107,5 +116,10 @@ foreach(mode grade-int check-int grade-term grade-kill)
     message(FATAL_ERROR "${mode}: something was left behind:\n${report}\n${out}")
   endif()
 endforeach()
-message(STATUS "interrupted four times, nothing left")
+# The checker killed outright left its folders: the next grader removed them.
+file(READ ${WORK}/grade-kill-all.left left)
+if(NOT left MATCHES "workbook-lesson-")
+  message(FATAL_ERROR "grade-kill-all: the killed checker left no folder, so the sweep was not tried:\n${left}")
+endif()
+message(STATUS "interrupted five times, nothing left")
 file(REMOVE_RECURSE ${WORK})
