@@ -251,8 +251,6 @@ LessonResult check_own(const Recipe& recipe, const Lesson& lesson, const GradeOp
 
 // ---------------------------------------------------------------- watch
 
-volatile std::sig_atomic_t g_stop = 0;
-
 // How many hints of lesson `number` ./workbook hint has shown.
 int hints_seen(const Recipe& recipe, int number) {
   const nlohmann::json state = load_state(recipe);
@@ -272,8 +270,10 @@ void start_report() {
   std::fflush(stdout);
 }
 
+// Runs until Ctrl-C, which (exit_cleanly_on_interrupt, as for grade and check)
+// stops the check under way at once, with its runs, removes their folders and
+// cgroups, and exits 130.
 int watch(const Recipe& recipe, GradeOptions options) {
-  std::signal(SIGINT, [](int) { g_stop = 1; });
   std::map<std::string, fs::file_time_type> seen;
   const fs::path lessons_dir = recipe.source_dir / "lessons";
   for (const Lesson& l : recipe.lessons) {
@@ -285,7 +285,7 @@ int watch(const Recipe& recipe, GradeOptions options) {
   std::fflush(stdout);
   options.timing = false;
   options.progress = true;
-  while (!g_stop) {
+  for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     for (const Lesson& l : recipe.lessons) {
       std::error_code ec;
@@ -304,7 +304,6 @@ int watch(const Recipe& recipe, GradeOptions options) {
       std::fflush(stdout);
     }
   }
-  return 0;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-# Ctrl-C during `grade` and `check` (issue 19): the grader, its checker and the
+# Ctrl-C during `grade`, `check` and `watch` (issue 19): the grader, its checker and the
 # student's run stop at once, and nothing is left: no process, no cgroup, no
 # temporary folder; the grader exits 130 (SIGINT) or 143 (SIGTERM). A grader
 # killed outright (SIGKILL: nothing of it runs) takes its checker with it
@@ -34,9 +34,16 @@ export TMPDIR=$tmp WORKBOOK_SANDBOX_UID=2100000512 NO_COLOR=1
 # not ignored (a background job of a script would ignore it).
 case $mode in
   check-*) env --default-signal=INT setsid "$grader" --recipe "$recipe" check 1 --no-timing >"$work/$mode.out" 2>&1 & ;;
+  watch-*) env --default-signal=INT setsid "$grader" --recipe "$recipe" watch >"$work/$mode.out" 2>&1 & ;;
   *)       env --default-signal=INT setsid "$grader" --recipe "$recipe" grade 1 --no-timing >"$work/$mode.out" 2>&1 & ;;
 esac
 grader_pid=$!
+case $mode in
+  watch-*)  # once it watches, a save starts a check
+    until grep -q 'watching lessons' "$work/$mode.out"; do sleep 0.05; done
+    sleep 0.6
+    touch "$work/tree/lessons/1_device_check/exercise.cpp" ;;
+esac
 # The processes whose folder or command line is in our TMPDIR: the checker and the student's run.
 ours() {
   for d in /proc/[0-9]*; do
@@ -92,7 +99,7 @@ done
 exit 0
 ]=])
 
-foreach(mode grade-int check-int grade-term grade-kill grade-kill-all)
+foreach(mode grade-int check-int watch-int grade-term grade-kill grade-kill-all)
   execute_process(COMMAND sh -c "${script}" sh ${GRADER} ${WORK}/tree/recipe.json ${WORK} ${mode}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE report ERROR_VARIABLE err)
   file(READ ${WORK}/${mode}.out out)
@@ -121,5 +128,5 @@ file(READ ${WORK}/grade-kill-all.left left)
 if(NOT left MATCHES "workbook-lesson-")
   message(FATAL_ERROR "grade-kill-all: the killed checker left no folder, so the sweep was not tried:\n${left}")
 endif()
-message(STATUS "interrupted five times, nothing left")
+message(STATUS "interrupted six times, nothing left")
 file(REMOVE_RECURSE ${WORK})
