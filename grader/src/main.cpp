@@ -137,6 +137,37 @@ std::string work_root() {
   return make_temp_folder("grade").string();
 }
 
+// Why the grader refuses to grade others' work here, and what the instructor
+// can do: which protections the sandbox lacks and the likely cause.
+std::string sandbox_refusal(const Isolation& isolation) {
+  std::string text = "refusing to grade others' work (--batch or --require-sandbox) in a sandbox that lacks " +
+                     isolation.missing() + ". ";
+  if (!isolation.own_user) {
+    text += "The grader is not running as root, so no run can have a uid of its own: run it as root. ";
+  }
+  if (!isolation.no_network || !isolation.paths_hidden || !isolation.own_pids) {
+    text += geteuid() == 0
+                ? "The grader runs as root but could not make namespaces: the container lacks the CAP_SYS_ADMIN "
+                  "capability (Docker's default, and Gradescope's), or a seccomp or AppArmor profile forbids them. "
+                : "No namespace could be made (unprivileged user namespaces are off here). ";
+  }
+  return text + "Grant it (docker run --cap-add SYS_ADMIN --security-opt apparmor=unconfined ...), or where the "
+                "platform cannot, delete solutions/, tests/ and .git from the image after building and grade with "
+                "--unsafe in place of --require-sandbox (grader/gradescope/run_autograder; grader/README.md, "
+                "\"A submission is hostile\")";
+}
+
+// Said plainly wherever a grade is shown when the sources could not be hidden:
+// nothing can hide a file from its own owner without namespaces.
+std::string unproctored() {
+  const std::string why = geteuid() == 0 ? "the grader runs as root without CAP_SYS_ADMIN"
+                                         : "unprivileged user namespaces are off on this system";
+  return "unproctored: the compiler and the runs could read the workbook's own solutions/ and tests/ here (no mount "
+         "namespace: " + why + "), so this grade cannot show the work is the student's own: an exercise.cpp that "
+         "#includes the reference would score full marks. Grade it again as root where namespaces can be made "
+         "(grader/README.md, \"A submission is hostile\").\n";
+}
+
 // What grade --submission and --batch say, in the scoreboard and results.json,
 // when the sandbox lacked some of its protections on this machine ("" when none).
 std::string g_sandbox_warning;
@@ -207,7 +238,8 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       print_scoreboard(board, all[i], options.seed, false);
       board << g_sandbox_warning;
       spit(mine / "scoreboard.txt", board.str());
-      spit(mine / "report.html", html_report(all[i], options.seed, "GPU Training Workbook: " + submissions[i].filename().string()));
+      spit(mine / "report.html", html_report(all[i], options.seed, "GPU Training Workbook: " + submissions[i].filename().string(),
+                                                    g_sandbox_warning));
     }
   };
   std::vector<std::thread> threads;
@@ -440,22 +472,32 @@ int main(int argc, char** argv) {
     if (*grade) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::vector<const Lesson*> lessons = pick(recipe, numbers);
+      if (!batch.empty()) {  // no submission may read another (nor the grades)
+        hide_in_every_sandbox(batch);
+        hide_in_every_sandbox(out_dir);
+      }
+      // What protected the grade: for others' work, every protection or a warning
+      // (or a refusal); for any grade, whether the sources were out of the code's reach.
+      const Isolation isolation = probe_sandbox();
       if (!batch.empty() || !submission.empty() || require_sandbox) {
-        // Others' work: no submission may read another (nor the grades), and the grader says what protected it.
-        if (!batch.empty()) {
-          hide_in_every_sandbox(batch);
-          hide_in_every_sandbox(out_dir);
-        }
-        const Isolation isolation = probe_sandbox();
         if (!isolation.complete()) {
-          TINY_CHECK(unsafe || (batch.empty() && !require_sandbox), ValueError,
-                     "refusing to grade others' work in a sandbox that lacks ", isolation.missing(),
-                     ": run the grader as root where namespaces can be made (grader/README.md, \"A submission is "
-                     "hostile\"), or add --unsafe to grade anyway");
+          if (!unsafe && (!batch.empty() || require_sandbox)) {
+            const std::string why = sandbox_refusal(isolation);
+            if (!json_file.empty()) {
+              // What the student sees on Gradescope: their work was not graded, and why, for the instructor.
+              nlohmann::json doc = {{"score", 0}, {"tests", nlohmann::json::array()},
+                                    {"output", "Your work was not graded: this autograder is not set up to grade "
+                                               "safely. This is not a problem with your code; please tell your "
+                                               "instructor.\n\nFor the instructor: " + why + "\n"}};
+              spit(json_file, results_json_text(doc));
+            }
+            TINY_CHECK(false, ValueError, why);
+          }
           g_sandbox_warning = "warning: the sandbox lacked " + isolation.missing() + " (" + isolation.describe() + ")\n";
-          std::fprintf(stderr, "%s", g_sandbox_warning.c_str());
         }
       }
+      if (!isolation.paths_hidden) g_sandbox_warning += unproctored();
+      std::fprintf(stderr, "%s", g_sandbox_warning.c_str());
       if (!batch.empty()) {
         TINY_CHECK(fs::is_directory(batch), ValueError, "--batch ", batch, " is not a folder");
         return grade_batch(recipe, lessons, batch, out_dir, options, jobs);
@@ -490,7 +532,7 @@ int main(int argc, char** argv) {
         std::cout << "results.json written to " << json_file << "\n";
       }
       if (!html_file.empty()) {
-        spit(html_file, html_report(results, options.seed, "GPU Training Workbook"));
+        spit(html_file, html_report(results, options.seed, "GPU Training Workbook", g_sandbox_warning));
         std::cout << "HTML report written to " << html_file << "\n";
       }
       if (!expect.empty()) {

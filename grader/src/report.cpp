@@ -333,10 +333,13 @@ svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 
 }  // namespace
 
-std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title) {
+std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title,
+                        const std::string& warning) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << esc(title)
-    << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << esc(title) << "</h1>\n"
+    << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << esc(title) << "</h1>\n";
+  if (!warning.empty()) o << "<pre class=\"problem\">" << esc(warning) << "</pre>\n";
+  o
     << "<p>Checked with seed <b>" << seed << "</b> (rerun with <code>--seed " << seed << "</code> to repeat). "
     << "Timed checks on the emulated GPU use its modelled clock: what the same work would take on the modelled "
     << "GPU, an estimate (docs/performance_model.md), the same on every run; on a real GPU, the host's clock."

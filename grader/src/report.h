@@ -12,8 +12,10 @@
 
 namespace workbook {
 
-// The page for `results` (checked with `seed`), headed `title`. Every string that
-// comes from the results is HTML-escaped.
-std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title);
+// The page for `results` (checked with `seed`), headed `title`, with `warning`
+// (what the sandbox lacked, "unproctored: ...") on top when there is one. Every
+// string that comes from the results is HTML-escaped.
+std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title,
+                        const std::string& warning = "");
 
 }  // namespace workbook
