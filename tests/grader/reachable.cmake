@@ -1,9 +1,9 @@
-# skip_unless_others_reach(): as root, the sandbox runs as a uid of its own,
-# and these tests expect it to reach the checkout's build the way a student's
-# run does in a shared checkout. In a clone only its owner can enter (a
-# private folder), say so and stop: CTest marks the test skipped
-# (SKIP_REGULAR_EXPRESSION "skipped: "). Real grading works there too
-# (the checker shares libtiny.so); these tests' expectations do not.
+# skip_unless_others_reach(): for a test that runs the grader as another user
+# (nobody): in a clone only its owner can enter (a private folder), that user
+# cannot even start it, so say so and stop: CTest marks the test skipped
+# (SKIP_REGULAR_EXPRESSION "skipped: "). The sandbox's own uid needs no such
+# skip: the grader copies the headers the compiler needs and shares
+# libtiny.so (others_reach() below tells the tests which case they are in).
 macro(skip_unless_others_reach)
   execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(_uid STREQUAL "0")
@@ -13,6 +13,21 @@ macro(skip_unless_others_reach)
       message("skipped: the sandbox's own uid cannot reach ${GRADER} (a checkout in a private folder); "
               "run this test from a checkout other users may enter")
       return()
+    endif()
+  endif()
+endmacro()
+
+# others_reach(VAR): sets VAR to TRUE when, as root, the sandbox's own uid
+# cannot reach the build (a private checkout), FALSE otherwise.
+macro(others_reach var)
+  set(${var} FALSE)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_uid STREQUAL "0")
+    execute_process(COMMAND setpriv --reuid=65534 --regid=65534 --clear-groups test -x ${GRADER}
+                    RESULT_VARIABLE _unreachable)
+    if(NOT _unreachable EQUAL 0)
+      set(${var} TRUE)
+      message(STATUS "a private checkout: the sandbox's own uid cannot reach ${GRADER}")
     endif()
   endif()
 endmacro()

@@ -13,7 +13,17 @@
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DRECIPE=... -DWORK=... -P interrupt_test.cmake
 cmake_minimum_required(VERSION 3.19)
 include(${CMAKE_CURRENT_LIST_DIR}/../reachable.cmake)
-skip_unless_others_reach()
+# In a checkout only its owner can enter (a private clone) the grader shares
+# and copies what the sandbox's uid needs; the TMPDIRs must then be where that
+# uid can reach them, as /tmp is.
+others_reach(private_checkout)
+set(tmp_root ${WORK})
+if(private_checkout)
+  string(RANDOM LENGTH 12 ALPHABET abcdefghijklmnopqrstuvwxyz tag)
+  set(tmp_root /tmp/workbook-interrupt-tmp-${tag})
+  file(MAKE_DIRECTORY ${tmp_root})
+  file(CHMOD ${tmp_root} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/../temp_tree.cmake)
 set(lesson 1_device_check)
 workbook_temp_tree(${WORK}/tree ${lesson})
@@ -26,8 +36,8 @@ file(WRITE ${WORK}/tree/lessons/${lesson}/exercise.cpp "${text}")
 
 # Prints "rc=N seconds=S" and one line per thing left behind.
 set(script [=[
-grader=$1 recipe=$2 work=$3 mode=$4
-tmp=$work/tmp-$mode
+grader=$1 recipe=$2 work=$3 mode=$4 tmp_root=$5
+tmp=$tmp_root/tmp-$mode
 mkdir -p "$tmp"
 export TMPDIR=$tmp WORKBOOK_SANDBOX_UID=2100000512 NO_COLOR=1
 # As typed at a terminal: its own session (the terminal's foreground group), SIGINT
@@ -100,7 +110,7 @@ exit 0
 ]=])
 
 foreach(mode grade-int check-int watch-int grade-term grade-kill grade-kill-all)
-  execute_process(COMMAND sh -c "${script}" sh ${GRADER} ${WORK}/tree/recipe.json ${WORK} ${mode}
+  execute_process(COMMAND sh -c "${script}" sh ${GRADER} ${WORK}/tree/recipe.json ${WORK} ${mode} ${tmp_root}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE report ERROR_VARIABLE err)
   file(READ ${WORK}/${mode}.out out)
   message(STATUS "${mode}: ${report}${err}")
@@ -130,3 +140,6 @@ if(NOT left MATCHES "workbook-lesson-")
 endif()
 message(STATUS "interrupted six times, nothing left")
 file(REMOVE_RECURSE ${WORK})
+if(private_checkout)
+  file(REMOVE_RECURSE ${tmp_root})
+endif()
