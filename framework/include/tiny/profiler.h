@@ -33,6 +33,10 @@ struct TimelineOptions {
   /// @brief Draw only [from_us, to_us] of the trace's clock (microseconds, as
   /// the trace's `ts`); a negative value means the trace's first or last event.
   double from_us = -1, to_us = -1;
+  /// @brief At least this much time across the drawing (microseconds): two
+  /// timelines drawn with the same value share a scale, so the longer one
+  /// looks longer (the grader's report sets it for yours and the reference's).
+  double min_span_us = 0;
 };
 
 /// @brief Records the GPU work issued while it is open: PyTorch's

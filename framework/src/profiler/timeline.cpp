@@ -36,7 +36,7 @@ struct Slice {
 
 struct Lane {
   json pid, tid;
-  std::string label;
+  std::string process, thread, label;  // label: "process / thread"
   bool host = false;
   std::vector<Slice> slices;
   int rows = 1;
@@ -198,8 +198,9 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     lane.host = host_pid[p];
     const auto process = process_names.find(p);
     const auto thread = thread_names.find({p, t});
-    lane.label = (process != process_names.end() ? process->second : "process " + p) + " / " +
-                 (thread != thread_names.end() ? thread->second : "thread " + t);
+    lane.process = process != process_names.end() ? process->second : "process " + p;
+    lane.thread = thread != thread_names.end() ? thread->second : "thread " + t;
+    lane.label = lane.process + " / " + lane.thread;
   }
   std::stable_sort(trace.lanes.begin(), trace.lanes.end(), [](const Lane& a, const Lane& b) {
     if (a.host != b.host) return a.host;
@@ -224,8 +225,12 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     for (Slice& s : lane.slices) {
       if (s.ts + s.dur >= from && s.ts <= to) kept.push_back(std::move(s));
     }
-    std::stable_sort(kept.begin(), kept.end(),
-                     [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
+    // Ties: an instant (dur 0) first, so that it does not sit under a range that merely starts with it.
+    std::stable_sort(kept.begin(), kept.end(), [](const Slice& a, const Slice& b) {
+      if (a.ts != b.ts) return a.ts < b.ts;
+      if ((a.dur == 0) != (b.dur == 0)) return a.dur == 0;
+      return a.dur > b.dur;
+    });
     std::vector<double> open_ends;
     for (Slice& s : kept) {
       while (!open_ends.empty() && open_ends.back() <= s.ts + 1e-6) open_ends.pop_back();
@@ -238,10 +243,10 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
   return trace;
 }
 
-// A tick step of 1, 2 or 5 times a power of ten giving at most about 10 ticks.
-double tick_step(double span) {
+// A tick step of 1, 2 or 5 times a power of ten giving at most about `ticks` ticks.
+double tick_step(double span, double ticks) {
   if (!(span > 0)) return 1;
-  const double raw = span / 10, base = std::pow(10.0, std::floor(std::log10(raw)));
+  const double raw = span / ticks, base = std::pow(10.0, std::floor(std::log10(raw)));
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
     if (m * base >= raw) return m * base;
   }
@@ -258,9 +263,10 @@ std::string step_summary(const Trace& trace) {
 }
 
 std::string draw(const Trace& trace, const TimelineOptions& options) {
-  const double W = std::max(400.0, options.width_px), label_w = 210, right = 12, row_h = 16, lane_gap = 6;
+  const double W = std::max(400.0, options.width_px), label_w = std::min(210.0, 0.22 * W), right = 12, row_h = 16,
+               lane_gap = 6;
   const double from = options.from_us >= 0 ? options.from_us : trace.t0;
-  const double to = std::max(options.to_us >= 0 ? options.to_us : trace.t1, from + 1e-3);
+  const double to = std::max({options.to_us >= 0 ? options.to_us : trace.t1, from + 1e-3, from + options.min_span_us});
   const double plot_w = W - label_w - right;
   auto px = [&](double us) { return label_w + (std::clamp(us, from, to) - from) / (to - from) * plot_w; };
   std::vector<std::string> head{options.title};
@@ -269,8 +275,12 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
   if (!trace.devices.empty()) head.push_back(trace.devices);
   for (const std::string& note : options.notes) head.push_back(note);
   const double head_h = 8 + 16.0 * head.size(), axis_h = 26;
+  const double process_h = 15;  // a process's name above its lanes, as Perfetto groups them
   double lanes_h = 0;
-  for (const Lane& lane : trace.lanes) lanes_h += lane.rows * row_h + lane_gap;
+  for (size_t i = 0; i < trace.lanes.size(); ++i) {
+    lanes_h += trace.lanes[i].rows * row_h + lane_gap;
+    if (i == 0 || trace.lanes[i].process != trace.lanes[i - 1].process) lanes_h += process_h;
+  }
   const double H = head_h + axis_h + std::max(lanes_h, row_h) + 8;
   std::ostringstream o;
   o << "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << fixed(W, 0) << " "
@@ -281,12 +291,14 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
       << ">" << esc(head[i]) << "</text>";
   }
   // The time axis: milliseconds from the trace's first event.
-  const double axis_y = head_h + axis_h - 6, span_ms = (to - from) / 1000, step = tick_step(span_ms);
+  const double axis_y = head_h + axis_h - 6, span_ms = (to - from) / 1000;
+  const double step = tick_step(span_ms, std::clamp(plot_w / 80, 2.0, 10.0));  // room for "0.125 ms"
   const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
   o << "<g class=\"axis\"><path d=\"M" << fixed(label_w, 1) << " " << fixed(axis_y, 1) << "H" << fixed(W - right, 1)
     << "\" stroke=\"#57606a\"/>";
   const double first = std::ceil(((from - trace.t0) / 1000) / step - 1e-9) * step;
   for (double t = first; t <= (to - trace.t0) / 1000 + 1e-9; t += step) {
+    if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
     const double x = px(trace.t0 + t * 1000);
     o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
       << "\" y2=\"" << fixed(H - 4, 1) << "\" stroke=\"#d8dee4\"/><text x=\"" << fixed(x, 1) << "\" y=\""
@@ -307,13 +319,19 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
     }
   }
   double y = axis_y + 4;
-  for (const Lane& lane : trace.lanes) {
+  for (size_t i = 0; i < trace.lanes.size(); ++i) {
+    const Lane& lane = trace.lanes[i];
+    if (i == 0 || lane.process != trace.lanes[i - 1].process) {
+      o << "<text class=\"process\" x=\"4\" y=\"" << fixed(y + 11, 1) << "\" font-size=\"11\" font-weight=\"bold\">"
+        << esc(lane.process) << "</text>";
+      y += process_h;
+    }
     const double h = lane.rows * row_h;
+    const std::string shown_name = lane.thread.size() > 34 ? lane.thread.substr(0, 33) + "\xE2\x80\xA6" : lane.thread;
     o << "<g class=\"lane\" data-lane=\"" << esc(lane.label) << "\"><rect class=\"lane-bg\" x=\"0\" y=\"" << fixed(y, 1)
       << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(h, 1) << "\" fill=\""
-      << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"4\" y=\"" << fixed(y + 12, 1)
-      << "\" font-weight=\"bold\">" << esc(lane.label.size() > 34 ? lane.label.substr(0, 33) + "\xE2\x80\xA6" : lane.label)
-      << "<title>" << esc(lane.label) << "</title></text>";
+      << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"12\" y=\"" << fixed(y + 12, 1) << "\">"
+      << esc(shown_name) << "<title>" << esc(lane.label) << "</title></text>";
     for (const Slice& s : lane.slices) {
       const double x0 = px(s.ts), x1 = px(s.ts + s.dur), w = std::max(x1 - x0, 0.6);
       const double sy = y + s.row * row_h + 1;
