@@ -30,9 +30,11 @@ struct TimelineOptions {
   std::vector<std::string> notes;
   /// @brief The drawing's width in pixels (at least 400).
   double width_px = 1200;
-  /// @brief Draw only [from_us, to_us] of the trace's clock (microseconds, as
-  /// the trace's `ts`); a negative value means the trace's first or last event.
-  double from_us = -1, to_us = -1;
+  /// @brief Draw from this time of the trace's clock on (microseconds, as the
+  /// trace's `ts`); negative: from the trace's first event.
+  double from_us = -1;
+  /// @brief Draw up to this time (microseconds); negative: to the trace's last event.
+  double to_us = -1;
   /// @brief At least this much time across the drawing (microseconds): two
   /// timelines drawn with the same value share a scale, so the longer one
   /// looks longer (the grader's report sets it for yours and the reference's).
