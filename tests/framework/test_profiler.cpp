@@ -341,6 +341,20 @@ TEST(ProfilerTimeline, ReadsAPyTorchTrace) {
   EXPECT_EQ(svg.find("step time"), std::string::npos) << "no ProfilerStep, no step time";
 }
 
+// An op whose only cost is its launch has the launch's very range: the op is drawn above it.
+TEST(ProfilerTimeline, AnOpHoldsALaunchOfTheSameRange) {
+  const std::string trace = R"({"traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 0, "ts": 10, "dur": 5.7},
+    {"ph": "X", "cat": "cpu_op", "name": "relu", "pid": 0, "tid": 0, "ts": 10, "dur": 5.7}]})";
+  const std::string svg = tiny::profiler::timeline_svg(trace);
+  auto y_of = [&](const std::string& name) {
+    const size_t title = svg.find("<title>" + name);
+    const size_t y = svg.find(" y=\"", title);
+    return std::stod(svg.substr(y + 4));
+  };
+  EXPECT_LT(y_of("relu"), y_of("cudaLaunchKernel")) << svg;
+}
+
 TEST(ProfilerTimeline, AMalformedTraceIsANamedError) {
   auto message = [](const std::string& text) {
     try {

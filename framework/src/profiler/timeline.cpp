@@ -92,6 +92,15 @@ bool host_category(const std::string& cat) {
          cat == "cuda_driver";
 }
 
+// Which of two slices with the same range holds the other: the smaller rank.
+int nesting_rank(const std::string& cat) {
+  if (cat == "user_annotation") return 0;
+  if (cat == "python_function") return 1;
+  if (cat == "cpu_op") return 2;
+  if (cat == "cuda_runtime" || cat == "cuda_driver") return 3;
+  return 4;
+}
+
 const char* color(const std::string& cat) {
   if (cat == "cpu_op") return "#7ea6e0";
   if (cat == "user_annotation") return "#d0d7de";
@@ -225,11 +234,14 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     for (Slice& s : lane.slices) {
       if (s.ts + s.dur >= from && s.ts <= to) kept.push_back(std::move(s));
     }
-    // Ties: an instant (dur 0) first, so that it does not sit under a range that merely starts with it.
+    // Ties: an instant (dur 0) first, so that it does not sit under a range that merely starts with it;
+    // then the longer; then, for the same range (an op whose only cost is its launch), the caller's
+    // category above the callee's: a step, an op, a runtime call.
     std::stable_sort(kept.begin(), kept.end(), [](const Slice& a, const Slice& b) {
       if (a.ts != b.ts) return a.ts < b.ts;
       if ((a.dur == 0) != (b.dur == 0)) return a.dur == 0;
-      return a.dur > b.dur;
+      if (a.dur != b.dur) return a.dur > b.dur;
+      return nesting_rank(a.cat) < nesting_rank(b.cat);
     });
     std::vector<double> open_ends;
     for (Slice& s : kept) {
