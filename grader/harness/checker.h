@@ -120,6 +120,10 @@ struct Timing {
   /// to report instead (a stub stays TODO, a crash of the student's code is a
   /// FAIL, a broken reference is an ERROR).
   std::optional<Outcome> stopped;
+  /// @brief The GPU whose modelled clock timed both ("H100 SXM"): then the
+  /// figures are modelled time, the same on every run, and one round decides;
+  /// empty when they are the host's clock (a real GPU), noisy between runs.
+  std::string modelled_gpu;
 
   /// @brief The timing of these rounds (one figure per round each, the same length): medians, ratio, spread.
   static Timing of_rounds(std::vector<double> student_ms, std::vector<double> reference_ms);
@@ -145,10 +149,13 @@ class Context {
   /// @brief The outcome for a student's run that did not return normally (nullopt when it did).
   std::optional<Outcome> unless_ok(const Run& student_run) const;
 
-  /// @brief Times student and reference alternately (`rounds` each, `repeat` calls per process).
+  /// @brief Times student and reference alternately (`rounds` each, `repeat` calls per process):
+  /// on the emulated GPU by its modelled clock (one round, since it gives the same times every run),
+  /// on a real GPU by the host's clock.
   Timing time(const std::string& exercise, const Bundle& in, const RunOptions& options = {}, int rounds = 5,
               int repeat = 3);
-  /// @brief The verdict on a Timing: fail only when the student is clearly slower than `limit`x.
+  /// @brief The verdict on a Timing: fail when the student is slower than `limit`x (modelled time),
+  /// or clearly so in every round (host time).
   static Outcome judge(const Timing& timing, double limit = 3.0);
 
   /// @brief Facts to show with the result (counters, timings) in the JSON and the report.

@@ -45,6 +45,29 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
+// Each line of text after pad, broken at spaces so that no line passes `width`
+// columns (a word longer than the room left stays whole); continued lines get
+// pad and two more spaces. Keeps the terminal's report readable at 100 columns.
+std::string wrap(const std::string& text, const std::string& pad, size_t width) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    std::string lead = pad;
+    while (lead.size() + line.size() > width) {
+      const size_t room = width > lead.size() ? width - lead.size() : 0;
+      size_t cut = line.rfind(' ', room);
+      if (cut == std::string::npos || cut == 0) cut = line.find(' ', room);
+      if (cut == std::string::npos) break;
+      out += lead + line.substr(0, cut) + "\n";
+      line = line.substr(line.find_first_not_of(' ', cut) == std::string::npos ? line.size()
+                                                                                 : line.find_first_not_of(' ', cut));
+      lead = pad + "  ";
+    }
+    out += lead + line + "\n";
+  }
+  return out;
+}
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -388,22 +411,41 @@ void print_checks(std::ostream& out, const LessonResult& r, bool color) {
 }
 
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color) {
-  out << "\nGPU Training Workbook: lessons checked with seed " << seed << " (rerun with --seed " << seed
-      << " to repeat)\n\n";
+  out << "\nGPU Training Workbook, seed " << seed << " (repeat this grade with --seed " << seed << ")\n\n";
   size_t title_width = std::string("lesson").size();
   for (const LessonResult& r : results) title_width = std::max(title_width, r.lesson->title.size());
   const int title_column = static_cast<int>(title_width + 2);  // titles are never cut
+  // One row per lesson, narrow enough for a 100-column terminal; a lesson's GPU
+  // work, when its checks count any, goes on the line below its title.
   out << "  " << std::left << std::setw(3) << "#" << std::setw(title_column) << "lesson" << std::setw(18) << "status"
-      << std::setw(8) << "checks" << std::setw(7) << "score" << std::setw(14) << "speed vs ref" << "GPU work (yours vs reference)\n";
+      << std::setw(8) << "checks" << std::setw(7) << "score" << "time vs ref\n";
   for (const LessonResult& r : results) {
     std::ostringstream checks, score;
     if (r.total > 0) checks << r.passed << "/" << r.total;
     score << static_cast<int>(r.score() * 100 + 0.5) << "%";
     out << "  " << std::setw(3) << r.lesson->number << std::setw(title_column) << r.lesson->title
         << (color ? status_color(r.status) : "") << std::setw(18) << r.status << (color ? kReset : "")
-        << std::setw(8) << checks.str() << std::setw(7) << score.str() << std::setw(14) << timing_text(r)
-        << counters_text(r) << "\n";
+        << std::setw(8) << checks.str() << std::setw(7) << score.str() << timing_text(r) << "\n";
+    // Broken between counters, never inside one ("peak memory 8 KiB (ref 8 KiB)" stays whole).
+    const std::string work = counters_text(r);
+    if (work == "-") continue;
+    std::string line = "     GPU work:";
+    bool has_item = false;
+    for (size_t at = 0; at < work.size(); at += 2) {
+      size_t end = std::min(work.find(", ", at), work.size());
+      const std::string item = work.substr(at, end - at) + (end < work.size() ? "," : "");
+      if (has_item && line.size() + 1 + item.size() > 100) {
+        out << line << "\n";
+        line = "       ";
+      }
+      line += " " + item;
+      has_item = true;
+      at = end;
+    }
+    out << line << "\n";
   }
+  out << "\n  time vs ref: your timed check's time over the reference's (under 1.00x is faster; on the\n"
+         "  emulated GPU, modelled time, the same every run); - where a lesson has no timed check\n";
   const LessonResult* next = nullptr;
   for (const LessonResult& r : results) {
     if (r.status != "passed" && r.status != "skipped") {
@@ -431,15 +473,18 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
 void print_next(std::ostream& out, const LessonResult& result) {
   const LessonResult* next = &result;
   const Lesson& l = *next->lesson;
-  out << "Next: lesson " << l.number << ", " << l.title << " (about " << l.minutes << " min): read lessons/" << l.folder
-      << "/README.md and fill in lessons/" << l.folder << "/exercise.cpp\n";
+  out << "Next: lesson " << l.number << ", " << l.title << " (about " << l.minutes << " min)\n"
+      << "  read lessons/" << l.folder << "/README.md, then fill in lessons/" << l.folder << "/exercise.cpp\n";
   if (next->status == "does not compile") {
     out << "  it does not compile yet:\n" << indent(first_lines(next->problem, 12), "    ");
   } else if (next->status == "error") {
     out << indent(first_lines(next->problem, 12), "  ");
   } else if (const CheckResult* c = next->first_problem()) {
-    out << "  " << (c->verdict == "todo" ? "to do" : "first problem") << ": " << c->name << ": "
-        << indent(first_lines(c->message, 10), "    ").substr(4);
+    const std::string first = std::string(c->verdict == "todo" ? "to do" : "first problem") + ": " + c->name + ": ";
+    const std::string message = first_lines(c->message, 10);
+    const size_t end = message.find('\n');
+    out << wrap(first + message.substr(0, end), "  ", 100);
+    if (end != std::string::npos) out << wrap(message.substr(end + 1), "    ", 100);
   }
   out << "  check it with ./workbook check " << l.number << "; stuck? ./workbook hint " << l.number << "\n";
 }

@@ -38,6 +38,18 @@ workbook::Lesson lesson(int number, const std::string& title, int gpus = 0) {
   return l;
 }
 
+// A lesson's row on the scoreboard: its own line and the GPU work line under it.
+std::string row_of(const std::string& text, const std::string& title) {
+  std::string row;
+  bool in_row = false;
+  for (const std::string& line : lines_of(text)) {
+    if (in_row && line.rfind("     GPU work: ", 0) != 0 && line.rfind("       ", 0) != 0) break;
+    if (line.find(title) != std::string::npos) in_row = true;
+    if (in_row) row += line + "\n";
+  }
+  return row;
+}
+
 // A passed lesson whose one check counted yours and the reference's GPU work on two devices.
 workbook::LessonResult counted(const workbook::Lesson& l, std::vector<std::string> shown) {
   workbook::LessonResult r;
@@ -78,15 +90,15 @@ TEST(Scoreboard, ShowsOnlyTheCountersTheLessonIsAbout) {
                               counted(c, {"max_memory_allocated", "bytes_host_to_device"})},
                              42, false);
   const std::string text = out.str();
-  const std::string four = line_with(text, "The full training loop");
+  const std::string four = row_of(text, "The full training loop");
   EXPECT_NE(four.find("syncs 6 (ref 6), pinned to GPU 4 KiB (ref 4 KiB)"), std::string::npos) << text;
   EXPECT_EQ(four.find("launches"), std::string::npos) << text;
   // Lesson 6's ranks are processes of their own: no counters, not "syncs 0".
-  const std::string six = line_with(text, "DDP");
+  const std::string six = row_of(text, "DDP");
   EXPECT_EQ(six.find("syncs"), std::string::npos) << text;
-  EXPECT_EQ(six.substr(six.find_last_not_of(' ')), "-") << text;
+  EXPECT_EQ(six.find("GPU work"), std::string::npos) << text;
   // A peak is the largest of the checks, summed over the devices; copies to the GPU, pageable and pinned together.
-  EXPECT_NE(line_with(text, "GPU memory pitfalls").find("peak memory 8 KiB (ref 8 KiB), to GPU 6 KiB (ref 6 KiB)"),
+  EXPECT_NE(row_of(text, "GPU memory pitfalls").find("peak memory 8 KiB (ref 8 KiB), to GPU 6 KiB (ref 6 KiB)"),
             std::string::npos)
       << text;
 }
@@ -104,6 +116,36 @@ TEST(Scoreboard, SpeedIsTheRatioOfTheTimesShown) {
   std::ostringstream out;
   workbook::print_scoreboard(out, {r}, 42, false);
   EXPECT_NE(line_with(out.str(), "The full training loop").find("1.38x"), std::string::npos) << out.str();
+}
+
+// A newcomer's terminal showed a 124-column table and a 152-column "Next" line,
+// and a "speed vs ref" column of '-' nobody explained.
+TEST(Scoreboard, FitsAHundredColumnsAndSaysWhatTheTimeColumnMeans) {
+  const workbook::Lesson a = lesson(2, "Moving tensors");
+  const workbook::Lesson b = lesson(7, "Mixed precision: autocast and GradScaler");
+  workbook::LessonResult todo = counted(b, {});
+  todo.status = "in progress";
+  todo.checks[0].verdict = "todo";
+  todo.checks[0].message =
+      "not done yet: lesson 7: scale the loss with the GradScaler before backward, step the optimizer through it, "
+      "and update its scale once per step (PyTorch: scaler.scale(loss).backward(); scaler.step(opt); scaler.update())\n"
+      "a second line of the message";
+  todo.passed = 0;
+  std::ostringstream out;
+  workbook::print_scoreboard(out,
+                             {counted(a, {"synchronizations", "bytes_host_to_device_pinned", "bytes_host_to_device",
+                                          "max_memory_allocated", "kernel_launches"}),
+                              todo},
+                             484945355128ull, false);
+  const std::string text = out.str();
+  for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 100u) << line << "\n" << text;
+  // Nothing was dropped to fit: the counters and the whole message are still there, and the message's own lines.
+  EXPECT_NE(row_of(text, "Moving tensors").find("peak memory 8 KiB (ref 8 KiB)"), std::string::npos) << text;
+  EXPECT_NE(text.find("update its scale once per step"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n    a second line of the message"), std::string::npos) << text;
+  EXPECT_NE(text.find("time vs ref: your timed check's time over the reference's"), std::string::npos) << text;
+  EXPECT_NE(text.find("- where a lesson has no timed check"), std::string::npos) << text;
+  EXPECT_NE(text.find("--seed 484945355128"), std::string::npos) << text;
 }
 
 // "Well done" over zero checks (a grade that stopped early, every check

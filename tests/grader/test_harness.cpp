@@ -185,6 +185,11 @@ const bool kStartedAsFakeRunner = [] {
   const char* values = std::getenv("WORKBOOK_TEST_RUNNER_VALUES");
   if (values == nullptr) return false;
   std::string text = values;
+  // WORKBOOK_TEST_RUNNER_STUDENT_VALUES: what the student's runs send instead (a run's folder names its side).
+  const char* student = std::getenv("WORKBOOK_TEST_RUNNER_STUDENT_VALUES");
+  if (student != nullptr && fs::current_path().filename().string().find("-student-") != std::string::npos) {
+    text = student;
+  }
   if (const char* pad = std::getenv("WORKBOOK_TEST_RUNNER_PAD")) {
     text = "{\"_status\": \"ok\", \"pad\": \"" + std::string(std::stoull(pad), 'x') + "\"}";
   }
@@ -235,6 +240,74 @@ TEST(Timing, AStubIsTodoNotAFailure) {
   EXPECT_EQ(o.verdict, workbook::Verdict::todo) << o.message;
   EXPECT_EQ(o.message, "not done yet: lesson 4: write train_one_epoch");
   fs::remove_all(dir);
+}
+
+// Timed by the emulated GPU's modelled clock, student and reference, on the
+// inputs of `student` and `reference` (runner results as JSON).
+workbook::Timing timed(const std::string& test, const std::string& student, const std::string& reference,
+                       nlohmann::json* details = nullptr) {
+  const fs::path dir = fresh_dir(test);
+  workbook::Context ctx = context_in(dir);
+  workbook::RunOptions o = runner_writes(reference);
+  o.env["WORKBOOK_TEST_RUNNER_STUDENT_VALUES"] = student;
+  const workbook::Timing t = ctx.time("train_one_epoch", Bundle{}, o);
+  if (details != nullptr) *details = ctx.details;
+  fs::remove_all(dir);
+  return t;
+}
+
+// The same code graded 0.76x, 1.39x and 1.01x by the host's clock in three
+// runs (issue 16): on the emulated GPU the modelled clock decides, the same
+// every run, so one round is enough and the host's figures are only shown.
+TEST(Timing, OnTheEmulatedGpuTheModelledClockDecidesInOneRound) {
+  nlohmann::json details;
+  const workbook::Timing t =
+      timed("modelled-one-round",
+            R"({"_status": "ok", "_times_ms": [50, 50, 50], "_modelled_ms": [2.0, 2.0, 2.0], "_modelled_gpu": "H100 SXM"})",
+            R"({"_status": "ok", "_times_ms": [1, 1, 1], "_modelled_ms": [2.0, 2.0, 2.0], "_modelled_gpu": "H100 SXM"})",
+            &details);
+  ASSERT_FALSE(t.stopped) << t.stopped->message;
+  EXPECT_EQ(t.modelled_gpu, "H100 SXM");
+  EXPECT_EQ(t.student_ms, std::vector<double>{2.0});
+  EXPECT_DOUBLE_EQ(t.ratio, 1.0);
+  EXPECT_EQ(details["timing"]["clock"], "modelled H100 SXM");
+  EXPECT_EQ(details["timing"]["host_yours_ms"], nlohmann::json::array({50.0}));
+  const workbook::Outcome o = workbook::Context::judge(t);
+  EXPECT_EQ(o.verdict, workbook::Verdict::pass) << o.message;
+  EXPECT_NE(o.note.find("yours 2.000 ms, reference 2.000 ms on the modelled H100 SXM: 1.00x"), std::string::npos)
+      << o.note;
+}
+
+// Deterministic, so a slowdown over the limit fails outright: no "inconclusive".
+TEST(Timing, AModelledSlowdownOverTheLimitFails) {
+  const workbook::Timing t =
+      timed("modelled-slow", R"({"_status": "ok", "_times_ms": [1], "_modelled_ms": [3.5], "_modelled_gpu": "T4"})",
+            R"({"_status": "ok", "_times_ms": [1], "_modelled_ms": [1.0], "_modelled_gpu": "T4"})");
+  const workbook::Outcome o = workbook::Context::judge(t, 3.0);
+  EXPECT_EQ(o.verdict, workbook::Verdict::fail);
+  EXPECT_NE(o.message.find("3.50x, over the 3.0x limit"), std::string::npos) << o.message;
+  EXPECT_NE(o.message.find("the same on every run"), std::string::npos) << o.message;
+  EXPECT_EQ(workbook::Context::judge(t, 4.0).verdict, workbook::Verdict::pass);
+}
+
+// The runner times both sides alike: a student's run without modelled times
+// (its results rewritten) is not trusted, and the GPU's name is the reference's.
+TEST(Timing, AStudentsRunCannotChooseTheClock) {
+  const std::string reference =
+      R"({"_status": "ok", "_times_ms": [1], "_modelled_ms": [1.0], "_modelled_gpu": "H100 SXM"})";
+  const workbook::Outcome none =
+      workbook::Context::judge(timed("modelled-missing", R"({"_status": "ok", "_times_ms": [0.001]})", reference));
+  EXPECT_EQ(none.verdict, workbook::Verdict::fail);
+  EXPECT_NE(none.message.find("sent no modelled timings"), std::string::npos) << none.message;
+  const workbook::Timing named = timed(
+      "modelled-name", R"({"_status": "ok", "_times_ms": [1], "_modelled_ms": [1.0], "_modelled_gpu": "<b>my GPU</b>"})",
+      reference);
+  EXPECT_EQ(named.modelled_gpu, "H100 SXM");
+  const workbook::Outcome bad =
+      workbook::Context::judge(timed("modelled-type", R"({"_status": "ok", "_times_ms": [1], "_modelled_ms": ["0"]})",
+                                     reference));
+  EXPECT_EQ(bad.verdict, workbook::Verdict::fail);
+  EXPECT_NE(bad.message.find("_modelled_ms is not a list of numbers"), std::string::npos) << bad.message;
 }
 
 // A runner that cannot be started (being rebuilt by another check, or gone)

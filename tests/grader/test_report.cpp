@@ -104,7 +104,7 @@ TEST(Report, HeaderAndOneScoreboardRowPerLesson) {
   const Sample s;
   const std::string html = workbook::html_report(s.results, 123456789, "Results");
   EXPECT_NE(html.find("123456789"), std::string::npos);
-  EXPECT_NE(html.find("timings on the emulated GPU are host timings"), std::string::npos);
+  EXPECT_NE(html.find("Timed checks on the emulated GPU use its modelled clock"), std::string::npos);
   const std::string board = between(html, "<table class=\"scoreboard\">", "</table>");
   ASSERT_FALSE(board.empty());
   EXPECT_EQ(count(board, "<tr"), 1 + s.results.size());  // the header row, then one per lesson

@@ -1,10 +1,13 @@
-// The collectives on tensors. Gloo: each stages the tensor in contiguous host
+// The collectives on tensors. On the emulated GPU (any backend) they go the
+// NCCL way below, timed as NCCL's while Gloo moves the bytes
+// (distributed/emulated_nccl.h). Gloo: each stages the tensor in contiguous host
 // memory (a GPU tensor is copied to the host and back: Gloo moves host
 // memory), runs the Gloo collective on the process group's thread and waits
 // for it. NCCL: the tensor stays on its GPU (a contiguous copy when it is not
 // contiguous, copied back on the same stream), the collective is enqueued on
 // the calling thread's current stream and the call returns without waiting,
 // as PyTorch's ProcessGroupNCCL: later work on that stream sees the result.
+#include "distributed/emulated_nccl.h"
 #include "distributed/process_group.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
@@ -74,7 +77,7 @@ void barrier() {
 
 void all_reduce(const Tensor& tensor, ReduceOp op) {
   auto& group = detail::default_group();
-  if (detail::NcclGroup* nccl = group.nccl()) {
+  if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("all_reduce", tensor, nccl->device());
     nccl->all_reduce(d.buffer, op);
     d.write_back();
@@ -89,7 +92,7 @@ void broadcast(const Tensor& tensor, int src) {
   auto& group = detail::default_group();
   TINY_CHECK(src >= 0 && src < group.size(), ValueError, "broadcast: src ", src, " is not a rank of the group of ",
              group.size());
-  if (detail::NcclGroup* nccl = group.nccl()) {
+  if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("broadcast", tensor, nccl->device());
     nccl->broadcast(d.buffer, src);
     d.write_back();
@@ -110,7 +113,7 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor) {
   for (int r = 0; r < n; ++r)
     TINY_CHECK(tensor_list[r].sizes() == tensor.sizes(), ShapeError, "all_gather: tensor_list[", r, "] has shape ",
                shape_str(tensor_list[r].sizes()), ", expected ", shape_str(tensor.sizes()));
-  if (detail::NcclGroup* nccl = group.nccl()) {
+  if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("all_gather", tensor, nccl->device());
     for (int r = 0; r < n; ++r) check_on_device("all_gather", tensor_list[r], nccl->device());
     NoGradGuard no_grad;
@@ -140,7 +143,7 @@ void reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
                "reduce_scatter: input_list[", r, "] has shape ", shape_str(input_list[r].sizes()), " and dtype ",
                input_list[r].dtype(), ", expected those of the output, ", shape_str(output.sizes()), " and ",
                output.dtype());
-  if (detail::NcclGroup* nccl = group.nccl()) {
+  if (detail::NcclGroup* nccl = detail::gpu_collectives(group, output)) {
     OnDevice out("reduce_scatter", output, nccl->device());
     for (int r = 0; r < n; ++r) check_on_device("reduce_scatter", input_list[r], nccl->device());
     NoGradGuard no_grad;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "distributed/process_group.h"
+#include "gpu/model/timeline.h"
 #include "tiny/cuda.h"
 
 namespace tiny::distributed {
@@ -422,6 +423,10 @@ void init_process_group(const std::string& backend_name, const std::string& init
     setup.lost_peers = [named] { return named->lost_peers(); };
     group->attach_nccl(nccl_create_group(id, setup));
   }
+  // The ranks' modelled clocks start together (DESIGN.md 4a, "Several
+  // processes"): each process's clock began at 0 when it started, and a rank
+  // that did more before joining is ahead; all take the latest.
+  gpu::model::host_wait_until(group->agree_on_time(gpu::model::host_now()));
   g_group = std::move(group);
 }
 

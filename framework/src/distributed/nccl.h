@@ -62,6 +62,12 @@ class NcclGroup {
   virtual int device() const = 0;
   /// In-place all-reduce of a contiguous tensor on device().
   virtual std::shared_ptr<NcclWork> all_reduce(const Tensor& tensor, ReduceOp op) = 0;
+  /// The same, on a stream of its own where the backend has one (the emulated
+  /// GPU's NCCL): the current stream does not wait for it until the work's
+  /// wait(), so DDP's all-reduces overlap the rest of backward.
+  virtual std::shared_ptr<NcclWork> all_reduce_overlapped(const Tensor& tensor, ReduceOp op) {
+    return all_reduce(tensor, op);
+  }
   /// In-place broadcast of a contiguous tensor on device() from rank `root`.
   virtual std::shared_ptr<NcclWork> broadcast(const Tensor& tensor, int root) = 0;
   /// `output` (contiguous, size() times the elements of `input`) gets every rank's `input`, in rank order.

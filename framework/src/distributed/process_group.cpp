@@ -16,6 +16,10 @@
 #include <fstream>
 #include <set>
 
+#include "distributed/emulated_nccl.h"
+#include "gpu/model/device_model.h"
+#include "gpu/model/timeline.h"
+
 namespace tiny::distributed::detail {
 namespace {
 
@@ -90,6 +94,12 @@ void Work::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [&] { return done_; });
   if (error_) std::rethrow_exception(error_);
+  gpu::model::host_wait_until(end_ns_);  // the waiting thread's modelled clock
+}
+
+int64_t Work::end_ns() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return end_ns_;
 }
 
 bool Work::completed() {
@@ -137,11 +147,34 @@ void ProcessGroup::run() {
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::string call, std::function<void(uint32_t)> fn) {
+std::shared_ptr<Work> ProcessGroup::submit(const char* what, std::string call, std::function<void(uint32_t)> fn,
+                                           GlooTiming timing) {
   auto work = std::make_shared<Work>();
+  // Timed on the submitting thread's clock, from the model's Gloo parameters
+  // (a bad TINY_EMULATED_GPU_MODEL throws here, on the caller's thread).
+  const int64_t ready = gpu::model::host_now();
+  const int64_t cost =
+      timing.modelled ? gpu::model::gloo_collective_ns(gpu::model::selected_model(), timing.kind, size_, timing.bytes) : 0;
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t sequence = next_sequence_++;
   uint32_t tag = fingerprint(sequence, call);
+  if (timing.modelled) {
+    // Before the bytes: agree on the latest ready time (one more int64 over
+    // Gloo, tagged apart from the data), then run after the communication
+    // thread's previous collective. Every rank computes the same end.
+    auto data = std::move(fn);
+    const uint32_t clock_tag = fingerprint(sequence, call + " (modelled clock)");
+    fn = [this, work, data = std::move(data), ready, cost, clock_tag](uint32_t data_tag) {
+      int64_t latest = ready;
+      if (size_ > 1) run_all_reduce<int64_t>(context_, &latest, 1, ReduceOp::MAX, clock_tag, timeout_);
+      comm_clock_ = std::max(latest, comm_clock_) + cost;
+      {
+        std::lock_guard<std::mutex> guard(work->mutex_);
+        work->end_ns_ = comm_clock_;
+      }
+      data(data_tag);
+    };
+  }
   queue_.emplace_back(work, [this, work, what, sequence, tag, call = std::move(call), fn = std::move(fn)] {
     std::exception_ptr error;
     std::string broken;
@@ -269,8 +302,11 @@ std::string ProcessGroup::find_mismatch(uint64_t sequence, const std::string& ca
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, Dtype dtype, ReduceOp op,
-                                                     std::function<void()> on_start, std::function<void()> on_end) {
+                                                     std::function<void()> on_start, std::function<void()> on_end,
+                                                     bool modelled) {
   std::string call = "all_reduce of " + std::to_string(count) + " " + dtype_name(dtype) + " elements";
+  const GlooTiming timing{modelled, gpu::model::Collective::all_reduce,
+                          static_cast<int64_t>(count * element_size(dtype))};
   return submit("all_reduce", std::move(call), [=](uint32_t tag) {
     if (on_start) on_start();
     if (size_ > 1 && count > 0) {
@@ -282,16 +318,21 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, D
       }
     }
     if (on_end) on_end();
-  });
+  }, timing);
 }
 
 void ProcessGroup::all_reduce(void* data, size_t count, Dtype dtype, ReduceOp op) {
   all_reduce_async(data, count, dtype, op)->wait();
 }
 
-void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
-  submit("broadcast", "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root),
+void ProcessGroup::broadcast(void* data, size_t bytes, int root) { broadcast_async(data, bytes, root)->wait(); }
+
+std::shared_ptr<Work> ProcessGroup::broadcast_async(void* data, size_t bytes, int root, std::function<void()> on_start,
+                                                    bool modelled) {
+  const GlooTiming timing{modelled, gpu::model::Collective::broadcast, static_cast<int64_t>(bytes)};
+  return submit("broadcast", "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root),
          [=](uint32_t tag) {
+    if (on_start) on_start();
     if (size_ == 1 || bytes == 0) return;
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<char*>(data), bytes);
@@ -299,11 +340,16 @@ void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::broadcast(opts);
-  })->wait();
+  }, timing);
 }
 
-void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
-  submit("all_gather", "all_gather of " + std::to_string(bytes) + " bytes per rank", [=](uint32_t tag) {
+void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) { all_gather_async(in, out, bytes)->wait(); }
+
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const void* in, void* out, size_t bytes,
+                                                     std::function<void()> on_start, bool modelled) {
+  const GlooTiming timing{modelled, gpu::model::Collective::all_gather, static_cast<int64_t>(bytes) * size_};
+  return submit("all_gather", "all_gather of " + std::to_string(bytes) + " bytes per rank", [=](uint32_t tag) {
+    if (on_start) on_start();
     if (size_ == 1 || bytes == 0) {
       std::memcpy(out, in, bytes);
       return;
@@ -314,7 +360,23 @@ void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::allgather(opts);
-  })->wait();
+  }, timing);
+}
+
+int64_t ProcessGroup::agree_on_time(int64_t mine) {
+  if (size_ == 1) return mine;
+  auto latest = std::make_shared<int64_t>(mine);
+  submit("agree_on_time", "modelled-clock agreement", [this, latest](uint32_t tag) {
+    run_all_reduce<int64_t>(context_, latest.get(), 1, ReduceOp::MAX, tag, timeout_);
+  }, GlooTiming{false})->wait();
+  return *latest;
+}
+
+NcclGroup* ProcessGroup::emulated_nccl(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& group = emulated_nccl_[device];
+  if (!group) group = make_emulated_nccl(*this, device);
+  return group.get();
 }
 
 void ProcessGroup::barrier() {
@@ -324,7 +386,7 @@ void ProcessGroup::barrier() {
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::barrier(opts);
-  })->wait();
+  }, GlooTiming{true, gpu::model::Collective::all_reduce, 0})->wait();
 }
 
 std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& mine) {

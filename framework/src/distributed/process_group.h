@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "distributed/nccl.h"
+#include "gpu/model/collective_cost.h"
 #include "tiny/distributed/distributed.h"
 #include "tiny/dtype.h"
 
@@ -32,11 +34,14 @@ class Store;
 
 namespace tiny::distributed::detail {
 
-/// A collective queued on the communication thread; wait() rethrows its error.
+/// A collective queued on the communication thread; wait() rethrows its error
+/// and moves the waiting thread's modelled clock to the collective's end.
 class Work {
  public:
   void wait();
   bool completed();
+  /// When the collective ends in modelled time (0 for one that is not modelled).
+  int64_t end_ns();
 
  private:
   friend class ProcessGroup;
@@ -44,6 +49,15 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  int64_t end_ns_ = 0;
+};
+
+/// How a collective on host memory is timed (Gloo: gloo_collective_ns), or not
+/// at all (the bytes of a collective that the emulated GPU times as NCCL's).
+struct GlooTiming {
+  bool modelled = true;
+  gpu::model::Collective kind = gpu::model::Collective::all_reduce;
+  int64_t bytes = 0;  // nccl-tests' size (collective_cost.h)
 };
 
 /// Where a rank's process runs, published at the rendezvous (for the diagnosis of failures).
@@ -68,12 +82,23 @@ class ProcessGroup {
 
   /// In-place all-reduce of `count` elements of `dtype` at `data` (host memory that
   /// must stay alive until the Work completes).
+  /// `on_start` runs on the communication thread before the bytes move (it may wait for them to be staged).
   std::shared_ptr<Work> all_reduce_async(void* data, size_t count, Dtype dtype, ReduceOp op,
-                                         std::function<void()> on_start = {}, std::function<void()> on_end = {});
+                                         std::function<void()> on_start = {}, std::function<void()> on_end = {},
+                                         bool modelled = true);
   void all_reduce(void* data, size_t count, Dtype dtype, ReduceOp op);
+  std::shared_ptr<Work> broadcast_async(void* data, size_t bytes, int root, std::function<void()> on_start = {},
+                                        bool modelled = true);
   void broadcast(void* data, size_t bytes, int root);
   /// `out` holds size() * bytes; rank r's `in` lands at out + r * bytes.
+  std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t bytes, std::function<void()> on_start = {},
+                                         bool modelled = true);
   void all_gather(const void* in, void* out, size_t bytes);
+  /// The latest of every rank's `mine` (a modelled time: DESIGN.md 4a, "Several
+  /// processes"), exchanged in the order of the collectives; `mine` with one rank.
+  int64_t agree_on_time(int64_t mine);
+  /// The NCCL-like collectives of the emulated GPU on `device` (distributed/emulated_nccl.h), made on first use.
+  NcclGroup* emulated_nccl(int device);
   void barrier();
   /// Every rank's string, in rank order.
   std::vector<std::string> all_gather_strings(const std::string& mine);
@@ -90,7 +115,11 @@ class ProcessGroup {
   // folded into the Gloo tag, so that ranks calling different collectives (or
   // the same one on other sizes) never exchange data: their wait times out
   // instead of Gloo aborting the process on a size check in its I/O thread.
-  std::shared_ptr<Work> submit(const char* what, std::string call, std::function<void(uint32_t tag)> fn);
+  // `timing`: the job first agrees with the other ranks on when the collective
+  // can start (the latest of the submitting threads' modelled clocks), then
+  // runs on the communication thread's modelled clock.
+  std::shared_ptr<Work> submit(const char* what, std::string call, std::function<void(uint32_t tag)> fn,
+                               GlooTiming timing = {});
   void run();
   std::string diagnose(const char* what, uint64_t sequence, const std::string& call, const std::string& cause);
   // What the other ranks published for their collective number `sequence`, after this rank published `call`.
@@ -118,6 +147,8 @@ class ProcessGroup {
   std::string broken_;  // the first failure: every later collective fails with it
   std::thread thread_;
   std::unique_ptr<NcclGroup> nccl_;
+  std::map<int, std::unique_ptr<NcclGroup>> emulated_nccl_;  // by device; guarded by mutex_
+  int64_t comm_clock_ = 0;  // the communication thread's modelled clock: the end of its last Gloo collective
 };
 
 /// The group set up by init_process_group(); throws when there is none.

@@ -64,7 +64,8 @@ namespace {
 
 const char* category(Kind kind) {
   switch (kind) {
-    case Kind::kernel: return "kernel";
+    case Kind::kernel:
+    case Kind::collective: return "kernel";  // Kineto files NCCL's kernels as kernels
     case Kind::memset: return "gpu_memset";
     case Kind::synchronize: return "cuda_runtime";
     default: return "gpu_memcpy";
@@ -74,7 +75,8 @@ const char* category(Kind kind) {
 // The name of the host call that queued the work, as CUDA's runtime API names it.
 const char* runtime_call(Kind kind) {
   switch (kind) {
-    case Kind::kernel: return "cudaLaunchKernel";
+    case Kind::kernel:
+    case Kind::collective: return "cudaLaunchKernel";
     case Kind::memset: return "cudaMemsetAsync";
     default: return "cudaMemcpyAsync";
   }
@@ -82,16 +84,21 @@ const char* runtime_call(Kind kind) {
 
 double us(int64_t ns) { return static_cast<double>(ns) * 1e-3; }
 
-// Track numbers within a device: streams from 0; each copy engine after them.
+// Track numbers within a device: streams from 0; each copy engine after them,
+// then the collective engine (NCCL's kernels run on a stream of their own, and
+// overlap the compute stream's kernels: Perfetto draws overlapping slices
+// only on separate tracks).
 int64_t device_track(const TraceEvent& e) {
   if (e.kind == Kind::memcpy_to_device) return 1000;
   if (e.kind == Kind::memcpy_to_host) return 1001;
+  if (e.kind == Kind::collective) return 1002;
   return e.stream;
 }
 
 std::string track_name(int64_t track) {
   if (track == 1000) return "copy engine: host to device";
   if (track == 1001) return "copy engine: device to host";
+  if (track == 1002) return "collectives (NCCL)";
   return "stream " + std::to_string(track);
 }
 

@@ -9,6 +9,15 @@
 //   sizes                     rank 0 all-reduces 2 elements, the others 41
 //   leave                     rank 1 exits (status 0) at once; the others then all-reduce
 //   join                      init_process_group only
+//   clock DEVICE OUT LATE_NS  modelled time: rank r's host clock is r x LATE_NS ahead, then an
+//                             all_reduce, broadcast, all_gather and reduce_scatter of 1 MiB on DEVICE,
+//                             each followed by a synchronize; each rank writes its clock (ns) before
+//                             and after each to OUT.RANK
+//   ddp_time OUT BUCKET_MB [lesson6]  modelled time of one DDP step (forward, backward, synchronize) on
+//                             cuda:LOCAL_RANK; each rank writes the step's ns to OUT.RANK and its
+//                             profiler trace to OUT.RANK.json (lesson6: lesson 6's MLP, batch 64)
+// TINY_TEST_EARLY_NS: rank r's modelled clock is r x that many ns ahead when it joins.
+// TINY_TEST_SLEEP_SEED: real sleeps of random lengths between the calls (modelled times must not change).
 // The rendezvous is TINY_TEST_INIT (default env://), the backend TINY_TEST_BACKEND
 // (default gloo; with nccl each rank first makes cuda:LOCAL_RANK its device).
 // Errors go to stderr, exit code 1.
@@ -23,7 +32,9 @@
 #include <string>
 #include <thread>
 
+#include "gpu/model/timeline.h"
 #include "scenario.h"
+#include "tiny/profiler.h"
 #include "tiny/distributed/distributed.h"
 #include "tiny/nn/parallel/distributed.h"
 
@@ -142,6 +153,84 @@ void overlap(const std::string& path) {
   for (const auto& e : ddp->comm_events()) out << static_cast<int>(e.kind) << " " << e.index << " " << e.microseconds << "\n";
 }
 
+// A real sleep of 0-3 ms when TINY_TEST_SLEEP_SEED is set: the host's real speed, which modelled time ignores.
+void maybe_sleep() {
+  static const char* seed = std::getenv("TINY_TEST_SLEEP_SEED");
+  if (seed == nullptr) return;
+  static unsigned state = static_cast<unsigned>(std::strtoul(seed, nullptr, 10)) * 7919u + dist::get_rank() * 104729u;
+  state = state * 1103515245u + 12345u;
+  std::this_thread::sleep_for(std::chrono::microseconds((state >> 8) % 3000));
+}
+
+void clock(const std::string& kind, const std::string& path, int64_t late_ns) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  tiny::Device device = device_for(kind);
+  std::ofstream out(path + "." + std::to_string(rank));
+  out << tiny::gpu::model::host_now() << "\n";  // just after init_process_group: the aligned clocks
+  const int64_t n = 262144;  // 1 MiB of float32
+  tiny::Tensor t = tiny::full({n}, rank + 1.0).to(device);
+  std::vector<tiny::Tensor> parts;
+  for (int r = 0; r < world; ++r) parts.push_back(tiny::zeros({n / world}).to(device));
+  tiny::Tensor part = tiny::zeros({n / world}).to(device);
+  std::vector<tiny::Tensor> slots;
+  for (int r = 0; r < world; ++r) slots.push_back(tiny::full({n / world}, 1.0).to(device));
+  if (device.is_cuda()) tiny::cuda::synchronize();
+  tiny::gpu::model::host_advance(rank * late_ns);
+  auto timed = [&](auto&& call) {
+    maybe_sleep();
+    out << tiny::gpu::model::host_now() << " ";
+    call();
+    if (device.is_cuda()) tiny::cuda::synchronize();
+    out << tiny::gpu::model::host_now() << "\n";
+  };
+  timed([&] { dist::all_reduce(t); });
+  timed([&] { dist::broadcast(t, world - 1); });
+  timed([&] { dist::all_gather(parts, part); });
+  timed([&] { dist::reduce_scatter(part, slots); });
+  expect(t.cpu().to_vector<float>()[0] == world * (world + 1) / 2.0f, "all_reduce's sum");
+  expect(part.cpu().to_vector<float>()[0] == static_cast<float>(world), "reduce_scatter's sum");
+}
+
+void ddp_time(const std::string& path, double bucket_mb, bool lesson6) {
+  const int rank = dist::get_rank();
+  tiny::Device device("cuda:" + std::to_string(dist::local_rank()));
+  tiny::cuda::set_device(device.index());
+  tiny::manual_seed(3);
+  auto model = std::make_shared<tiny::nn::Sequential>();
+  for (int i = 0; i < (lesson6 ? 0 : 4); ++i) {
+    model->push_back(std::make_shared<tiny::nn::Linear>(1024, 1024));
+    model->push_back(std::make_shared<tiny::nn::ReLU>());
+  }
+  if (lesson6) {  // lesson 6's MLP on the 8x8 digits, batch 64 per rank
+    model->push_back(std::make_shared<tiny::nn::Linear>(64, 128));
+    model->push_back(std::make_shared<tiny::nn::ReLU>());
+    model->push_back(std::make_shared<tiny::nn::Linear>(128, 10));
+  }
+  model->to(device);
+  tiny::nn::parallel::DistributedDataParallelOptions options;
+  options.first_bucket_cap_mb = bucket_mb;
+  options.bucket_cap_mb = bucket_mb;
+  auto ddp = std::make_shared<DistributedDataParallel>(model, options);
+  tiny::Tensor x = lesson6 ? tiny::randn({64, 64}).to(device) : tiny::randn({1024, 1024}).to(device);
+  auto step = [&] {
+    ddp->zero_grad();
+    maybe_sleep();
+    tiny::Tensor loss = (*ddp)(x).pow(2.0).mean();
+    maybe_sleep();
+    loss.backward();
+    tiny::cuda::synchronize();
+  };
+  step();  // warm-up: the allocator's first allocations
+  tiny::profiler::profile prof;
+  const int64_t start = tiny::gpu::model::host_now();
+  step();
+  const int64_t end = tiny::gpu::model::host_now();
+  prof.stop();
+  std::ofstream(path + "." + std::to_string(rank)) << end - start << "\n" << ddp->bucket_indices().size() << "\n"
+                                                   << start << "\n" << end << "\n";
+  prof.export_chrome_trace(path + "." + std::to_string(rank) + ".json");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +245,9 @@ int main(int argc, char** argv) {
   try {
     // As in PyTorch, picking each rank's GPU is the program's job, before the process group.
     if (backend != nullptr && std::string(backend) == "nccl") tiny::cuda::set_device(dist::local_rank());
+    // TINY_TEST_EARLY_NS: rank r did r x that much modelled work before joining (init_process_group aligns the clocks).
+    if (const char* early = std::getenv("TINY_TEST_EARLY_NS"); early != nullptr && my_rank != nullptr)
+      tiny::gpu::model::host_advance(std::atoll(early) * std::atoi(my_rank));
     dist::init_process_group(backend != nullptr && *backend ? backend : "gloo", init ? init : "env://");
     rank = dist::get_rank();
     if (scenario == "collectives") {
@@ -164,6 +256,10 @@ int main(int argc, char** argv) {
       ddp(argv[2], argv[3], argc > 4 && std::string(argv[4]) == "accum", false);
     } else if (scenario == "overlap") {
       overlap(argv[2]);
+    } else if (scenario == "clock") {
+      clock(argv[2], argv[3], std::atoll(argv[4]));
+    } else if (scenario == "ddp_time") {
+      ddp_time(argv[2], std::atof(argv[3]), argc > 4 && std::string(argv[4]) == "lesson6");
     } else if (scenario == "die") {
       ddp(argc > 2 ? argv[2] : "cpu", "/dev/null", false, true);
     } else if (scenario == "mismatch") {  // rank 1 builds a wider first layer

@@ -679,6 +679,67 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
   enqueue(stream, std::move(item), op);
 }
 
+int64_t EmulatedRuntime::collective_ready(Stream stream) {
+  DeviceState& d = device(stream.device, "collective");
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream_state(stream, "collective");
+  return d.timeline->collective_ready(stream.id);
+}
+
+model::Span EmulatedRuntime::collective(Stream stream, int64_t ready, int64_t duration, const char* name,
+                                        int64_t bytes, std::function<void()> work) {
+  DeviceState& d = device(stream.device, "collective");
+  check_not_forked(name);
+  WorkItem item;
+  item.work = std::move(work);
+  item.name = name;
+  model::Span span;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_state(stream, name);
+    const int64_t host_start = model::host_now();
+    span = d.timeline->collective(ready, duration);
+    if (model::tracing()) {
+      model::TraceEvent e;
+      e.kind = model::TraceEvent::Kind::collective;
+      e.name = name;
+      e.op = tiny::detail::current_op_name != nullptr ? tiny::detail::current_op_name : "";
+      e.device = stream.device;
+      e.stream = stream.id;
+      e.start_ns = span.start;
+      e.end_ns = span.end;
+      e.host_start_ns = host_start - d.timeline->model().host_launch_ns;  // the launch collective_ready paid
+      e.host_end_ns = host_start;
+      e.bytes = bytes;
+      model::trace(e);
+    }
+  }
+  d.count([&](Counters& c) {
+    ++c.kernel_launches;
+    c.modelled_kernel_ns += static_cast<uint64_t>(span.end - span.start);
+  });
+  enqueue(stream, std::move(item), name);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mode_ == Mode::deferred) release_all_locked();
+  return span;
+}
+
+void EmulatedRuntime::stream_wait_until(Stream stream, int64_t t) {
+  DeviceState& d = device(stream.device, "stream_wait_until");
+  std::lock_guard<std::mutex> lock(mutex_);
+  stream_state(stream, "stream_wait_until");
+  d.timeline->wait_event(stream.id, t);
+}
+
+void EmulatedRuntime::host_wait_until(int index, int64_t t) {
+  DeviceState& d = device(index, "host_wait_until");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t host_start = model::host_now();
+  model::host_wait_until(t);
+  model::host_advance(d.timeline->model().sync_ns);
+  trace_sync("ncclWork.synchronize", index, -1, host_start);
+}
+
 void EmulatedRuntime::schedule_copy(Stream stream, CopyKind kind, bool pinned, size_t nbytes, bool peer) {
   DeviceState& d = device(stream.device, "memcpy_async");
   check_not_forked("memcpy_async");  // before any lock (see launch)

@@ -63,6 +63,7 @@
 
 #include "gpu/model/cost.h"
 #include "gpu/model/device_model.h"
+#include "gpu/model/timeline.h"
 #include "gpu/runtime.h"
 #include "runtime/thread_pool.h"
 
@@ -137,6 +138,26 @@ class EmulatedRuntime : public Runtime {
   // (tests' own kernels).
   void launch(Stream stream, std::function<void()> work, const char* name, const model::KernelCost& cost);
   void launch(Stream stream, std::function<void()> work, const char* name);
+
+  // --- Collectives (DESIGN.md section 4a, "Several processes"): tiny::distributed
+  // on the emulated GPU times them as NCCL would while Gloo moves the bytes.
+
+  // This rank's ready time for a collective issued on `stream`: after the
+  // stream's previous work and the host's issue (the host pays a launch).
+  int64_t collective_ready(Stream stream);
+  // Places a collective of `duration` on the device's collective engine from
+  // `ready` (the latest ready time over the ranks), tells the profiler, and
+  // queues `work` (which exchanges the bytes) on `stream`. In deferred mode
+  // the device's held work is released: the other ranks wait for this one's
+  // bytes, so they cannot wait for its next synchronization. The stream does
+  // not wait for the collective in modelled time (NCCL has a stream of its
+  // own): stream_wait_until does.
+  model::Span collective(Stream stream, int64_t ready, int64_t duration, const char* name, int64_t bytes,
+                         std::function<void()> work);
+  // Work queued on `stream` from now on starts no earlier than modelled time `t`.
+  void stream_wait_until(Stream stream, int64_t t);
+  // The calling thread's host waits until modelled time `t` of `device` (and pays a synchronize).
+  void host_wait_until(int device, int64_t t);
 
   // nvidia-smi's GPU-Util in modelled time: the share of the window since the
   // device's counters were last reset (up to the calling thread's host clock)

@@ -42,6 +42,27 @@ T field(const json& object, const json& defaults, const char* key, const std::st
   }
 }
 
+// The collectives' parameters; a value out of range names itself and what it means.
+void parse_collective(const json& m, const json& defaults, const std::string& at, CollectiveParams& c) {
+  auto positive_ns = [&](const char* key) {
+    const auto ns = field<int64_t>(m, defaults, key, at);
+    TINY_CHECK(ns >= 0, ValueError, at, ": \"", key, "\" is ", ns, ": a latency in nanoseconds must be >= 0 (NCCL's "
+               "own figures are a few thousand, e.g. 3400 per ring step over NVLink)");
+    return ns;
+  };
+  c.nccl_base_ns = positive_ns("nccl_base_latency_ns");
+  c.nccl_step_nvlink_ns = positive_ns("nccl_step_latency_nvlink_ns");
+  c.nccl_step_pcie_ns = positive_ns("nccl_step_latency_pcie_ns");
+  c.gloo_step_ns = positive_ns("gloo_step_latency_ns");
+  c.nccl_bus_efficiency = field<double>(m, defaults, "nccl_bus_efficiency", at);
+  TINY_CHECK(c.nccl_bus_efficiency > 0 && c.nccl_bus_efficiency <= 1, ValueError, at, ": \"nccl_bus_efficiency\" is ",
+             c.nccl_bus_efficiency, ": it is the share of the link's bandwidth NCCL's ring reaches, a number in (0, 1] "
+             "(0.8 by default)");
+  c.gloo_bandwidth = field<double>(m, defaults, "gloo_bandwidth_gbps", at) * 1e9;
+  TINY_CHECK(c.gloo_bandwidth > 0, ValueError, at, ": \"gloo_bandwidth_gbps\" is ", c.gloo_bandwidth / 1e9,
+             ": Gloo's rate through host memory in GB/s must be positive (5 by default)");
+}
+
 DeviceModel parse(const json& file, const std::string& name, const std::string& where) {
   const json& models = file.at("models");
   const json& m = models.at(name);
@@ -93,6 +114,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   d.pageable_to_host = field<double>(m, defaults, "pageable_to_host_gbps", at) * 1e9;
   d.pageable_to_device_fixed_ns = field<int64_t>(m, defaults, "pageable_to_device_fixed_ns", at);
   d.pageable_to_host_fixed_ns = field<int64_t>(m, defaults, "pageable_to_host_fixed_ns", at);
+  parse_collective(m, defaults, at, d.collective);
   TINY_CHECK(d.sm_count > 0 && d.memory_bandwidth > 0 && !d.tiles.empty() && d.peak_of("float32") > 0, ValueError, at,
              ": sm_count, memory_bandwidth_gbps, tflops.float32 and gemm_tile_efficiency must be positive");
   for (double e : {d.pointwise_efficiency, d.memset_efficiency, d.optimizer_efficiency, d.reduction_efficiency,

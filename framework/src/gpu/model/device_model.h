@@ -18,6 +18,16 @@ struct Tile {
   double efficiency = 1.0;
 };
 
+// The collectives' parameters (gpu/model/collective_cost.h; sources in gpu_models.json's "collective_sources").
+struct CollectiveParams {
+  int64_t nccl_base_ns = 0;           // NCCL's fixed cost of one ring collective (baseLat, Ring/Simple)
+  int64_t nccl_step_nvlink_ns = 0;    // ... per ring step over NVLink (hwLat)
+  int64_t nccl_step_pcie_ns = 0;      // ... per ring step over PCIe (hwLat)
+  double nccl_bus_efficiency = 1;     // share of the link's bandwidth a ring's bus bandwidth reaches
+  int64_t gloo_step_ns = 0;           // Gloo: one ring step through loopback TCP and host memory
+  double gloo_bandwidth = 0;          // Gloo: bytes/s a rank sends through host memory
+};
+
 struct DeviceModel {
   std::string name;          // "h100-sxm"
   std::string display_name;  // "H100 SXM"
@@ -49,6 +59,8 @@ struct DeviceModel {
   double pinned_efficiency = 1;                 // share of the PCIe link a pinned copy reaches
   double pageable_to_device = 0, pageable_to_host = 0;  // bytes/s, staged through the host
   int64_t pageable_to_device_fixed_ns = 0, pageable_to_host_fixed_ns = 0;  // the staging's own set-up
+
+  CollectiveParams collective;
 
   // The peak for `math`, or 0 when the GPU has no such unit.
   double peak_of(const std::string& math) const;

@@ -90,6 +90,17 @@ Span DeviceTimeline::copy(int64_t stream, CopyKind kind, bool pinned, int64_t by
   return span;
 }
 
+int64_t DeviceTimeline::collective_ready(int64_t stream) {
+  host_advance(model_->host_launch_ns);
+  return std::max(host_now() + model_->launch_latency_ns, stream_end(stream));
+}
+
+Span DeviceTimeline::collective(int64_t ready, int64_t duration) {
+  const Span span = collectives_.place(ready, duration);
+  last_end_ = std::max(last_end_, span.end);
+  return span;
+}
+
 int64_t DeviceTimeline::record_event(int64_t stream) const {
   return std::max(host_now() + model_->launch_latency_ns, stream_end(stream));
 }

@@ -81,8 +81,8 @@ class Engine {
 
 // One device's schedule, as the host issues work to it (the emulated GPU's
 // runtime drives it under its lock; the calibration test drives it directly):
-// an engine for kernels, one per copy direction (PCIe is full duplex), and a
-// tail per stream (work on a stream runs in order). Times are the calling
+// an engine for kernels, one per copy direction (PCIe is full duplex), one
+// for collectives (NCCL's kernels, timed by collective_cost.h), and a tail per stream (work on a stream runs in order). Times are the calling
 // thread's host clock (host_now) and the engines'.
 //
 // A kernel starts at max(its submission + launch latency, the end of the
@@ -104,6 +104,18 @@ class DeviceTimeline {
   // `peer`: a device-to-device copy between two devices, on the copy engine.
   // (The caller synchronizes after a copy into pageable memory.)
   Span copy(int64_t stream, CopyKind kind, bool pinned, int64_t bytes, bool peer = false);
+  // A collective issued on `stream` (DESIGN.md 4a, "Several processes"): the
+  // host pays a launch, and this rank's ready time is returned: when the
+  // collective could start on this device (after the stream's previous work
+  // and the issue). The caller agrees with the other ranks on the latest
+  // ready time and places the collective with collective().
+  int64_t collective_ready(int64_t stream);
+  // Places a collective of `duration` on the collective engine, starting no
+  // earlier than `ready` (the maximum over the ranks). Every rank issues the
+  // same collectives in the same order and only collectives use this engine,
+  // so every rank places it at the same time. The stream does not wait for it
+  // (NCCL runs on a stream of its own): wait_event(stream, span.end) does.
+  Span collective(int64_t ready, int64_t duration);
   // An event recorded on `stream`: the modelled time at which it completes.
   int64_t record_event(int64_t stream) const;
   // Work queued on `stream` from now on waits for an event of time `event_ns`.
@@ -117,12 +129,14 @@ class DeviceTimeline {
   int64_t last_end() const { return last_end_; }
   // Busy time of the compute engine in [from, to): nvidia-smi's GPU-Util over that window.
   double utilization(int64_t from, int64_t to) const;
+  // Busy time of the collective engine in all.
+  int64_t collective_busy() const { return collectives_.busy_total(); }
 
  private:
   Span schedule(Engine& engine, int64_t stream, int64_t duration);
 
   const DeviceModel* model_;
-  Engine compute_, to_device_, to_host_;
+  Engine compute_, to_device_, to_host_, collectives_;
   std::map<int64_t, int64_t> tails_;  // stream -> end of its last work
   int64_t last_end_ = 0;
 };

@@ -12,7 +12,10 @@ namespace tiny::gpu::model {
 
 struct TraceEvent {
   // cpu_op: a user-facing op's time on the host (host_start_ns to host_end_ns; name = op).
-  enum class Kind : uint8_t { kernel, memcpy_to_device, memcpy_to_host, memcpy_device, memset, synchronize, cpu_op };
+  // collective: NCCL's kernel of a collective, on the device's collective engine
+  // (name: "ncclDevKernel_AllReduce_RING", op: "nccl:all_reduce", as Kineto's traces show them).
+  enum class Kind : uint8_t { kernel, memcpy_to_device, memcpy_to_host, memcpy_device, memset, synchronize, cpu_op,
+                              collective };
   Kind kind = Kind::kernel;
   const char* name = "";  // the kernel ("gemm", "binary") or the call; a literal
   const char* op = "";    // the user-facing op that launched it ("linear"), or ""

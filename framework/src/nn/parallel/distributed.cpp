@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "distributed/emulated_nccl.h"
 #include "distributed/process_group.h"
 #include "tiny/autograd.h"
 #include "tiny/distributed/distributed.h"
@@ -115,8 +116,10 @@ void DistributedDataParallel::build_buckets(const DistributedDataParallelOptions
   Bucket current;
   int64_t bytes = 0;
   Dtype dtype = params_.empty() ? kFloat32 : params_.back().dtype();
-  // Gloo all-reduces host memory; NCCL all-reduces the buckets where the gradients are, on the GPU.
-  const bool on_device = distributed::detail::default_group().nccl() != nullptr && !params_.empty();
+  // Gloo all-reduces host memory; NCCL (and the emulated GPU's NCCL) all-reduces
+  // the buckets where the gradients are, on the GPU.
+  const bool on_device =
+      !params_.empty() && distributed::detail::gpu_collectives(distributed::detail::default_group(), params_[0]);
   const TensorOptions where = on_device ? TensorOptions(params_[0].device()) : TensorOptions();
   auto close = [&] {
     if (current.params.empty()) return;
@@ -213,10 +216,11 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     const int64_t index = static_cast<int64_t>(next_bucket_);
-    if (distributed::detail::NcclGroup* nccl = group.nccl()) {
-      // Enqueued on this thread's current stream, after the copies that filled the bucket.
+    if (distributed::detail::NcclGroup* nccl = distributed::detail::gpu_collectives(group, b.flat)) {
+      // Issued after the copies that filled the bucket; it overlaps the rest of
+      // backward where NCCL has a stream of its own (finish_reduction waits).
       record(CommEvent::Kind::AllReduceStart, index);
-      b.nccl_work = nccl->all_reduce(b.flat, distributed::ReduceOp::SUM);
+      b.nccl_work = nccl->all_reduce_overlapped(b.flat, distributed::ReduceOp::SUM);
       ++next_bucket_;
       continue;
     }
