@@ -335,10 +335,11 @@ tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{fon
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
 
-// The GPU timelines of a check, the student's and the reference's (issue 18): details["timelines"] = {"yours": TRACE, "reference": TRACE}, each a
-// Chrome trace (tiny::profiler's, as an object or its JSON text), drawn by
-// tiny::profiler::timeline_svg so that they read without a trace viewer.
-// Drawn one above the other on the same scale, so that the slower one looks longer.
+// The GPU timelines of a check, the student's and the reference's (issue 18):
+// details["timelines"] = {"yours": TRACE, "reference": TRACE}, each a Chrome
+// trace (tiny::profiler's, as an object or its JSON text), drawn by
+// tiny::profiler::timeline_svg so that they read without a trace viewer, one
+// above the other on the same scale, so that the slower one looks longer.
 std::string timelines_section(const json& timelines) {
   std::map<std::string, json> traces;
   double span = 0;  // the longest trace's, in microseconds

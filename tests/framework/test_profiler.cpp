@@ -377,6 +377,19 @@ TEST(ProfilerTimeline, AMalformedTraceIsANamedError) {
   EXPECT_NE(m.find("-3"), std::string::npos) << m;
   m = message(R"({"traceEvents": [7]})");
   EXPECT_NE(m.find("traceEvents[0] is not an object but 7"), std::string::npos) << m;
+  // Found by mutating a real trace: a number too large for a double is bad JSON, not a crash ...
+  m = message(R"({"traceEvents": [{"ph": "X", "ts": 28.9e3080002}]})");
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  // ... a name that is not a string is no name, and a window far from the first event
+  // (-1e308) draws few ticks instead of looping forever.
+  tiny::profiler::TimelineOptions window;
+  window.from_us = 87;
+  window.to_us = 218;
+  const std::string far = tiny::profiler::timeline_svg(
+      R"({"traceEvents": [{"ph": "M", "name": 5, "args": {"name": "x"}},
+                          {"ph": "X", "name": "a", "ts": -1e308, "dur": 0}, {"ph": "X", "name": "b", "ts": 100, "dur": 9}]})",
+      window);
+  EXPECT_LT(far.size(), 100000u);
   // No complete events: a drawing that says so, not an error.
   const std::string empty = tiny::profiler::timeline_svg(R"({"traceEvents": []})");
   EXPECT_NE(empty.find("no complete events"), std::string::npos) << empty;

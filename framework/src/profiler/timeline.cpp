@@ -120,7 +120,7 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
     TINY_THROW(ValueError, "timeline: the trace is not valid JSON (", e.what(), ")", kFix);
   }
   const json* events = nullptr;
@@ -154,8 +154,10 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
           !e["args"]["name"].is_string()) {
         continue;
       }
-      if (e.value("name", "") == "process_name") process_names[id_text(pid)] = e["args"]["name"];
-      if (e.value("name", "") == "thread_name") thread_names[{id_text(pid), id_text(tid)}] = e["args"]["name"];
+      const std::string what = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+      if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) continue;
+      if (what == "process_name") process_names[id_text(pid)] = e["args"]["name"];
+      if (what == "thread_name") thread_names[{id_text(pid), id_text(tid)}] = e["args"]["name"];
       continue;
     }
     if (ph != "X") continue;  // flow arrows, counters, instants: not drawn
@@ -299,8 +301,8 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
     << fixed(H, 0) << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(H, 0)
     << "\" role=\"img\" font-family=\"sans-serif\" font-size=\"10\"><title>" << esc(options.title) << "</title>";
   for (size_t i = 0; i < head.size(); ++i) {
-    o << "<text x=\"4\" y=\"" << fixed(18 + 16.0 * i, 0) << "\"" << (i == 0 ? " font-size=\"13\" font-weight=\"bold\"" : " font-size=\"11\"")
-      << ">" << esc(head[i]) << "</text>";
+    o << "<text x=\"4\" y=\"" << fixed(18 + 16.0 * i, 0) << "\""
+      << (i == 0 ? " font-size=\"13\" font-weight=\"bold\"" : " font-size=\"11\"") << ">" << esc(head[i]) << "</text>";
   }
   // The time axis: milliseconds from the trace's first event.
   const double axis_y = head_h + axis_h - 6, span_ms = (to - from) / 1000;
@@ -308,8 +310,14 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
   const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
   o << "<g class=\"axis\"><path d=\"M" << fixed(label_w, 1) << " " << fixed(axis_y, 1) << "H" << fixed(W - right, 1)
     << "\" stroke=\"#57606a\"/>";
-  const double first = std::ceil(((from - trace.t0) / 1000) / step - 1e-9) * step;
-  for (double t = first; t <= (to - trace.t0) / 1000 + 1e-9; t += step) {
+  // Tick k is at k x step ms from the trace's start; counted in integers, so that a
+  // window far from the start (a trace whose first event is at -1e308) cannot loop forever.
+  const double first = std::ceil(((from - trace.t0) / 1000) / step - 1e-9);
+  const double last = std::floor(((to - trace.t0) / 1000) / step + 1e-9);
+  const bool countable = std::isfinite(first) && std::isfinite(last) && last - first < 100;
+  const int ticks = countable ? static_cast<int>(last - first) + 1 : 0;
+  for (int k = 0; k < ticks; ++k) {
+    double t = (first + k) * step;
     if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
     const double x = px(trace.t0 + t * 1000);
     o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
