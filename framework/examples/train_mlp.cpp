@@ -19,15 +19,21 @@
 // On --device cuda without an NVIDIA GPU the emulated GPU trains, and each
 // epoch also prints the modelled time of a real GPU (TINY_EMULATED_GPU_MODEL,
 // an H100 SXM by default: docs/performance_model.md). --profile writes a
-// Chrome trace of the first 20 training steps (open it in
-// https://ui.perfetto.dev), as torch.profiler's export_chrome_trace.
+// Chrome trace of the first 20 training steps with their ops' input shapes
+// (open it in https://ui.perfetto.dev), as torch.profiler's
+// export_chrome_trace, and beside it the same timeline as a page any browser
+// opens (trace.json -> trace.html), with the modelled step time and, for the
+// model that was measured on an H100, the measured one.
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "tiny/tiny.h"
 
@@ -62,6 +68,37 @@ double accuracy(nn::Module& model, tiny::data::DataLoader& loader, const tiny::D
   return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
 }
 
+// trace.json -> trace.html; any other name gets ".html" added.
+std::string html_beside(const std::string& trace_path) {
+  const std::string ext = ".json";
+  if (trace_path.size() > ext.size() && trace_path.compare(trace_path.size() - ext.size(), ext.size(), ext) == 0) {
+    return trace_path.substr(0, trace_path.size() - ext.size()) + ".html";
+  }
+  return trace_path + ".html";
+}
+
+// The committed H100 measurement of this program's default model (step A of
+// bench/training_cases.h: 784-512-256-10, dropout, batch 64, Adam), as a line
+// for the timeline; "" when the file or the row is not there.
+std::string measured_step_a() {
+#ifdef TRAIN_MLP_H100_MEASUREMENTS
+  std::ifstream in(TRAIN_MLP_H100_MEASUREMENTS);
+  if (!in) return "";
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].contains("tiny/TinyStepCuda/A")) return "";
+  const nlohmann::json& row = doc["rows"]["tiny/TinyStepCuda/A"];
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "measured on a real H100 SXM (%s, bench_training_step TinyStepCuda/A: this model, batch 64, Adam, "
+                "with the batch already on the GPU and no .item()): %.0f us per step, median of %d [%.0f, %.0f]",
+                doc.value("date", "?").c_str(), row.value("median", 0.0), row.value("repetitions", 0),
+                row.value("min", 0.0), row.value("max", 0.0));
+  return line;
+#else
+  return "";
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +119,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-accuracy", min_accuracy, "exit with status 1 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--device", device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
-  app.add_option("--profile", profile_path, "write a Chrome trace of the first 20 training steps to this file");
+  app.add_option("--profile", profile_path,
+                 "write a Chrome trace of the first 20 training steps to this file (and their timeline as a page "
+                 "beside it: trace.json -> trace.html)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -113,7 +152,9 @@ int main(int argc, char** argv) {
               << " test)\n"
               << *model << "\n";
     std::unique_ptr<tiny::profiler::profile> profile;
-    if (!profile_path.empty()) profile = std::make_unique<tiny::profiler::profile>();
+    if (!profile_path.empty()) {
+      profile = std::make_unique<tiny::profiler::profile>(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
+    }
     double final_accuracy = 0.0;
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
@@ -129,11 +170,27 @@ int main(int argc, char** argv) {
         loss_sum += loss.item<double>();  // .item(): a number, not a tensor that keeps the graph alive
         ++steps;
         bar.update(steps, "loss " + std::to_string(loss_sum / steps).substr(0, 6));
+        if (profile) profile->step();  // prof.step(): ProfilerStep#N in the trace
         if (profile && steps == kProfiledSteps) {
           profile->stop();
           profile->export_chrome_trace(profile_path);
+          tiny::profiler::TimelineOptions timeline;
+          timeline.title = "train_mlp on " + device.str() + ": the first " + std::to_string(kProfiledSteps) +
+                           " steps (" + dataset + ", batch " + std::to_string(batch_size) + ")";
+          const bool step_a = dataset == "fashion-mnist" && batch_size == 64 && emulated &&
+                              tiny::cuda::get_device_properties(device.index()).modelled_gpu == "H100 SXM";
+          const std::string measured = step_a ? measured_step_a() : "";
+          if (!measured.empty()) timeline.notes.push_back(measured);
+          if (emulated) {
+            timeline.notes.push_back("each step here also copies its batch to the GPU (pageable) and reads the "
+                                     "loss with .item(); the model's error per row: docs/performance_model.md");
+          }
+          const std::string html_path = html_beside(profile_path);
+          profile->export_timeline_html(html_path, timeline);
           std::cout << "\nthe first " << kProfiledSteps << " steps' trace: " << profile_path
-                    << " (open it in https://ui.perfetto.dev)\n" << profile->key_averages();
+                    << " (open it in https://ui.perfetto.dev)\nand their timeline: " << html_path
+                    << " (open it in any browser)\n"
+                    << (measured.empty() ? "" : "the same model's step, " + measured + "\n") << profile->key_averages();
           profile.reset();
         }
       }

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "harness/bundle.h"
+#include "tiny/error.h"
+#include "tiny/profiler.h"
 
 namespace workbook {
 
@@ -328,8 +331,52 @@ td.n{text-align:right} .status{font-weight:600} .dim,.secs{color:#6e7781}
 pre{background:#f6f8fa;padding:.5em .7em;border-radius:4px;overflow-x:auto;white-space:pre-wrap;margin:.4em 0}
 pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
+.timelines svg{max-width:100%;height:auto}
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
+
+// The GPU timelines of a check, the student's and the reference's (issue 18):
+// details["timelines"] = {"yours": TRACE, "reference": TRACE}, each a Chrome
+// trace (tiny::profiler's, as an object or its JSON text), drawn by
+// tiny::profiler::timeline_svg so that they read without a trace viewer, one
+// above the other on the same scale, so that the slower one looks longer.
+std::string timelines_section(const json& timelines) {
+  std::map<std::string, json> traces;
+  double span = 0;  // the longest trace's, in microseconds
+  for (const char* who : {"yours", "reference"}) {
+    if (!timelines.contains(who)) continue;
+    json trace = timelines[who];
+    if (trace.is_string()) trace = json::parse(trace.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    double t0 = INFINITY, t1 = -INFINITY;
+    if (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array()) {
+      for (const json& e : trace["traceEvents"]) {
+        if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts") || !e["ts"].is_number()) continue;
+        t0 = std::min(t0, e["ts"].get<double>());
+        t1 = std::max(t1, e["ts"].get<double>() + number_or(e, "dur", 0));
+      }
+    }
+    if (t0 < t1) span = std::max(span, t1 - t0);
+    traces[who] = timelines[who];
+  }
+  std::ostringstream o;
+  o << "<div class=\"timelines\">";
+  for (const char* who : {"yours", "reference"}) {
+    if (!traces.count(who)) continue;
+    const json& trace = traces[who];
+    tiny::profiler::TimelineOptions options;
+    options.title = std::string(who) + ": GPU timeline";
+    options.width_px = 620;
+    options.min_span_us = span;
+    o << "<figure><figcaption>" << who << "</figcaption>";
+    try {
+      o << tiny::profiler::timeline_svg(trace.is_string() ? trace.get<std::string>() : trace.dump(), options);
+    } catch (const tiny::Error& e) {
+      o << "<p class=\"dim\">timeline not drawn: " << esc(e.what()) << "</p>";
+    }
+    o << "</figure>";
+  }
+  return o.str() + "</div>\n";
+}
 
 }  // namespace
 
@@ -395,6 +442,7 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
         }
       }
       if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
+      if (d.contains("timelines") && d["timelines"].is_object()) o << timelines_section(d["timelines"]);
       o << "</div>\n";
     }
     o << "</section>\n";

@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# The grader's HTML report in a real browser (the test docs.report_in_browser):
+# The grader's HTML report, or a profiler timeline page, in a real browser (the
+# tests docs.report_in_browser and docs.timeline_in_browser):
 #   report_in_browser.sh SAMPLE_PROGRAM OUT_DIR     (SAMPLE_PROGRAM writes the report: docs_report_sample)
 #   report_in_browser.sh --html REPORT.html OUT_DIR (any report, e.g. workbook-grader grade --html)
-# Headless Chromium opens the report and
+#   report_in_browser.sh --timeline TRAIN_MLP OUT_DIR
+#                        (runs TRAIN_MLP --device cuda --profile OUT_DIR/trace.json on the emulated GPU
+#                         and opens the timeline page it writes beside the trace, OUT_DIR/trace.html)
+# Headless Chromium opens the page and
 #  1. its DOM (--dump-dom) has every <svg> chart of the file, each with a
 #     polyline with points or a rect with a size;
 #  2. a copy with a probe script appended proves each chart was laid out and
 #     drawn: the <svg> has a size on the page, every polyline a length, every
-#     bar a width (getBBox, getTotalLength);
-#  3. a screenshot is saved: OUT_DIR/report.png.
+#     bar a width (getBBox, getTotalLength); in a timeline (svg.timeline),
+#     every lane has a height and at least one slice with a width, and some
+#     slices carry their names;
+#  3. a screenshot is saved: OUT_DIR/report.png (OUT_DIR/timeline.png for --timeline).
 # Skipped (exit 77) when Chromium is not installed. Debian: apt-get install chromium;
 # as root, WORKBOOK_INSTALL_BROWSER=1 makes this script install it first.
 set -euo pipefail
+timeline=''
 if [[ $# -eq 3 && "$1" == --html ]]; then
   source_html=$2 out=$3 sample=''
+elif [[ $# -eq 3 && "$1" == --timeline ]]; then
+  timeline=$2 out=$3 sample='' source_html=''
 elif [[ $# -eq 2 ]]; then
   sample=$1 out=$2 source_html=''
 else
-  echo "usage: $0 SAMPLE_PROGRAM OUT_DIR | --html REPORT.html OUT_DIR" >&2
+  echo "usage: $0 SAMPLE_PROGRAM OUT_DIR | --html REPORT.html OUT_DIR | --timeline TRAIN_MLP OUT_DIR" >&2
   exit 2
 fi
 
@@ -43,13 +52,21 @@ fi
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-report="$out/report.html"
-if [[ -n "$sample" ]]; then
+fail() { echo "FAILED: $*" >&2; exit 1; }
+report="$out/report.html" shot="$out/report.png"
+if [[ -n "$timeline" ]]; then
+  # The example of docs/performance_model.md, on the digits (shipped in data/) to be quick.
+  report="$out/trace.html" shot="$out/timeline.png"
+  rm -f "$out/trace.json" "$report"
+  TINY_FORCE_EMULATED_GPU=1 TINY_NUM_THREADS=2 "$timeline" --dataset digits --epochs 1 --batch-size 32 --device cuda \
+    --profile "$out/trace.json" >"$out/train_mlp.log" 2>&1 || { cat "$out/train_mlp.log"; fail "$timeline failed"; }
+  [[ -s "$out/trace.json" && -s "$report" ]] || fail "$timeline --profile $out/trace.json wrote no trace.html beside it"
+  grep -q 'modelled step time: ' "$report" || fail "the timeline page shows no modelled step time: $report"
+elif [[ -n "$sample" ]]; then
   "$sample" "$report"
 else
   cp "$source_html" "$report"
 fi
-fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # One headless Chromium run; its own profile, so nothing of the user's is touched.
 chrome() {
@@ -86,7 +103,7 @@ probe="$out/report.probe.html"
   cat <<'PROBE'
 <pre id="probe"></pre><script>
 (function () {
-  var lines = [], bad = 0, charts = document.querySelectorAll("svg");
+  var lines = [], bad = 0, charts = document.querySelectorAll("svg"), allLanes = 0, emptyLanes = 0, labels = 0;
   charts.forEach(function (svg, i) {
     var box = svg.getBoundingClientRect(), title = svg.querySelector("title");
     var name = "chart " + (i + 1) + " (" + (title ? title.textContent : "untitled") + ")";
@@ -96,9 +113,26 @@ probe="$out/report.probe.html"
     var drawn = lengths.concat(widths);
     var ok = box.width > 0 && box.height > 0 && drawn.length > 0 && drawn.every(function (v) { return v > 0; });
     if (!ok) bad++;
+    if (svg.classList.contains("timeline")) {  // a profiler timeline: lanes, not bars
+      var lanes = svg.querySelectorAll("g.lane"), described = [];
+      lanes.forEach(function (lane) {
+        var h = lane.getBBox().height, slices = lane.querySelectorAll("g.slice rect"), wide = 0;
+        slices.forEach(function (r) { if (r.getBBox().width > 0) wide++; });
+        var lane_ok = h > 0 && slices.length > 0 && wide == slices.length;
+        if (!lane_ok) emptyLanes++;
+        described.push((lane_ok ? "" : "EMPTY ") + lane.getAttribute("data-lane") + " (" + Math.round(h) + " px high, " +
+                       wide + " slices)");
+      });
+      allLanes += lanes.length;
+      labels += svg.querySelectorAll("g.slice text").length;
+      lines.push((ok ? "drawn " : "NOT DRAWN ") + name + ": " + Math.round(box.width) + "x" + Math.round(box.height) +
+                 " px, " + lanes.length + " lanes: " + described.join("; "));
+      return;
+    }
     lines.push((ok ? "drawn " : "NOT DRAWN ") + name + ": " + Math.round(box.width) + "x" + Math.round(box.height) +
                " px, polyline lengths [" + lengths.map(Math.round) + "], bar widths [" + widths.map(Math.round) + "]");
   });
+  if (allLanes > 0) lines.push("LANES: " + allLanes + " lanes, " + emptyLanes + " empty, " + labels + " slice labels");
   lines.push("PROBE: " + charts.length + " charts, " + bad + " not drawn");
   document.getElementById("probe").textContent = lines.join("\n");
 })();
@@ -109,9 +143,18 @@ chrome --dump-dom "file://$probe" >"$out/report.probe.dom.html" || fail "chromiu
 sed -n '/<pre id="probe">/,/<\/pre>/p' "$out/report.probe.dom.html" | sed 's#<[^>]*>##g; /^$/d' >"$out/probe.txt"
 cat "$out/probe.txt"
 grep -q "^PROBE: $charts_in_file charts, 0 not drawn" "$out/probe.txt" || fail "not every chart was drawn (above)"
+if [[ -n "$timeline" ]]; then
+  # The whole trace and its last step alone, each with the host's thread, the stream and both copy engines.
+  lanes=$(sed -n 's/^LANES: \([0-9]*\) lanes, \([0-9]*\) empty, \([0-9]*\) slice labels$/\1 \2 \3/p' "$out/probe.txt")
+  read -r n_lanes n_empty n_labels <<<"${lanes:-0 -1 0}"
+  [[ $n_lanes -ge 8 && $n_empty -eq 0 ]] || fail "the timeline's lanes were not all laid out and drawn: '$lanes' (above)"
+  [[ $n_labels -gt 0 ]] || fail "no slice of the timeline carries its name"
+fi
 
 # 3. The screenshot, for a person to look at.
-chrome --window-size=1280,2200 --screenshot="$out/report.png" "file://$report" >/dev/null || fail "no screenshot"
-[[ -s "$out/report.png" ]] && [[ "$(head -c 8 "$out/report.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] \
-  || fail "the screenshot $out/report.png is not a PNG"
-echo "ok: $charts_in_file charts rendered; screenshot: $out/report.png ($(wc -c <"$out/report.png") bytes)"
+size=1280,2200
+[[ -z "$timeline" ]] || size=1280,1000
+chrome --window-size=$size --screenshot="$shot" "file://$report" >/dev/null || fail "no screenshot"
+[[ -s "$shot" ]] && [[ "$(head -c 8 "$shot" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] \
+  || fail "the screenshot $shot is not a PNG"
+echo "ok: $charts_in_file charts rendered; screenshot: $shot ($(wc -c <"$shot") bytes)"

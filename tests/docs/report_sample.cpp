@@ -1,8 +1,9 @@
 // Writes a grader HTML report with every kind of chart the report draws (loss
-// curves, timing bars, GPU memory over time) and a counters table, for the
+// curves, timing bars, GPU memory over time, GPU timelines) and a counters table, for the
 // browser test (report_in_browser.sh):  docs_report_sample OUT.html
 // The results are built by hand, as tests/grader/test_report.cpp does, so the
 // page is the same on every machine and needs no lesson to be built.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -30,6 +31,36 @@ json loss_curve(int steps, double speed) {
   json values = json::array();
   for (int i = 0; i < steps; ++i) values.push_back(0.3 + 2.0 * std::exp(-speed * i));
   return values;
+}
+
+// A Chrome trace as tiny::profiler writes it: three steps of a launch and a 60 us kernel
+// each; with `sync_every_step`, a cudaStreamSynchronize after each kernel.
+json sample_trace(bool sync_every_step) {
+  json events = json::array();
+  double host = 0, device = 0;
+  for (int step = 0; step < 3; ++step) {
+    const double step_start = host;
+    events.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "linear"}, {"pid", 0}, {"tid", 0}, {"ts", host},
+                      {"dur", 12}});
+    events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 0}, {"tid", 0},
+                      {"ts", host + 2}, {"dur", 6}});
+    device = std::max(device, host + 8);
+    events.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "gemm"}, {"pid", 1}, {"tid", 0}, {"ts", device},
+                      {"dur", 60}});
+    device += 60;
+    host += 12;
+    if (sync_every_step) {
+      events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaStreamSynchronize"}, {"pid", 0},
+                        {"tid", 0}, {"ts", host}, {"dur", device - host}});
+      host = device;
+    }
+    events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(step)},
+                      {"pid", 0}, {"tid", 0}, {"ts", step_start}, {"dur", host - step_start}});
+  }
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0}, {"args", {{"name", "host (modelled)"}}}});
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"args", {{"name", "cuda:0 (modelled)"}}}});
+  events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "stream 0"}}}});
+  return {{"traceEvents", events}, {"otherData", {{"clock", "modelled"}}}};
 }
 
 }  // namespace
@@ -61,6 +92,9 @@ int main(int argc, char** argv) {
                  {"memory_allocated", 1 << 22}};
   json counters;
   counters["counters"] = {{"yours", {{"cuda:0", device}}}, {"reference", {{"cuda:0", device}}}};
+  // The GPU timelines, the student's and the reference's: yours reads the loss with .item() every
+  // step (the host waits, the GPU idles), the reference once at the end.
+  counters["timelines"] = {{"yours", sample_trace(true)}, {"reference", sample_trace(false)}};
   r.checks.push_back(check("few_synchronizations", "pass", "", counters));
   r.passed = r.total = 3;
   r.seconds = 6.5;

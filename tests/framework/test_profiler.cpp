@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 
 #include "test_util.h"
 #include "tiny/cuda.h"
+#include "tiny/nn/functional.h"
 #include "tiny/ops.h"
 #include "tiny/profiler.h"
 #include "tiny_trainer.h"  // bench/
@@ -149,6 +152,290 @@ TEST(Profiler, OnlyOneRecordsAtATimeAndABadPathIsNamed) {
     }
   }
   tiny::profiler::profile after_scope;  // the first's destructor stopped nothing twice
+}
+
+// ---------------------------------------------------------------- record_shapes
+
+// A linear, a matmul and a cross_entropy on cuda:0, as a classifier's step does.
+void run_shaped_ops() {
+  const tiny::Device gpu("cuda:0");
+  const tiny::Tensor x = tiny::randn({64, 784}).to(gpu), w = tiny::randn({512, 784}).to(gpu),
+                     b = tiny::randn({512}).to(gpu), w2 = tiny::randn({512, 10}).to(gpu);
+  const tiny::Tensor target = tiny::randint(0, 10, {64}).to(gpu);
+  const tiny::Tensor h = tiny::nn::functional::linear(x, w, b);
+  const tiny::Tensor logits = tiny::matmul(h, w2);
+  const tiny::Tensor loss = tiny::nn::functional::cross_entropy(logits, target);
+  tiny::cuda::synchronize(0);
+}
+
+// The cpu_op events of `trace` named `name`.
+std::vector<json> cpu_ops(const json& trace, const std::string& name) {
+  std::vector<json> found;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "cpu_op" && e["name"] == name) found.push_back(e);
+  }
+  return found;
+}
+
+TEST(Profiler, RecordShapesWritesKinetosInputDimsAndTypes) {
+  tiny_test::TempDir dir;
+  const std::string path = dir.file("trace.json");
+  {
+    tiny::profiler::profile prof(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
+    run_shaped_ops();
+    prof.stop();
+    prof.export_chrome_trace(path);
+  }
+  json trace;
+  std::ifstream(path) >> trace;
+  const std::vector<json> linear = cpu_ops(trace, "linear"), matmul = cpu_ops(trace, "matmul"),
+                          loss = cpu_ops(trace, "cross_entropy");
+  ASSERT_EQ(linear.size(), 1u);
+  ASSERT_EQ(matmul.size(), 1u);
+  ASSERT_EQ(loss.size(), 1u);
+  EXPECT_EQ(linear[0]["args"]["Input Dims"], json::parse("[[64, 784], [512, 784], [512]]")) << linear[0].dump();
+  EXPECT_EQ(linear[0]["args"]["Input type"], json::parse(R"(["float", "float", "float"])")) << linear[0].dump();
+  EXPECT_EQ(matmul[0]["args"]["Input Dims"], json::parse("[[64, 512], [512, 10]]")) << matmul[0].dump();
+  EXPECT_EQ(loss[0]["args"]["Input Dims"], json::parse("[[64, 10], [64]]")) << loss[0].dump();
+  EXPECT_EQ(loss[0]["args"]["Input type"], json::parse(R"(["float", "long int"])")) << loss[0].dump();
+}
+
+TEST(Profiler, KeyAveragesGroupedByInputShapeHasOneRowPerShape) {
+  tiny::profiler::profile prof(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
+  run_shaped_ops();
+  // The same op on other shapes: a row of its own.
+  const tiny::Device gpu("cuda:0");
+  tiny::nn::functional::linear(tiny::randn({8, 16}).to(gpu), tiny::randn({4, 16}).to(gpu));
+  tiny::cuda::synchronize(0);
+  prof.stop();
+  const std::string table = prof.key_averages(/*group_by_input_shape=*/true);
+  EXPECT_NE(table.find("Input Shapes"), std::string::npos) << table;
+  auto row = [&](const std::string& name, const std::string& shapes) {
+    std::istringstream lines(table);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name + " ", 0) == 0 && line.size() >= shapes.size() &&
+          line.compare(line.size() - shapes.size(), shapes.size(), shapes) == 0) {
+        return line;
+      }
+    }
+    return std::string();
+  };
+  EXPECT_NE(row("linear", "[[64, 784], [512, 784], [512]]"), "") << table;
+  EXPECT_NE(row("linear", "[[8, 16], [4, 16], []]"), "") << "no bias: [] as PyTorch writes it\n" << table;
+  EXPECT_NE(row("matmul", "[[64, 512], [512, 10]]"), "") << table;
+  EXPECT_NE(row("cross_entropy", "[[64, 10], [64]]"), "") << table;
+  EXPECT_NE(row("gemm", "[]"), "") << "a kernel has no input shapes\n" << table;
+  // The op's row has its kernels' device time, as aten::linear's has.
+  std::istringstream fields(row("linear", "[[64, 784], [512, 784], [512]]"));
+  std::string name, unit;
+  long long calls = 0;
+  double host_total = 0, host_avg = 0, device_total = 0;
+  fields >> name >> calls >> host_total >> unit >> host_avg >> unit >> device_total;
+  EXPECT_EQ(calls, 1);
+  EXPECT_GT(device_total, 0.0) << table;
+  // Ungrouped, the two linears are one row, as before.
+  const std::string plain = prof.key_averages();
+  EXPECT_EQ(plain.find("Input Shapes"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("[[64, 784]"), std::string::npos) << plain;
+}
+
+TEST(Profiler, ShapesAreNotRecordedByDefault) {
+  tiny_test::TempDir dir;
+  const std::string path = dir.file("trace.json");
+  tiny::profiler::profile prof;
+  run_shaped_ops();
+  prof.stop();
+  prof.export_chrome_trace(path);
+  json trace;
+  std::ifstream(path) >> trace;
+  ASSERT_EQ(cpu_ops(trace, "linear").size(), 1u);
+  for (const json& e : trace["traceEvents"]) {
+    EXPECT_FALSE(e.contains("args") && e["args"].contains("Input Dims")) << e.dump();
+  }
+  const std::string table = prof.key_averages(/*group_by_input_shape=*/true);
+  EXPECT_EQ(table.find("[64, 784]"), std::string::npos) << "grouped without shapes: every row's are []\n" << table;
+}
+
+TEST(Profiler, StepsAreProfilerStepRanges) {
+  tiny::profiler::profile prof;
+  bench::TinyTrainer t(bench::training_cases()[2], tiny::Device("cuda:0"));
+  for (int i = 0; i < 3; ++i) {
+    t.step();
+    tiny::cuda::synchronize(0);
+    prof.step();
+  }
+  prof.stop();
+  prof.step();  // ignored once stopped
+  const json trace = json::parse(prof.chrome_trace());
+  std::vector<std::string> steps;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "user_annotation") {
+      steps.push_back(e["name"]);
+      EXPECT_GT(e["dur"].get<double>(), 0.0) << e.dump();
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"}));
+  EXPECT_NE(prof.key_averages().find("ProfilerStep*"), std::string::npos) << prof.key_averages();
+}
+
+// ---------------------------------------------------------------- the SVG timeline
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ProfilerTimeline, DrawsALanePerHostThreadStreamAndCopyEngine) {
+  tiny::profiler::profile prof;
+  bench::TinyTrainer t(bench::training_cases()[2], tiny::Device("cuda:0"));
+  for (int i = 0; i < 2; ++i) {
+    t.step();
+    tiny::cuda::synchronize(0);
+    prof.step();
+  }
+  run_profiled_work();  // a side stream and a pinned copy
+  prof.stop();
+  tiny::profiler::TimelineOptions options;
+  options.title = "two steps";
+  options.notes.push_back("measured: 42 us");
+  const std::string svg = tiny::profiler::timeline_svg(prof.chrome_trace(), options);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(count(svg, "<g"), count(svg, "</g>")) << "every group closed";
+  EXPECT_EQ(count(svg, "<rect"), count(svg, "/>") - count(svg, "<path") - count(svg, "<line"))
+      << "every rect closed";
+  for (const std::string lane : {"host (modelled) / host thread 0", "cuda:0 (modelled) / stream 0",
+                                 "cuda:0 (modelled) / copy engine: host to device"}) {
+    EXPECT_NE(svg.find("data-lane=\"" + lane + "\""), std::string::npos) << lane;
+  }
+  EXPECT_GE(count(svg, "class=\"lane\""), 4u) << "host, two streams, a copy engine";
+  EXPECT_LT(svg.find("host thread 0"), svg.find("stream 0")) << "the host's lanes first";
+  EXPECT_NE(svg.find("modelled step time: "), std::string::npos);
+  EXPECT_NE(svg.find("(mean of 2 ProfilerStep ranges)"), std::string::npos);
+  EXPECT_NE(svg.find("measured: 42 us"), std::string::npos);
+  EXPECT_NE(svg.find(" ms</text>"), std::string::npos) << "a time axis in ms";
+  EXPECT_NE(svg.find("#7cc47f"), std::string::npos) << "kernels in their colour";
+  EXPECT_NE(svg.find(">ProfilerStep#0</text>"), std::string::npos) << "a slice wide enough is labelled";
+
+  const std::string page = tiny::profiler::timeline_html(prof.chrome_trace(), options);
+  EXPECT_EQ(count(page, "<svg class=\"timeline\""), 2u) << "the whole trace and its last step alone";
+  EXPECT_NE(page.find("ProfilerStep#1 alone"), std::string::npos);
+}
+
+TEST(ProfilerTimeline, ReadsAPyTorchTrace) {
+  // The shape of a Kineto trace as torch.profiler writes it: a big host pid,
+  // the GPU as pid 0, a string tid.
+  const std::string kineto = R"({"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 4242, "tid": 4242, "ts": 1000.5, "dur": 40,
+     "args": {"Input Dims": [[64, 784], [512, 784], [512]]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": 1010, "dur": 5},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_64x64_tn", "pid": 0, "tid": 7, "ts": 1020, "dur": 12},
+    {"ph": "X", "cat": "python_function", "name": "train.py(12): step", "pid": 4242, "tid": "PyTorch main", "ts": 999, "dur": 80},
+    {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+    {"ph": "s", "id": 1, "pid": 4242, "tid": 4242, "ts": 1010, "cat": "ac2g", "name": "ac2g"}]})";
+  const std::string svg = tiny::profiler::timeline_svg(kineto);
+  EXPECT_EQ(count(svg, "class=\"lane\""), 3u) << svg;
+  EXPECT_NE(svg.find("data-lane=\"process 0 / stream 7\""), std::string::npos) << svg;
+  EXPECT_LT(svg.find("process 4242"), svg.find("process 0 /")) << "the host's lanes first";
+  EXPECT_NE(svg.find("Input Dims: [[64,784],[512,784],[512]]"), std::string::npos) << "details in the tooltip";
+  EXPECT_EQ(svg.find("step time"), std::string::npos) << "no ProfilerStep, no step time";
+}
+
+// An op whose only cost is its launch has the launch's very range: the op is drawn above it.
+TEST(ProfilerTimeline, AnOpHoldsALaunchOfTheSameRange) {
+  const std::string trace = R"({"traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 0, "ts": 10, "dur": 5.7},
+    {"ph": "X", "cat": "cpu_op", "name": "relu", "pid": 0, "tid": 0, "ts": 10, "dur": 5.7}]})";
+  const std::string svg = tiny::profiler::timeline_svg(trace);
+  auto y_of = [&](const std::string& name) {
+    const size_t title = svg.find("<title>" + name);
+    const size_t y = svg.find(" y=\"", title);
+    return std::stod(svg.substr(y + 4));
+  };
+  EXPECT_LT(y_of("relu"), y_of("cudaLaunchKernel")) << svg;
+}
+
+TEST(ProfilerTimeline, AMalformedTraceIsANamedError) {
+  auto message = [](const std::string& text) {
+    try {
+      tiny::profiler::timeline_svg(text);
+    } catch (const tiny::ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = message("{\"traceEvents\": [");
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  EXPECT_NE(m.find("export_chrome_trace"), std::string::npos) << "says what to give instead: " << m;
+  m = message(R"({"events": []})");
+  EXPECT_NE(m.find("no \"traceEvents\" array"), std::string::npos) << m;
+  m = message(R"({"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]})");
+  EXPECT_NE(m.find("traceEvents[0]"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"soon\""), std::string::npos) << "names the value: " << m;
+  m = message(R"({"traceEvents": [{"ph": "M"}, {"ph": "X", "name": "k", "ts": 1, "dur": -3}]})");
+  EXPECT_NE(m.find("traceEvents[1]"), std::string::npos) << m;
+  EXPECT_NE(m.find("-3"), std::string::npos) << m;
+  m = message(R"({"traceEvents": [7]})");
+  EXPECT_NE(m.find("traceEvents[0] is not an object but 7"), std::string::npos) << m;
+  // Found by mutating a real trace: a number too large for a double is bad JSON, not a crash ...
+  m = message(R"({"traceEvents": [{"ph": "X", "ts": 28.9e3080002}]})");
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  // ... a name that is not a string is no name, and a window far from the first event
+  // (-1e308) draws few ticks instead of looping forever.
+  tiny::profiler::TimelineOptions window;
+  window.from_us = 87;
+  window.to_us = 218;
+  const std::string far = tiny::profiler::timeline_svg(
+      R"({"traceEvents": [{"ph": "M", "name": 5, "args": {"name": "x"}},
+                          {"ph": "X", "name": "a", "ts": -1e308, "dur": 0}, {"ph": "X", "name": "b", "ts": 100, "dur": 9}]})",
+      window);
+  EXPECT_LT(far.size(), 100000u);
+  // No complete events: a drawing that says so, not an error.
+  const std::string empty = tiny::profiler::timeline_svg(R"({"traceEvents": []})");
+  EXPECT_NE(empty.find("no complete events"), std::string::npos) << empty;
+}
+
+TEST(ProfilerTimeline, BadPathsAreNamed) {
+  tiny_test::TempDir dir;
+  const std::string trace = dir.file("trace.json"), bad = dir.file("bad.json");
+  {
+    tiny::profiler::profile prof;
+    run_profiled_work();
+    prof.stop();
+    prof.export_chrome_trace(trace);
+    try {
+      prof.export_timeline_html("/nonexistent-folder/trace.html");
+      FAIL() << "wrote into a folder that does not exist";
+    } catch (const tiny::IOError& e) {
+      EXPECT_NE(std::string(e.what()).find("/nonexistent-folder/trace.html"), std::string::npos) << e.what();
+    }
+    prof.export_timeline_html(dir.file("from_profile.html"));
+  }
+  tiny::profiler::write_timeline_html(trace, dir.file("trace.html"));
+  std::ifstream page(dir.file("trace.html"));
+  const std::string html((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("<svg class=\"timeline\""), std::string::npos);
+  try {
+    tiny::profiler::write_timeline_html(dir.file("missing.json"), dir.file("x.html"));
+    FAIL() << "read a trace that does not exist";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("missing.json")), std::string::npos) << e.what();
+  }
+  std::ofstream(bad) << "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": null}]}";
+  try {
+    tiny::profiler::write_timeline_html(bad, dir.file("x.html"));
+    FAIL() << "drew a malformed trace";
+  } catch (const tiny::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << "names the file: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"ts\": null"), std::string::npos) << e.what();
+  }
+  try {
+    tiny::profiler::write_timeline_html(trace, "/nonexistent-folder/trace.html");
+    FAIL() << "wrote into a folder that does not exist";
+  } catch (const tiny::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-folder/trace.html"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

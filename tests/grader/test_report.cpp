@@ -198,3 +198,42 @@ TEST(Report, NamesTheMachineAndMarksEmulatedGpus) {
   html = workbook::html_report(s.results, 1, "Results");
   EXPECT_NE(between(html, "<h2>Machine</h2>", "</table>").find("none used"), std::string::npos);
 }
+
+// A check's details may carry the GPU timelines of the student's run and the
+// reference's (issue 18): drawn one above the other, on one time scale.
+TEST(Report, DrawsTheGpuTimelinesOnOneScale) {
+  auto trace = [](double kernel_us) {
+    return json{{"traceEvents",
+                 {{{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 0}, {"tid", 0},
+                   {"ts", 0}, {"dur", 5}},
+                  {{"ph", "X"}, {"cat", "kernel"}, {"name", "gemm"}, {"pid", 1}, {"tid", 0}, {"ts", 5},
+                   {"dur", kernel_us}}}}};
+  };
+  workbook::Lesson lesson;
+  lesson.number = 4;
+  lesson.title = "loop";
+  workbook::LessonResult r;
+  r.lesson = &lesson;
+  r.status = "passed";
+  json details;
+  details["timelines"] = {{"yours", trace(400)}, {"reference", trace(100).dump()}};  // an object or its text
+  r.checks.push_back(check("overlaps", "pass", "", details));
+  json broken;
+  broken["timelines"] = {{"yours", "{not json"}};
+  r.checks.push_back(check("broken", "pass", "", broken));
+  const std::string html = workbook::html_report({r}, 1, "timelines");
+  EXPECT_EQ(count(html, "<svg class=\"timeline\""), 2u) << html;
+  EXPECT_LT(html.find("yours: GPU timeline"), html.find("reference: GPU timeline"));
+  // One scale: the reference's 100 us kernel is a quarter as wide as yours' 400 us one.
+  auto kernel_width = [&](const std::string& who) {
+    const std::string svg = between(html, who + ": GPU timeline</title>", "</svg>");
+    const std::string slice = between(svg, "<title>gemm", "/>");
+    const std::string width = between(slice, "width=\"", "\" height");
+    return width.size() > 7 ? std::stod(width.substr(7)) : 0.0;
+  };
+  const double yours = kernel_width("yours"), reference = kernel_width("reference");
+  EXPECT_GT(yours, 0.0);
+  EXPECT_NEAR(reference / yours, 0.25, 0.02) << yours << " px and " << reference << " px";
+  EXPECT_NE(html.find("timeline not drawn: timeline: the trace is not valid JSON"), std::string::npos) << html;
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+}

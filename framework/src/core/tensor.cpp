@@ -178,7 +178,7 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
 }  // namespace
 
 Tensor Tensor::clone() const {
-  TINY_OP_SCOPE("clone");
+  TINY_OP_SCOPE("clone", *this);
   Tensor out = make_tensor(sizes(), dtype(), device());
   {
     NoGradGuard no_grad;
@@ -198,7 +198,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(Dtype target) const {
   if (dtype() == target) return *this;
-  TINY_OP_SCOPE("to");
+  TINY_OP_SCOPE("to", *this);
   Tensor out = make_tensor(sizes(), target, device());
   {
     NoGradGuard no_grad;
@@ -217,7 +217,7 @@ Tensor Tensor::to(const Device& target, bool non_blocking) const {
   checked(impl_);
   const Device dst_device = canonical_device(target);
   if (dst_device == device()) return *this;
-  TINY_OP_SCOPE("to");
+  TINY_OP_SCOPE("to", *this);
   Tensor src;
   {
     NoGradGuard no_grad;

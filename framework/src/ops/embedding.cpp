@@ -5,7 +5,7 @@
 namespace tiny::nn::functional {
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx) {
-  TINY_OP_SCOPE("embedding");
+  TINY_OP_SCOPE("embedding", indices, weight);
   TINY_CHECK(indices.defined() && weight.defined(), ValueError, "embedding: indices and weight must be defined tensors");
   TINY_CHECK(indices.dtype() == kInt64, DtypeError, "embedding: expected indices of dtype int64 but got ",
              dtype_name(indices.dtype()), " (convert them with indices.to(tiny::kInt64))");

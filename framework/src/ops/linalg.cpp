@@ -96,7 +96,7 @@ Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   check_mm(a, b, "mm");
-  TINY_OP_SCOPE("mm");
+  TINY_OP_SCOPE("mm", a, b);
   Tensor out = make_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
   gemm_into(out, a, b, 1.0, 0.0);
   if (should_record({a, b})) {
@@ -112,7 +112,7 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
 Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, const Scalar& beta, const Scalar& alpha) {
   const Tensor bias = amp::detail::lower(bias_in), a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   check_mm(a, b, "addmm");
-  TINY_OP_SCOPE("addmm");
+  TINY_OP_SCOPE("addmm", bias, a, b);
   ops::check_same_device(bias, a, "addmm");
   const IntArrayRef shape{a.size(0), b.size(1)};
   broadcast_shapes(bias.sizes(), shape);  // throws with both shapes when the bias does not fit
@@ -161,7 +161,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   TINY_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "both arguments to matmul need to be at least 1D, but they are ",
              a.dim(), "D and ", b.dim(), "D");
-  TINY_OP_SCOPE("matmul");
+  TINY_OP_SCOPE("matmul", a, b);
   if (a.dim() == 1 && b.dim() == 1) {
     TINY_CHECK(a.size(0) == b.size(0), ShapeError, "inconsistent tensor size, expected tensor [", a.size(0),
                "] and src [", b.size(0), "] to have the same number of elements, but got ", a.size(0), " and ",

@@ -21,7 +21,7 @@ namespace {
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
-  TINY_OP_SCOPE(name);
+  TINY_OP_SCOPE(name, x);
   TINY_CHECK(x.is_floating_point(), DtypeError, "\"", name, "\" not implemented for '", dtype_name(x.dtype()),
              "' (convert to float first: x.to(tiny::kFloat32))");
   const int64_t d = wrap_dim(dim, x.dim());
@@ -52,7 +52,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                bias = amp::detail::lower(bias_in);
   TINY_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
              shape_str(weight.sizes()));
-  TINY_OP_SCOPE("linear");
+  TINY_OP_SCOPE("linear", x, weight, bias);
   TINY_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x", x.dim() >= 1 ? x.size(-1) : 0,
              " and ", weight.size(1), "x", weight.size(0), ")");
@@ -62,7 +62,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator> generator) {
-  TINY_OP_SCOPE("dropout");
+  TINY_OP_SCOPE("dropout", x);
   TINY_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
@@ -145,7 +145,7 @@ Tensor masked_mean(const Tensor& losses, const Tensor& target, int64_t ignore_in
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   const Tensor log_probs = amp::detail::upcast(log_probs_in);
   check_class_input(log_probs, target, "nll_loss");
-  TINY_OP_SCOPE("nll_loss");
+  TINY_OP_SCOPE("nll_loss", log_probs, target);
   const bool single = log_probs.dim() == 1;
   Tensor lp = single ? log_probs.unsqueeze(0) : log_probs;
   Tensor t = single ? target.reshape({1}) : target;
@@ -158,7 +158,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction redu
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& options) {
   const Tensor logits = amp::detail::upcast(logits_in);
   check_class_input(logits, target, "cross_entropy");
-  TINY_OP_SCOPE("cross_entropy");
+  TINY_OP_SCOPE("cross_entropy", logits, target);
   TINY_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, ValueError,
              "label_smoothing must be between 0.0 and 1.0. Got: ", options.label_smoothing);
   const bool single = logits.dim() == 1;
@@ -184,7 +184,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   TINY_CHECK(input.sizes() == target.sizes(), ShapeError, "mse_loss: input shape ", shape_str(input.sizes()),
              " and target shape ", shape_str(target.sizes()), " differ; broadcasting them silently gives wrong "
              "results, so reshape one (e.g. target.view({-1, 1}))");
-  TINY_OP_SCOPE("mse_loss");
+  TINY_OP_SCOPE("mse_loss", input, target);
   Tensor diff = input - target;
   return reduce_loss(diff * diff, reduction);
 }

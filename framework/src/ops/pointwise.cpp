@@ -49,7 +49,7 @@ Dtype result_type(const Tensor& t, const Scalar& s) {
 }
 
 Tensor unary_kernel(const Tensor& a, UnaryKind kind, const OpParams& params) {
-  TINY_OP_SCOPE(kind_name(kind));
+  TINY_OP_SCOPE(kind_name(kind), a);
   Tensor out = make_tensor(a.sizes(), a.dtype(), a.device());
   TensorIter iter = make_tensor_iter(out, {a});
   unary_stub(a.device())(iter, kind, params);
@@ -57,7 +57,7 @@ Tensor unary_kernel(const Tensor& a, UnaryKind kind, const OpParams& params) {
 }
 
 Tensor binary_kernel(const Tensor& a, const Tensor& b, BinaryKind kind, Dtype compute, const OpParams& params) {
-  TINY_OP_SCOPE(kind_name(kind));
+  TINY_OP_SCOPE(kind_name(kind), a, b);
   check_same_device(a, b, "a pointwise op");
   const Dtype out_dtype = kernels::binary_returns_bool(kind) ? kBool : compute;
   Tensor out = make_tensor(broadcast_shapes(a.sizes(), b.sizes()), out_dtype, a.device());

@@ -45,7 +45,7 @@ IntArrayRef drop_reduced(const IntArrayRef& keep_shape, const std::vector<bool>&
 }
 
 Tensor reduce(const Tensor& a, const std::vector<bool>& mask, bool keepdim, ReduceKind kind, Dtype out_dtype) {
-  TINY_OP_SCOPE(ops::kind_name(kind));
+  TINY_OP_SCOPE(ops::kind_name(kind), a);
   // A 16-bit input is read as it is into a float32 result (its accumulator type).
   const bool widening = is_reduced_floating_point(a.dtype()) && out_dtype == kFloat32;
   Tensor input = widening ? a : a.to(out_dtype);

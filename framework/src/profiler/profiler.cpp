@@ -10,8 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/model/timeline.h"
 #include "gpu/model/trace.h"
 #include "io/atomic_file.h"
+#include "tiny/cuda.h"
 #include "tiny/error.h"
 
 namespace tiny::profiler {
@@ -19,12 +21,21 @@ namespace tiny::profiler {
 using gpu::model::TraceEvent;
 using Kind = TraceEvent::Kind;
 
+// The name of prof.step()'s ranges; compared by address.
+constexpr const char* kProfilerStep = "ProfilerStep";
+
 struct profile::Recording {
   bool recording = true;
+  int64_t step_start_ns = 0;  // the host's time where the current step began
   std::vector<TraceEvent> events;
 };
 
-profile::profile() : recording_(std::make_shared<Recording>()) { gpu::model::start_trace(); }
+profile::profile() : profile(ProfileOptions{}) {}
+
+profile::profile(const ProfileOptions& options) : recording_(std::make_shared<Recording>()) {
+  gpu::model::start_trace(options.record_shapes);
+  recording_->step_start_ns = gpu::model::host_now();
+}
 
 profile::~profile() {
   if (recording_->recording) gpu::model::stop_trace();
@@ -34,6 +45,17 @@ void profile::stop() {
   if (!recording_->recording) return;
   recording_->events = gpu::model::stop_trace();
   recording_->recording = false;
+}
+
+void profile::step() {
+  if (!recording_->recording) return;
+  TraceEvent e;
+  e.kind = Kind::cpu_op;
+  e.name = kProfilerStep;
+  e.host_start_ns = recording_->step_start_ns;
+  e.host_end_ns = gpu::model::host_now();
+  recording_->step_start_ns = e.host_end_ns;
+  gpu::model::trace(std::move(e));
 }
 
 size_t profile::num_events() const { return recording_->events.size(); }
@@ -85,17 +107,67 @@ int device_pid(int device) { return 1 + device; }
 
 }  // namespace
 
-void profile::export_chrome_trace(const std::string& path) const {
+namespace {
+
+// Kineto's "Input Dims" and "Input type" of a cpu_op recorded with record_shapes.
+void add_inputs(const TraceEvent& e, nlohmann::json& args) {
+  if (e.input_dims.empty()) return;
+  args["Input Dims"] = e.input_dims;
+  nlohmann::json types = nlohmann::json::array();
+  for (const char* t : e.input_types) types.push_back(t);
+  args["Input type"] = types;
+}
+
+// The shapes as PyTorch's table prints them: [[64, 784], [512, 784], []].
+std::string shapes_string(const TraceEvent& e) {
+  std::string out = "[";
+  for (size_t i = 0; i < e.input_dims.size(); ++i) {
+    out += i ? ", [" : "[";
+    for (size_t j = 0; j < e.input_dims[i].size(); ++j) out += (j ? ", " : "") + std::to_string(e.input_dims[i][j]);
+    out += "]";
+  }
+  return out + "]";
+}
+
+// "cuda:0 (modelled on an H100 SXM)" for each emulated device the recording used.
+std::string modelled_devices(const std::vector<TraceEvent>& recorded) {
+  std::map<int, bool> used;
+  for (const TraceEvent& e : recorded) {
+    if (e.kind != Kind::cpu_op && e.kind != Kind::synchronize) used[e.device] = true;
+  }
+  std::string out;
+  for (const auto& [device, seen] : used) {
+    if (device < 0 || device >= cuda::device_count() || !cuda::is_emulated(device)) continue;
+    out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(device) + " modelled on an " +
+           cuda::get_device_properties(device).modelled_gpu;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string profile::chrome_trace() const {
   using json = nlohmann::json;
   json events = json::array();
+  int64_t step = 0;
   std::map<std::pair<int, int64_t>, bool> tracks;  // (pid, tid) seen
   std::map<int, bool> threads;
   int64_t flow = 0;
   for (const TraceEvent& e : recording_->events) {
     threads[e.thread] = true;
+    if (e.kind == Kind::cpu_op && e.name == kProfilerStep) {  // prof.step()'s range, as Kineto writes it
+      events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(step++)},
+                        {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
+                        {"dur", us(e.host_end_ns - e.host_start_ns)}});
+      continue;
+    }
     if (e.kind == Kind::cpu_op) {  // an op's host range, around the launches it made
-      events.push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
-                        {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}});
+      json op = {{"ph", "X"}, {"cat", "cpu_op"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
+                 {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}};
+      json args = json::object();
+      add_inputs(e, args);
+      if (!args.empty()) op["args"] = args;
+      events.push_back(std::move(op));
       continue;
     }
     if (e.kind == Kind::synchronize) {
@@ -139,9 +211,15 @@ void profile::export_chrome_trace(const std::string& path) const {
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.first}, {"tid", track.second},
                       {"args", {{"name", track_name(track.second)}}}});
   }
-  const json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
-                      {"otherData", {{"clock", "modelled (tiny's emulated GPU: docs/performance_model.md)"}}}};
-  const std::string text = trace.dump();
+  json other = {{"clock", "modelled (tiny's emulated GPU: docs/performance_model.md)"}};
+  const std::string modelled = modelled_devices(recording_->events);
+  if (!modelled.empty()) other["devices"] = modelled;
+  const json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
+  return trace.dump();
+}
+
+void profile::export_chrome_trace(const std::string& path) const {
+  const std::string text = chrome_trace();
   try {
     io::detail::AtomicFileWriter out(path, "Chrome trace", "trace.json");
     out.write(text.data(), text.size());
@@ -151,34 +229,71 @@ void profile::export_chrome_trace(const std::string& path) const {
   }
 }
 
-std::string profile::key_averages() const {
+void profile::export_timeline_html(const std::string& path, const TimelineOptions& options) const {
+  const std::string text = timeline_html(chrome_trace(), options);
+  try {
+    io::detail::AtomicFileWriter out(path, "timeline page", "trace.html");
+    out.write(text.data(), text.size());
+    out.commit();
+  } catch (const Error& e) {
+    TINY_THROW(IOError, "export_timeline_html: cannot write the timeline to '", path, "': ", e.what());
+  }
+}
+
+std::string profile::key_averages(bool group_by_input_shape) const {
   struct Row {
     int64_t calls = 0, host_ns = 0, device_ns = 0;
   };
-  // A kernel's or copy's row, and its op's row too (as PyTorch's aten::linear counts its kernels' device time).
-  std::map<std::string, Row> rows;
-  for (const TraceEvent& e : recording_->events) {
-    Row& r = rows[e.name];
+  // Rows by (name, input shapes); the shapes are "" unless grouped by them. A
+  // kernel's or copy's row, and its op's row too (as PyTorch's aten::linear
+  // counts its kernels' device time); grouped, to the row of the op's call
+  // that launched it, with that call's shapes.
+  using Key = std::pair<std::string, std::string>;
+  std::map<Key, Row> rows;
+  // An op's cpu_op event is recorded when it ends, after its launches: look ahead for its shapes.
+  std::vector<const TraceEvent*> op_of(recording_->events.size(), nullptr);
+  if (group_by_input_shape) {
+    std::map<int, std::vector<size_t>> pending;  // per thread: launches whose op has not ended yet
+    for (size_t i = 0; i < recording_->events.size(); ++i) {
+      const TraceEvent& e = recording_->events[i];
+      if (e.kind == Kind::cpu_op) {
+        for (size_t j : pending[e.thread]) {
+          if (recording_->events[j].op == e.name) op_of[j] = &e;
+        }
+        pending[e.thread].clear();
+      } else if (e.op[0] != '\0') {
+        pending[e.thread].push_back(i);
+      }
+    }
+  }
+  for (size_t i = 0; i < recording_->events.size(); ++i) {
+    const TraceEvent& e = recording_->events[i];
+    const std::string name = e.name == kProfilerStep ? "ProfilerStep*" : e.name;
+    const std::string shapes = group_by_input_shape ? shapes_string(e) : "";
+    Row& r = rows[{name, shapes}];
     ++r.calls;
     r.host_ns += e.host_end_ns - e.host_start_ns;
     if (e.kind == Kind::synchronize || e.kind == Kind::cpu_op) continue;
     r.device_ns += e.end_ns - e.start_ns;
-    if (e.op[0] != '\0') rows[e.op].device_ns += e.end_ns - e.start_ns;
+    if (e.op[0] == '\0') continue;
+    const std::string op_shapes = op_of[i] != nullptr ? shapes_string(*op_of[i]) : (group_by_input_shape ? "[]" : "");
+    rows[{e.op, op_shapes}].device_ns += e.end_ns - e.start_ns;
   }
-  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::vector<std::pair<Key, Row>> sorted(rows.begin(), rows.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second.device_ns > b.second.device_ns; });
   std::ostringstream out;
-  char line[200];
-  std::snprintf(line, sizeof line, "%-44s %8s %14s %14s %14s %14s\n", "Name", "# Calls", "Host total", "Host avg",
+  char line[256];
+  std::snprintf(line, sizeof line, "%-44s %8s %14s %14s %14s %14s", "Name", "# Calls", "Host total", "Host avg",
                 "Device total", "Device avg");
-  out << line << std::string(113, '-') << "\n";
-  for (const auto& [name, r] : sorted) {
+  out << line << (group_by_input_shape ? "  Input Shapes" : "") << "\n"
+      << std::string(group_by_input_shape ? 150 : 113, '-') << "\n";
+  for (const auto& [key, r] : sorted) {
     if (r.calls == 0) continue;  // an op whose scope opened before the recording
-    std::snprintf(line, sizeof line, "%-44s %8lld %11.3f us %11.3f us %11.3f us %11.3f us\n", name.c_str(),
+    std::snprintf(line, sizeof line, "%-44s %8lld %11.3f us %11.3f us %11.3f us %11.3f us", key.first.c_str(),
                   static_cast<long long>(r.calls), us(r.host_ns), us(r.host_ns) / r.calls, us(r.device_ns),
                   us(r.device_ns) / r.calls);
-    out << line;
+    out << line << (group_by_input_shape ? "  " + key.second : "") << "\n";
   }
   out << "(modelled times on the emulated GPU: docs/performance_model.md)\n";
   return out.str();

@@ -27,12 +27,17 @@ struct TraceEvent {
   int64_t bytes = 0;
   double flops = 0;
   bool pinned = false;
+  // A cpu_op recorded with record_shapes: each input's sizes ([] for an
+  // undefined tensor) and its dtype as PyTorch's traces name it ("float").
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<const char*> input_types;
 };
 
 bool tracing();
 void trace(TraceEvent event);  // fills in `thread`
-// Starts recording; throws tiny::Error when a recording is already open.
-void start_trace();
+// Starts recording (with each op's input shapes when `record_shapes`); throws
+// tiny::Error when a recording is already open.
+void start_trace(bool record_shapes = false);
 // Stops recording and returns what was recorded, in order of issue.
 std::vector<TraceEvent> stop_trace();
 
