@@ -58,6 +58,7 @@ DispatchStub<EmbeddingFn> embedding_stub("embedding");
 DispatchStub<EmbeddingBackwardFn> embedding_backward_stub("embedding_backward");
 DispatchStub<SgdStepFn> sgd_step_stub("sgd_step");
 DispatchStub<AdamStepFn> adam_step_stub("adam_step");
+DispatchStub<RmspropStepFn> rmsprop_step_stub("rmsprop_step");
 DispatchStub<NonFiniteCheckAndUnscaleFn> non_finite_check_and_unscale_stub("non_finite_check_and_unscale");
 DispatchStub<UpdateScaleFn> update_scale_stub("update_scale");
 

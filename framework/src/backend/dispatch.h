@@ -76,6 +76,11 @@ using SgdStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor
 // One fused Adam/AdamW update of `param` in place (max_exp_avg_sq undefined unless amsgrad).
 using AdamStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                             const Tensor& max_exp_avg_sq, const kernels::AdamParams& params);
+// One fused RMSprop update of `param` in place (grad_avg undefined unless centered,
+// momentum_buffer undefined unless momentum > 0).
+using RmspropStepFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
+                               const Tensor& grad_avg, const Tensor& momentum_buffer,
+                               const kernels::RmspropParams& params);
 
 // Mixed precision (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every
 // grad (contiguous, floating, on one device) *= inv_scale[0] in place, and
@@ -105,6 +110,7 @@ extern DispatchStub<EmbeddingFn> embedding_stub;
 extern DispatchStub<EmbeddingBackwardFn> embedding_backward_stub;
 extern DispatchStub<SgdStepFn> sgd_step_stub;
 extern DispatchStub<AdamStepFn> adam_step_stub;
+extern DispatchStub<RmspropStepFn> rmsprop_step_stub;
 extern DispatchStub<NonFiniteCheckAndUnscaleFn> non_finite_check_and_unscale_stub;
 extern DispatchStub<UpdateScaleFn> update_scale_stub;
 

@@ -62,4 +62,14 @@ inline void check_adam_operands(const Tensor& param, const Tensor& grad, const T
              params.step);
 }
 
+// The operands of one fused RMSprop step (grad_avg only when centered, the buffer only with momentum).
+inline void check_rmsprop_operands(const Tensor& param, const Tensor& grad, const Tensor& square_avg,
+                                   const Tensor& grad_avg, const Tensor& momentum_buffer,
+                                   const kernels::RmspropParams& params) {
+  check_operand(grad, param, "gradient", "rmsprop_step");
+  check_operand(square_avg, param, "square_avg state", "rmsprop_step");
+  if (params.centered) check_operand(grad_avg, param, "grad_avg state", "rmsprop_step");
+  if (params.momentum > 0.0) check_operand(momentum_buffer, param, "momentum_buffer state", "rmsprop_step");
+}
+
 }  // namespace tiny::backend

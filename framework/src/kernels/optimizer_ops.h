@@ -3,7 +3,8 @@
 // state tensor per step, instead of a chain of pointwise ops).
 //
 // The arithmetic follows torch.optim 1.13's `_single_tensor_sgd` /
-// `_single_tensor_adam` / `_single_tensor_adamw` statement by statement, in the
+// `_single_tensor_adam` / `_single_tensor_adamw` /
+// `_single_tensor_rmsprop` statement by statement, in the
 // parameter's dtype (`scalar_t`), with the Python-side scalars (step_size,
 // sqrt(bias_correction2), 1 - dampening, ...) computed in double on the host
 // and rounded to the dtype once, as PyTorch's scalar arguments are.
@@ -40,6 +41,17 @@ struct AdamParams {
   bool amsgrad = false;
   bool maximize = false;
   int64_t step = 1;  // after this update (bias corrections use it)
+};
+
+// torch.optim.RMSprop's update for one parameter tensor.
+struct RmspropParams {
+  double lr = 0.01;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+  bool maximize = false;
 };
 
 // One element of SGD. Built on the host from SgdParams; operator() runs on any
@@ -143,6 +155,60 @@ struct AdamUpdate {
     }
     const T denom = t_sqrt(second) / bias_correction2_sqrt + eps;  // (sqrt(.) / sqrt(bc2)).add_(eps)
     param = param + neg_step_size * (m / denom);              // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
+};
+
+// One element of RMSprop (torch.optim 1.13's `_single_tensor_rmsprop`).
+// `buf` is ignored unless momentum > 0, `grad_avg` unless centered.
+template <typename T>
+struct RmspropUpdate {
+  T alpha, one_minus_alpha, eps, weight_decay, momentum, neg_lr;
+  bool use_weight_decay, centered, use_momentum, maximize;
+
+  explicit RmspropUpdate(const RmspropParams& p)
+      : alpha(static_cast<T>(p.alpha)),
+        one_minus_alpha(static_cast<T>(1.0 - p.alpha)),
+        eps(static_cast<T>(p.eps)),
+        weight_decay(static_cast<T>(p.weight_decay)),
+        momentum(static_cast<T>(p.momentum)),
+        neg_lr(static_cast<T>(-p.lr)),
+        use_weight_decay(p.weight_decay != 0.0),
+        centered(p.centered),
+        use_momentum(p.momentum > 0.0),
+        maximize(p.maximize) {}
+
+  // The options as compile-time bits (see SgdUpdate::flags).
+  enum Flag : int { kMaximize = 1, kWeightDecay = 2, kCentered = 4, kMomentum = 8 };
+  static constexpr int kNumFlags = 4;
+  int flags() const {
+    return (maximize ? kMaximize : 0) | (use_weight_decay ? kWeightDecay : 0) | (centered ? kCentered : 0) |
+           (use_momentum ? kMomentum : 0);
+  }
+
+  template <int F>
+  TINY_HOST_DEVICE TINY_FORCE_INLINE void apply(T& param, T grad, T& square_avg, T& grad_avg, T& buf) const {
+    T g = (F & kMaximize) ? -grad : grad;                     // grad = -grad if maximize
+    if constexpr ((F & kWeightDecay) != 0) g = g + weight_decay * param;  // grad.add(param, alpha=weight_decay)
+    T sq = square_avg * alpha;                                // square_avg.mul_(alpha)
+    sq = sq + one_minus_alpha * g * g;                        //           .addcmul_(grad, grad, value=1 - alpha)
+    square_avg = sq;
+    T avg;
+    if constexpr ((F & kCentered) != 0) {
+      T ga = grad_avg * alpha;                                // grad_avg.mul_(alpha)
+      ga = ga + one_minus_alpha * g;                          //         .add_(grad, alpha=1 - alpha)
+      grad_avg = ga;
+      avg = t_sqrt(sq - ga * ga) + eps;                       // square_avg.addcmul(ga, ga, value=-1).sqrt_().add_(eps)
+    } else {
+      avg = t_sqrt(sq) + eps;                                 // square_avg.sqrt().add_(eps)
+    }
+    if constexpr ((F & kMomentum) != 0) {
+      T b = buf * momentum;                                   // buf.mul_(momentum)
+      b = b + g / avg;                                        //    .addcdiv_(grad, avg)
+      buf = b;
+      param = param + neg_lr * b;                             // param.add_(buf, alpha=-lr)
+    } else {
+      param = param + neg_lr * (g / avg);                     // param.addcdiv_(grad, avg, value=-lr)
+    }
   }
 };
 

@@ -1,4 +1,4 @@
-// tiny::nn::utils::clip_grad_norm_, as torch/nn/utils/clip_grad.py (1.13).
+// tiny::nn::utils::clip_grad_norm_ and clip_grad_value_, as torch/nn/utils/clip_grad.py (1.13).
 #include "tiny/nn/utils.h"
 
 #include <cmath>
@@ -56,6 +56,20 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   const Tensor clip_coef_clamped = clip_coef.clamp(std::nullopt, Scalar(1.0));
   for (const Tensor& g : grads) g.mul_(clip_coef_clamped.to(g.device()));
   return total_norm;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  TINY_CHECK(clip_value >= 0.0, ValueError, "clip_grad_value_: clip_value must be >= 0, got ", clip_value,
+             " (PyTorch would clamp with min=", -clip_value, " > max=", clip_value, " and set every gradient to ",
+             clip_value, "); pass the magnitude, e.g. clip_grad_value_(params, ", std::abs(clip_value), ")");
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters) {
+    if (!p.defined() || !p.grad().defined()) continue;  // as PyTorch: parameters without a gradient are skipped
+    const Tensor g = p.grad();
+    TINY_CHECK(g.is_floating_point(), DtypeError, "clip_grad_value_: gradients must be floating point, got ",
+               dtype_name(g.dtype()));
+    g.clamp_(Scalar(-clip_value), Scalar(clip_value));  // p.grad.data.clamp_(min=-clip_value, max=clip_value)
+  }
 }
 
 }  // namespace tiny::nn::utils

@@ -5,4 +5,5 @@
 #include "tiny/optim/adam.h"
 #include "tiny/optim/lr_scheduler.h"
 #include "tiny/optim/optimizer.h"
+#include "tiny/optim/rmsprop.h"
 #include "tiny/optim/sgd.h"

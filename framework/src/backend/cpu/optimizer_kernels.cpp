@@ -120,12 +120,55 @@ void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp
   if (params.amsgrad) vmax.finish();
 }
 
+void rmsprop_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                         const Tensor& momentum_buffer, const kernels::RmspropParams& params) {
+  backend::check_rmsprop_operands(param, grad, square_avg, grad_avg, momentum_buffer, params);
+  const bool centered = params.centered, use_momentum = params.momentum > 0.0;
+  const int64_t n = param.numel();
+  ContiguousOperand p(param, true);
+  ContiguousOperand g(grad, false);
+  ContiguousOperand sq(square_avg, true);
+  // Operands an option leaves out stand in as read-only aliases, never touched.
+  ContiguousOperand ga(centered ? grad_avg : square_avg, centered);
+  ContiguousOperand b(use_momentum ? momentum_buffer : square_avg, use_momentum);
+  TINY_DISPATCH_FLOATING(param.dtype(), "rmsprop_step", [&] {
+    using Update = kernels::RmspropUpdate<opmath_t>;
+    const Update update(params);
+    scalar_t* pp = p.data<scalar_t>();
+    const scalar_t* gp = g.data<scalar_t>();
+    scalar_t* sp = sq.data<scalar_t>();
+    scalar_t* gap = centered ? ga.data<scalar_t>() : nullptr;
+    scalar_t* bp = use_momentum ? b.data<scalar_t>() : nullptr;
+    kernels::with_flags<Update::kNumFlags>(update.flags(), [&](auto flags) {
+      constexpr int F = decltype(flags)::value;
+      runtime::parallel_for(0, n, kPointwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          opmath_t pv = pp[i], sv = sp[i];
+          opmath_t av = 0, bv = 0;  // scratch unless the option is on
+          if constexpr ((F & Update::kCentered) != 0) av = gap[i];
+          if constexpr ((F & Update::kMomentum) != 0) bv = bp[i];
+          update.template apply<F>(pv, gp[i], sv, av, bv);
+          pp[i] = pv;
+          sp[i] = sv;
+          if constexpr ((F & Update::kCentered) != 0) gap[i] = av;
+          if constexpr ((F & Update::kMomentum) != 0) bp[i] = bv;
+        }
+      });
+    });
+  });
+  p.finish();
+  sq.finish();
+  if (centered) ga.finish();
+  if (use_momentum) b.finish();
+}
+
 }  // namespace
 
 void register_optimizer_kernels() {
   constexpr int cpu = static_cast<int>(Backend::CPU);
   sgd_step_stub.table[cpu] = &sgd_step_kernel;
   adam_step_stub.table[cpu] = &adam_step_kernel;
+  rmsprop_step_stub.table[cpu] = &rmsprop_step_kernel;
 }
 
 }  // namespace tiny::cpu

@@ -40,6 +40,8 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
 // optimizer.cu
 void sgd_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                      const kernels::SgdParams& params);
+void rmsprop_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                         const Tensor& momentum_buffer, const kernels::RmspropParams& params);
 void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const Tensor& max_exp_avg_sq, const kernels::AdamParams& params);
 // amp.cu

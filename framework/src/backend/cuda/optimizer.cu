@@ -18,6 +18,7 @@
 namespace tiny::cuda_backend {
 
 using kernels::AdamUpdate;
+using kernels::RmspropUpdate;
 using kernels::SgdUpdate;
 
 namespace {
@@ -59,6 +60,22 @@ __global__ void adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, 
     exp_avg[i] = static_cast<T>(m);
     exp_avg_sq[i] = static_cast<T>(v);
     if (max_sq != nullptr) max_sq[i] = static_cast<T>(x);
+  });
+}
+
+template <typename T, typename acc_t>
+__global__ void rmsprop_kernel(T* param, const T* grad, T* square_avg, T* grad_avg, T* buf, int64_t n,
+                               RmspropUpdate<acc_t> update, int flags) {
+  grid_stride_for(n, [&](int64_t i) {
+    acc_t p = param[i], s = square_avg[i];
+    // Without centered / momentum: scratch values.
+    acc_t a = grad_avg != nullptr ? static_cast<acc_t>(grad_avg[i]) : acc_t(0);
+    acc_t b = buf != nullptr ? static_cast<acc_t>(buf[i]) : acc_t(0);
+    apply_flags<RmspropUpdate<acc_t>::kNumFlags>(update, flags, p, static_cast<acc_t>(grad[i]), s, a, b);
+    param[i] = static_cast<T>(p);
+    square_avg[i] = static_cast<T>(s);
+    if (grad_avg != nullptr) grad_avg[i] = static_cast<T>(a);
+    if (buf != nullptr) buf[i] = static_cast<T>(b);
   });
 }
 
@@ -109,6 +126,32 @@ void adam_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp
   m.finish();
   v.finish();
   if (params.amsgrad) vmax.finish();
+}
+
+void rmsprop_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
+                         const Tensor& momentum_buffer, const kernels::RmspropParams& params) {
+  backend::check_rmsprop_operands(param, grad, square_avg, grad_avg, momentum_buffer, params);
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const bool centered = params.centered, use_momentum = params.momentum > 0.0;
+  NoGradGuard no_grad;
+  ContiguousOperand p(param, true);
+  ContiguousOperand g(grad, false);
+  ContiguousOperand sq(square_avg, true);
+  ContiguousOperand ga(centered ? grad_avg : square_avg, centered);
+  ContiguousOperand b(use_momentum ? momentum_buffer : square_avg, use_momentum);
+  TINY_DISPATCH_FLOATING(param.dtype(), "rmsprop_step", [&] {
+    const RmspropUpdate<opmath_t> update(params);
+    const LaunchContext ctx(device_of(param));
+    rmsprop_kernel<scalar_t, opmath_t><<<grid_size(n), kBlockSize, 0, ctx.stream>>>(
+        p.data<scalar_t>(), g.data<const scalar_t>(), sq.data<scalar_t>(), centered ? ga.data<scalar_t>() : nullptr,
+        use_momentum ? b.data<scalar_t>() : nullptr, n, update, update.flags());
+    ctx.launched("rmsprop_step");
+  });
+  p.finish();
+  sq.finish();
+  if (centered) ga.finish();
+  if (use_momentum) b.finish();
 }
 
 }  // namespace tiny::cuda_backend

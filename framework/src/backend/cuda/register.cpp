@@ -25,6 +25,7 @@ void register_cuda_kernels() {
   embedding_backward_stub.table[cuda] = &cuda_backend::embedding_backward_kernel;
   sgd_step_stub.table[cuda] = &cuda_backend::sgd_step_kernel;
   adam_step_stub.table[cuda] = &cuda_backend::adam_step_kernel;
+  rmsprop_step_stub.table[cuda] = &cuda_backend::rmsprop_step_kernel;
   non_finite_check_and_unscale_stub.table[cuda] = &cuda_backend::non_finite_check_and_unscale_kernel;
   update_scale_stub.table[cuda] = &cuda_backend::update_scale_kernel;
 }

@@ -202,6 +202,17 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
           vx = worker_view(vmax), p] { fn(pa, g, m1, v1, vx, p); });
 }
 
+void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& sq, const Tensor& ga, const Tensor& buf,
+                  const kernels::RmspropParams& p) {
+  const auto fn = rmsprop_step_stub.table[static_cast<int>(Backend::CPU)];
+  // Reads and writes the parameter and square_avg (and grad_avg, the buffer), reads the gradient.
+  const Tensor ga_used = p.centered ? ga : Tensor(), buf_used = p.momentum > 0.0 ? buf : Tensor();
+  launch(device_index(param), "rmsprop_step",
+         cost_of({param, param, grad, sq, sq, ga_used, ga_used, buf_used, buf_used}, Work::optimizer),
+         [fn, pa = worker_view(param), g = worker_view(grad), s = worker_view(sq), a = worker_view(ga),
+          b = worker_view(buf), p] { fn(pa, g, s, a, b, p); });
+}
+
 void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
                                   const Tensor& inv_scale) {
   const auto fn = non_finite_check_and_unscale_stub.table[static_cast<int>(Backend::CPU)];
@@ -246,6 +257,7 @@ void register_emulated_kernels() {
   embedding_backward_stub.table[emulated] = &embedding_backward;
   sgd_step_stub.table[emulated] = &sgd_step;
   adam_step_stub.table[emulated] = &adam_step;
+  rmsprop_step_stub.table[emulated] = &rmsprop_step;
   non_finite_check_and_unscale_stub.table[emulated] = &non_finite_check_and_unscale;
   update_scale_stub.table[emulated] = &update_scale;
 }
