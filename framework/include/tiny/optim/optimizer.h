@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ class ParamGroup {
 
   /// @brief The hyperparameters by name; changing a value takes effect at the next `step()`.
   OptionMap options;
+  /// @brief The lr when the first scheduler was built on this group (PyTorch's `group["initial_lr"]`).
+  ///
+  /// Schedulers take it as their base lr, so a second scheduler (or SequentialLR)
+  /// starts from the same value as the first; OneCycleLR sets it to max_lr / div_factor.
+  std::optional<double> initial_lr;
 
  private:
   std::vector<Tensor> params_;
