@@ -167,9 +167,26 @@ Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
 MSELoss::MSELoss(Reduction reduction_) : reduction(reduction_) {}
 Tensor MSELoss::forward(const Tensor& input, const Tensor& target) { return F::mse_loss(input, target, reduction); }
 
-NLLLoss::NLLLoss(Reduction reduction_, int64_t ignore_index_) : reduction(reduction_), ignore_index(ignore_index_) {}
+NLLLoss::NLLLoss(Reduction reduction_, int64_t ignore_index_, Tensor weight_)
+    : reduction(reduction_), ignore_index(ignore_index_), weight(std::move(weight_)) {}
 Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
-  return F::nll_loss(input, target, reduction, ignore_index);
+  return F::nll_loss(input, target, reduction, ignore_index, weight);
+}
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight_, Reduction reduction_, Tensor pos_weight_)
+    : ReducedLoss(reduction_), weight(std::move(weight_)), pos_weight(std::move(pos_weight_)) {}
+Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  return F::binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction);
+}
+Tensor L1Loss::forward(const Tensor& input, const Tensor& target) { return F::l1_loss(input, target, reduction); }
+Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
+  return F::smooth_l1_loss(input, target, reduction, beta);
+}
+Tensor HuberLoss::forward(const Tensor& input, const Tensor& target) {
+  return F::huber_loss(input, target, reduction, delta);
+}
+Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
+  return F::kl_div(input, target, reduction, log_target);
 }
 
 }  // namespace tiny::nn

@@ -96,28 +96,59 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction) {
     case Reduction::None: return losses;
     case Reduction::Sum: return losses.sum();
     case Reduction::Mean: return losses.mean();
+    case Reduction::BatchMean: break;
   }
-  return losses;
+  TINY_THROW(ValueError, "reduction=BatchMean ('batchmean') is only for kl_div; use Reduction::Mean or Sum");
 }
 
+// Checks of the class-index losses, in PyTorch's words: input [C], [N, C] or
+// [N, C, d1, ...]; target int64 [], [N] or [N, d1, ...].
 void check_class_input(const Tensor& input, const Tensor& target, const char* op) {
-  TINY_CHECK(input.dim() == 1 || input.dim() == 2, ShapeError, op, ": expected input of shape [N, C] or [C], got ",
-             shape_str(input.sizes()));
+  TINY_CHECK(input.dim() >= 1, ShapeError, op, ": Expected 1 or more dimensions (got 0): input must be [C], [N, C] "
+             "or [N, C, d1, ...]");
   TINY_CHECK(input.is_floating_point(), DtypeError, op, ": expected a floating-point input, got ",
              dtype_name(input.dtype()));
   TINY_CHECK(target.dtype() == kInt64, DtypeError, op, ": expected target of dtype int64 (class indices) but got ",
-             dtype_name(target.dtype()), ". Convert with target.to(tiny::kInt64); for probabilities use a soft-label "
-             "loss instead.");
+             dtype_name(target.dtype()), ". Convert with target.to(tiny::kInt64); for probabilities give a target of "
+             "the input's shape and floating dtype (cross_entropy only)");
   ops::check_same_device(input, target, op);
-  const int64_t n = input.dim() == 2 ? input.size(0) : 1;
+  if (input.dim() == 1) {
+    TINY_CHECK(target.dim() == 0, ShapeError, op, ": expected a 0-d target (one class index) for input of shape ",
+               shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
+    return;
+  }
   const int64_t tn = target.dim() == 0 ? 1 : target.size(0);
-  TINY_CHECK((input.dim() == 2 && target.dim() == 1) || (input.dim() == 1 && target.dim() == 0), ShapeError, op,
-             ": expected target of shape [", n, "] for input of shape ", shape_str(input.sizes()), ", got ",
-             shape_str(target.sizes()));
-  TINY_CHECK(n == tn, ShapeError, "Expected input batch_size (", n, ") to match target batch_size (", tn, ").");
+  TINY_CHECK(target.dim() >= 1 && input.size(0) == tn, ShapeError, "Expected input batch_size (", input.size(0),
+             ") to match target batch_size (", tn, ").");
+  IntArrayRef expected = {input.size(0)};
+  for (int64_t d = 2; d < input.dim(); ++d) expected.push_back(input.size(d));
+  TINY_CHECK(target.sizes() == expected, ShapeError, op, ": Expected target size ", shape_str(expected), ", got ",
+             shape_str(target.sizes()), " (input ", shape_str(input.sizes()), " has the classes on dimension 1)");
 }
 
-// Per-sample -log_probs[n, target[n]] (0 where ignored), differentiable.
+// The class weights as the input's dtype, after PyTorch's check.
+Tensor checked_weight(const Tensor& weight, const Tensor& input, int64_t classes, const char* op) {
+  if (!weight.defined()) return weight;
+  TINY_CHECK(weight.dim() == 1 && weight.numel() == classes, ShapeError, op,
+             ": weight tensor should be defined either for all ", classes,
+             " classes or no classes but got weight tensor of shape: ", shape_str(weight.sizes()));
+  TINY_CHECK(weight.is_floating_point(), DtypeError, op, ": weight must be floating point, got ",
+             dtype_name(weight.dtype()));
+  ops::check_same_device(input, weight, op);
+  return weight.to(input.dtype());
+}
+
+// [N, C, d1, ...] -> [N * d1 * ..., C] (classes last), [C] -> [1, C].
+Tensor classes_last(const Tensor& x) {
+  if (x.dim() == 1) return x.unsqueeze(0);
+  if (x.dim() == 2) return x;
+  IntArrayRef perm = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) perm.push_back(d);
+  perm.push_back(1);
+  return x.permute(perm).reshape({-1, x.size(1)});
+}
+
+// Per-sample -log_probs[n, target[n]] (0 where ignored), differentiable; log_probs [M, C].
 Tensor nll_per_sample(const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
   Tensor lp = log_probs.contiguous();
   Tensor t = target.contiguous();
@@ -134,49 +165,99 @@ Tensor nll_per_sample(const Tensor& log_probs, const Tensor& target, int64_t ign
   return losses;
 }
 
-// Mean over the samples that are not ignored (PyTorch divides by their count).
-Tensor masked_mean(const Tensor& losses, const Tensor& target, int64_t ignore_index) {
-  Tensor counted = (target != ignore_index).to(losses.dtype());
-  return losses.sum() / counted.sum();
+// weight[target[n]] per sample (0 where ignored), or 1/0 for kept/ignored without weights: the
+// mean's denominators. Not differentiable (PyTorch has no gradient for weight either).
+Tensor sample_weights(const Tensor& weight, const Tensor& target, int64_t ignore_index, const Tensor& like) {
+  NoGradGuard no_grad;
+  if (!weight.defined()) return (target != ignore_index).to(like.dtype());
+  // nll picks -(-weight)[t]: the same kernel, so ignore_index is handled the same way.
+  Tensor neg = (-weight).unsqueeze(0).expand({target.size(0), weight.size(0)}).contiguous();
+  return nll_per_sample(neg, target, ignore_index);
+}
+
+// The per-sample losses [M] back to the target's shape ([N, d1, ...] or []).
+Tensor reduce_class_loss(const Tensor& losses, const Tensor& denominators, const Tensor& target, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return losses.reshape(target.sizes());
+    case Reduction::Sum: return losses.sum();
+    case Reduction::Mean: return losses.sum() / denominators.sum();
+    case Reduction::BatchMean: break;
+  }
+  return reduce_loss(losses, reduction);  // throws for BatchMean
+}
+
+// The class-index losses: -w[t] * lp[t] (1 - eps) + eps / C * -(sum_c w_c lp_c), for kept samples.
+Tensor class_index_loss(const Tensor& log_probs_nd, const Tensor& target, const Tensor& weight_in, Reduction reduction,
+                        int64_t ignore_index, double label_smoothing, const char* op) {
+  const int64_t classes = log_probs_nd.dim() == 1 ? log_probs_nd.size(0) : log_probs_nd.size(1);
+  const Tensor weight = checked_weight(weight_in, log_probs_nd, classes, op);
+  const Tensor lp = classes_last(log_probs_nd);
+  const Tensor t = target.reshape({-1});
+  Tensor losses = nll_per_sample(lp, t, ignore_index);
+  const Tensor w_t = sample_weights(weight, t, ignore_index, lp);
+  if (weight.defined()) losses = losses * w_t;
+  if (label_smoothing > 0.0) {
+    const Tensor keep = (t != ignore_index).to(lp.dtype());
+    const Tensor smooth = -(weight.defined() ? lp * weight : lp).sum({1}) * keep;
+    losses = losses * (1.0 - label_smoothing) + smooth * (label_smoothing / static_cast<double>(classes));
+  }
+  return reduce_class_loss(losses, w_t, target, reduction);
+}
+
+// Cross-entropy with class probabilities (PyTorch 1.13's cross_entropy_loss_prob_target).
+Tensor probability_target_loss(const Tensor& logits, const Tensor& target_in, const Tensor& weight_in,
+                               Reduction reduction, double label_smoothing) {
+  TINY_CHECK(target_in.is_floating_point(), DtypeError, "cross_entropy: Expected floating point type for target with "
+             "class probabilities, got ", dtype_name(target_in.dtype()));
+  ops::check_same_device(logits, target_in, "cross_entropy");
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  const int64_t classes = logits.size(class_dim);
+  const Tensor weight = checked_weight(weight_in, logits, classes, "cross_entropy");
+  const Tensor lp = log_softmax(logits, class_dim);
+  const Tensor target = label_smoothing > 0.0
+                            ? target_in * (1.0 - label_smoothing) + label_smoothing / static_cast<double>(classes)
+                            : target_in;
+  Tensor terms = lp * target;
+  if (weight.defined()) {
+    IntArrayRef shape(static_cast<size_t>(logits.dim()), 1);
+    shape[static_cast<size_t>(class_dim)] = classes;
+    terms = terms * weight.reshape(shape);
+  }
+  switch (reduction) {
+    case Reduction::None: return -terms.sum({class_dim});
+    case Reduction::Sum: return -terms.sum();
+    case Reduction::Mean: return -terms.sum() / static_cast<double>(logits.numel() / std::max<int64_t>(classes, 1));
+    case Reduction::BatchMean: break;
+  }
+  return reduce_loss(terms, reduction);  // throws for BatchMean
 }
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
   const Tensor log_probs = amp::detail::upcast(log_probs_in);
   check_class_input(log_probs, target, "nll_loss");
   TINY_OP_SCOPE("nll_loss", log_probs, target);
-  const bool single = log_probs.dim() == 1;
-  Tensor lp = single ? log_probs.unsqueeze(0) : log_probs;
-  Tensor t = single ? target.reshape({1}) : target;
-  Tensor losses = nll_per_sample(lp, t, ignore_index);
-  if (reduction == Reduction::Mean) return masked_mean(losses, t, ignore_index);
-  if (single && reduction == Reduction::None) return losses.reshape({});
-  return reduce_loss(losses, reduction);
+  return class_index_loss(log_probs, target, weight, reduction, ignore_index, 0.0, "nll_loss");
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& options) {
   const Tensor logits = amp::detail::upcast(logits_in);
-  check_class_input(logits, target, "cross_entropy");
   TINY_OP_SCOPE("cross_entropy", logits, target);
   TINY_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, ValueError,
              "label_smoothing must be between 0.0 and 1.0. Got: ", options.label_smoothing);
-  const bool single = logits.dim() == 1;
-  Tensor x = single ? logits.unsqueeze(0) : logits;
-  Tensor t = single ? target.reshape({1}) : target;
-  Tensor lp = log_softmax(x, 1);
-  Tensor losses = nll_per_sample(lp, t, options.ignore_index);
-  const double eps = options.label_smoothing;
-  if (eps > 0.0) {
-    // PyTorch: (1 - eps) * nll + eps * mean over classes of -log p, ignored samples excluded.
-    const int64_t classes = x.size(1);
-    Tensor smooth = -lp.sum({1}) / static_cast<double>(classes);
-    Tensor keep = (t != options.ignore_index).to(lp.dtype());
-    losses = losses * (1.0 - eps) + smooth * keep * eps;
+  if (logits.dim() >= 1 && target.sizes() == logits.sizes() && target.dtype() != kInt64) {
+    TINY_CHECK(logits.is_floating_point(), DtypeError, "cross_entropy: expected a floating-point input, got ",
+               dtype_name(logits.dtype()));
+    return probability_target_loss(logits, amp::detail::upcast(target).to(logits.dtype()), options.weight,
+                                   options.reduction,
+                                   options.label_smoothing);
   }
-  if (options.reduction == Reduction::Mean) return masked_mean(losses, t, options.ignore_index);
-  if (single && options.reduction == Reduction::None) return losses.reshape({});
-  return reduce_loss(losses, options.reduction);
+  check_class_input(logits, target, "cross_entropy");
+  const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
+  return class_index_loss(lp, target, options.weight, options.reduction, options.ignore_index,
+                          options.label_smoothing, "cross_entropy");
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {

@@ -53,6 +53,7 @@ enum class Reduction {
   None,  ///< one value per sample
   Mean,  ///< the average (PyTorch's default)
   Sum,   ///< the total
+  BatchMean,  ///< the total divided by the batch size, input.size(0) (`kl_div` only: PyTorch's "batchmean")
 };
 
 /// @brief Options of `cross_entropy` (PyTorch's keyword arguments).
@@ -60,13 +61,56 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;  ///< how to combine samples
   int64_t ignore_index = -100;            ///< targets equal to this add nothing and are not counted in the mean
   double label_smoothing = 0.0;           ///< in [0, 1]: mixes the target with the uniform distribution
+  Tensor weight = Tensor();               ///< optional [C]: a weight per class (PyTorch's `weight=`)
 };
 
-/// @brief Cross-entropy between logits [N, C] (or [C]) and class indices [N] (or []), int64.
+/// @brief Cross-entropy of logits against class indices or class probabilities (PyTorch's `F.cross_entropy`).
+///
+/// `logits` is [C], [N, C] or [N, C, d1, d2, ...] (the classes on dimension 1,
+/// e.g. a segmentation map). `target` is either int64 class indices of shape
+/// [], [N] or [N, d1, ...], or class probabilities ("soft labels") of the same
+/// shape and floating dtype as `logits`. With indices, `weight[c]` scales the
+/// loss of each sample of class c and the mean divides by the sum of those
+/// weights (ignored targets count 0); with probabilities, the loss is
+/// -sum_c weight[c] * p_c * log_softmax(x)_c and the mean divides by the
+/// number of samples N * d1 * ... . `label_smoothing` mixes the target with the
+/// uniform distribution, as PyTorch 1.13 does for both kinds of target.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
-/// @brief Negative log-likelihood of log-probabilities [N, C] at class indices [N].
+/// @brief Negative log-likelihood of log-probabilities [C], [N, C] or [N, C, d1, ...] at int64 class indices
+/// [], [N] or [N, d1, ...] (PyTorch's `F.nll_loss`).
+///
+/// `weight` (optional, [C]) scales each sample's loss by its class's weight;
+/// the mean then divides by the sum of the weights of the samples not ignored.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
-                int64_t ignore_index = -100);
+                int64_t ignore_index = -100, const Tensor& weight = Tensor());
+/// @brief Binary cross-entropy of logits against targets in [0, 1], computed stably
+/// (PyTorch's `F.binary_cross_entropy_with_logits`).
+///
+/// loss = -w * [pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))]
+/// with the log-sum-exp trick. `weight` broadcasts to the input's shape;
+/// `pos_weight` (one value per class, broadcast along the last dimension)
+/// weighs the positive examples (> 1 raises recall).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor(), Reduction reduction = Reduction::Mean);
+/// @brief Mean absolute error |input - target| (PyTorch's `F.l1_loss`); the shapes must match.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+/// @brief Smooth L1: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (PyTorch's `F.smooth_l1_loss`).
+///
+/// `beta` must be >= 0; 0 gives the L1 loss.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+/// @brief Huber: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (PyTorch's `F.huber_loss`); delta > 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
+/// @brief Kullback-Leibler divergence of `target` from the distribution whose log-probabilities are `input`
+/// (PyTorch's `F.kl_div`).
+///
+/// Pointwise target * (log(target) - input) (0 where target is 0), or, with
+/// `log_target`, exp(target) * (target - input). Use Reduction::BatchMean for
+/// the mathematical KL divergence (sum / batch size); Mean averages over every
+/// element, as PyTorch's "mean" does.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
 /// @brief Mean squared error `(input - target)^2`, combined by `reduction`.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
