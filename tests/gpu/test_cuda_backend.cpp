@@ -347,6 +347,30 @@ TEST(CudaBackend, SoftmaxAndLossesMatchTheCpu) {
                        [](auto& x) { return F::nll_loss(F::log_softmax(x[0], 1), x[1], F::Reduction::None); }, t);
     expect_matches_cpu(name_of(d) + " mse_loss", {logits, logits * 0.5},
                        [](auto& x) { return F::mse_loss(x[0], x[1]); }, t);
+    // Issue 23's losses: (N, C, d) targets with weight=, probability targets, and the elementwise ones.
+    const Tensor map = tiny::randn({4, 10, 9}).to(d);
+    const Tensor map_target = tiny::randint(0, 10, {4, 9});
+    const Tensor class_weight = (tiny::rand({10}) + 0.2).to(d);
+    expect_matches_cpu(name_of(d) + " cross_entropy (N, C, d) weighted and smoothed", {map, map_target, class_weight},
+                       [](auto& x) {
+                         F::CrossEntropyOptions o;
+                         o.weight = x[2];
+                         o.label_smoothing = 0.1;
+                         return F::cross_entropy(x[0], x[1], o);
+                       },
+                       t);
+    expect_matches_cpu(name_of(d) + " cross_entropy with probabilities", {logits, F::softmax(logits * 0.3, 1)},
+                       [](auto& x) { return F::cross_entropy(x[0], x[1]); }, t);
+    expect_matches_cpu(name_of(d) + " bce_with_logits", {logits, F::sigmoid(logits * 0.5)},
+                       [](auto& x) { return F::binary_cross_entropy_with_logits(x[0], x[1]); }, t);
+    expect_matches_cpu(name_of(d) + " smooth_l1, huber, l1", {logits, logits * 0.5},
+                       [](auto& x) {
+                         return F::smooth_l1_loss(x[0], x[1], F::Reduction::Mean, 0.5) + F::huber_loss(x[0], x[1]) +
+                                F::l1_loss(x[0], x[1]);
+                       },
+                       t);
+    expect_matches_cpu(name_of(d) + " kl_div batchmean", {F::log_softmax(logits, 1), F::softmax(logits * 0.3, 1)},
+                       [](auto& x) { return F::kl_div(x[0], x[1], F::Reduction::BatchMean); }, t);
   }
 }
 
@@ -433,7 +457,20 @@ TEST(CudaBackend, OptimizerStepsMatchTheCpu) {
   tiny::optim::AdamWOptions w;
   w.lr = 1e-2;
   w.amsgrad = true;
+  auto rmsprop = [](double weight_decay, double momentum, bool centered, bool maximize) {
+    tiny::optim::RMSpropOptions o;
+    o.weight_decay = weight_decay;
+    o.momentum = momentum;
+    o.centered = centered;
+    o.maximize = maximize;
+    return [o](std::vector<Tensor> p) -> std::unique_ptr<tiny::optim::Optimizer> {
+      return std::make_unique<tiny::optim::RMSprop>(p, o);
+    };
+  };
   const std::vector<Case> cases = {
+      {"rmsprop", rmsprop(0, 0, false, false)},
+      {"rmsprop weight_decay momentum centered maximize", rmsprop(1e-2, 0.9, true, true)},
+      {"rmsprop centered", rmsprop(0, 0, true, false)},
       {"sgd", sgd(0.1, 0, 0, 0, false, false)},
       {"sgd momentum nesterov weight_decay", sgd(0.1, 0.9, 0, 1e-2, true, false)},
       {"sgd momentum dampening maximize", sgd(0.05, 0.8, 0.3, 0, false, true)},
