@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""Generates the PyTorch parity fixtures of the losses added for issue 23 (item 3).
+"""Generates the PyTorch parity fixtures of the losses added for issue 23 (item 3), and of its first ops (item 5).
 
 Run with Debian's python3 (torch 1.13, numpy):
 
-    /usr/bin/python3 tests/parity/make_loss_fixtures.py    # rewrites tests/parity/loss_fixtures/
+    /usr/bin/python3 tests/parity/make_loss_fixtures.py    # rewrites tests/parity/loss_fixtures/ and op_fixtures/
 
 Layout (a contract with tests/framework/test_losses.cpp): one directory per
 case, holding each input under its name (float32 `<f4`, class indices int64
 `<i8`), `out.npy`, `grad_out.npy` when the output is not a scalar (backward
 was `out.backward(grad_out)`, else `out.backward()`), and `grad_<input>.npy`
-for every input listed as differentiable. The computation of each case is in
+for every input listed as differentiable (none for integer outputs: one_hot).
+OP_CASES go to op_fixtures/ in the same layout. The computation of each case is in
 CASES below and repeated in the C++ test's table (which fails when the two
 lists differ). Each case seeds torch with zlib.crc32(<name>) before drawing
 its inputs; torch runs on one thread, so the files are the same on every run.
@@ -134,6 +135,25 @@ CASES = {
                     lambda a: F.kl_div(a["x"], a["target"], reduction="none"), ["x", "target"]),
 }
 
+OP_FIXTURES = os.path.join(HERE, "op_fixtures")
+
+# Ops of issue 23 item 5 (the first few), in the same layout, written to op_fixtures/.
+OP_CASES = {
+    "var_dims": (lambda: dict(x=torch.randn(3, 4, 5)), lambda a: a["x"].var(dim=(0, 2)), ["x"]),
+    "var_all_population": (lambda: dict(x=torch.randn(4, 6)), lambda a: torch.var(a["x"], unbiased=False), ["x"]),
+    "var_keepdim": (lambda: dict(x=torch.randn(2, 7)), lambda a: a["x"].var(dim=-1, keepdim=True), ["x"]),
+    "std_dim": (lambda: dict(x=torch.randn(5, 3)), lambda a: a["x"].std(dim=0), ["x"]),
+    "std_all": (lambda: dict(x=torch.randn(3, 2, 2)), lambda a: a["x"].std(), ["x"]),
+    "logsumexp_dim": (lambda: dict(x=torch.randn(4, 9) * 5), lambda a: torch.logsumexp(a["x"], dim=1), ["x"]),
+    "logsumexp_dims_keepdim": (lambda: dict(x=torch.randn(3, 4, 5) + 50),
+                               lambda a: torch.logsumexp(a["x"], dim=(0, 2), keepdim=True), ["x"]),
+    "silu": (lambda: dict(x=torch.randn(3, 5) * 3), lambda a: F.silu(a["x"]), ["x"]),
+    "leaky_relu": (lambda: dict(x=nonzero(4, 5)), lambda a: F.leaky_relu(a["x"], 0.2), ["x"]),
+    "leaky_relu_default": (lambda: dict(x=nonzero(6)), lambda a: F.leaky_relu(a["x"]), ["x"]),
+    "one_hot": (lambda: dict(target=classes(2, 3, k=4)), lambda a: F.one_hot(a["target"], 6), []),
+    "one_hot_inferred": (lambda: dict(target=classes(5, k=4)), lambda a: F.one_hot(a["target"]), []),
+}
+
 
 def save(directory, name, tensor):
     arr = tensor.detach().cpu().numpy().copy(order="C")
@@ -153,6 +173,8 @@ def run_case(name, build, compute, grads):
         inputs[k] = inputs[k].clone().requires_grad_(True)
     out = compute(inputs)
     files["out"] = out
+    if not out.is_floating_point():
+        return files
     if out.dim() > 0:
         g = torch.randn(out.shape)
         files["grad_out"] = g
@@ -168,14 +190,17 @@ def main():
     torch.set_num_threads(1)
     if os.path.isdir(FIXTURES):
         shutil.rmtree(FIXTURES)
+    if os.path.isdir(OP_FIXTURES):
+        shutil.rmtree(OP_FIXTURES)
     total = 0
-    for name, (build, compute, grads) in CASES.items():
-        directory = os.path.join(FIXTURES, name)
+    jobs = [(FIXTURES, n, c) for n, c in CASES.items()] + [(OP_FIXTURES, n, c) for n, c in OP_CASES.items()]
+    for folder, name, (build, compute, grads) in jobs:
+        directory = os.path.join(folder, name)
         os.makedirs(directory)
         for stem, t in run_case(name, build, compute, grads).items():
             save(directory, stem, t)
         total += sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
-    print("wrote %d cases to %s (%d bytes, torch %s)" % (len(CASES), os.path.relpath(FIXTURES), total,
+    print("wrote %d cases to %s and op_fixtures/ (%d bytes, torch %s)" % (len(jobs), os.path.relpath(FIXTURES), total,
                                                          torch.__version__))
     assert total < 256 << 10
 

@@ -162,6 +162,15 @@ Tensor sum(const Tensor& a, const IntArrayRef& dims, bool keepdim = false);
 Tensor mean(const Tensor& a);
 /// @brief Mean over `dims`.
 Tensor mean(const Tensor& a, const IntArrayRef& dims, bool keepdim = false);
+/// @brief Variance over `dims` (all when empty), dividing by N - correction (PyTorch's `torch.var(a, dims, correction=1)`).
+///
+/// correction 1 is the unbiased estimate (PyTorch's default), 0 the population
+/// variance. N - correction <= 0 gives inf or NaN, as in PyTorch.
+Tensor var(const Tensor& a, const IntArrayRef& dims = {}, double correction = 1, bool keepdim = false);
+/// @brief Standard deviation, sqrt(var(a, dims, correction)) (PyTorch's `torch.std(a, dims, correction=1)`).
+Tensor std_dev(const Tensor& a, const IntArrayRef& dims = {}, double correction = 1, bool keepdim = false);
+/// @brief log(sum(exp(a))) over `dims`, computed stably with the maximum subtracted (PyTorch's `torch.logsumexp`).
+Tensor logsumexp(const Tensor& a, const IntArrayRef& dims, bool keepdim = false);
 /// @brief Largest element (NaN if any is NaN).
 Tensor max(const Tensor& a);
 /// @brief Largest along `dim`: (values, indices).

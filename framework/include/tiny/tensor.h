@@ -257,6 +257,12 @@ class Tensor {
   Tensor mean() const;
   /// @brief Mean over `dims`.
   Tensor mean(const IntArrayRef& dims, bool keepdim = false) const;
+  /// @brief `tiny::var(*this, dims, correction, keepdim)` (PyTorch's `x.var(dims, correction=1)`).
+  Tensor var(const IntArrayRef& dims = {}, double correction = 1, bool keepdim = false) const;
+  /// @brief `tiny::std_dev(*this, dims, correction, keepdim)` (PyTorch's `x.std(dims, correction=1)`).
+  Tensor std(const IntArrayRef& dims = {}, double correction = 1, bool keepdim = false) const;
+  /// @brief `tiny::logsumexp(*this, dims, keepdim)` (PyTorch's `x.logsumexp(dims)`).
+  Tensor logsumexp(const IntArrayRef& dims, bool keepdim = false) const;
   /// @brief Largest element.
   Tensor max() const;
   /// @brief Largest elements along `dim` and their indices.

@@ -481,6 +481,13 @@ Tensor Tensor::sum() const { return tiny::sum(*this); }
 Tensor Tensor::sum(const IntArrayRef& dims, bool keepdim) const { return tiny::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return tiny::mean(*this); }
 Tensor Tensor::mean(const IntArrayRef& dims, bool keepdim) const { return tiny::mean(*this, dims, keepdim); }
+Tensor Tensor::var(const IntArrayRef& dims, double correction, bool keepdim) const {
+  return tiny::var(*this, dims, correction, keepdim);
+}
+Tensor Tensor::std(const IntArrayRef& dims, double correction, bool keepdim) const {
+  return tiny::std_dev(*this, dims, correction, keepdim);
+}
+Tensor Tensor::logsumexp(const IntArrayRef& dims, bool keepdim) const { return tiny::logsumexp(*this, dims, keepdim); }
 Tensor Tensor::max() const { return tiny::max(*this); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return tiny::max(*this, dim, keepdim); }
 Tensor Tensor::min() const { return tiny::min(*this); }

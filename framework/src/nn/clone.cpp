@@ -54,6 +54,8 @@ std::shared_ptr<Module> Sequential::clone(const std::optional<Device>& device) c
     return copy;                                                                         \
   }
 TINY_CLONE_STATELESS(ReLU)
+TINY_CLONE_STATELESS(SiLU)
+TINY_CLONE_STATELESS(LeakyReLU, negative_slope)
 TINY_CLONE_STATELESS(Tanh)
 TINY_CLONE_STATELESS(Sigmoid)
 TINY_CLONE_STATELESS(GELU, approximate)

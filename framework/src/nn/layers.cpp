@@ -41,6 +41,8 @@ std::string Linear::extra_repr() const {
 // ---- activations, Dropout, Flatten ----------------------------------------------------
 
 Tensor ReLU::forward(const Tensor& x) { return F::relu(x); }
+Tensor SiLU::forward(const Tensor& x) { return F::silu(x); }
+Tensor LeakyReLU::forward(const Tensor& x) { return F::leaky_relu(x, negative_slope); }
 
 GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
   TINY_CHECK(approximate == "none" || approximate == "tanh", ValueError,

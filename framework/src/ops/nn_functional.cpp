@@ -16,6 +16,29 @@ Tensor relu(const Tensor& x) { return tiny::relu(x); }
 Tensor gelu(const Tensor& x, const std::string& approximate) { return tiny::gelu(x, approximate); }
 Tensor sigmoid(const Tensor& x) { return tiny::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return tiny::tanh(x); }
+Tensor silu(const Tensor& x) { return x * tiny::sigmoid(x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  TINY_CHECK(x.is_floating_point(), DtypeError, "\"leaky_relu\" not implemented for '", dtype_name(x.dtype()), "'");
+  return where(x > 0.0, x, x * negative_slope);
+}
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  TINY_CHECK(indices.dtype() == kInt64, DtypeError, "one_hot is only applicable to index tensor (int64), got ",
+             dtype_name(indices.dtype()));
+  TINY_OP_SCOPE("one_hot");
+  if (indices.numel() > 0) {
+    const int64_t lo = indices.min().item<int64_t>(), hi = indices.max().item<int64_t>();
+    TINY_CHECK(lo >= 0, IndexError, "one_hot: Class values must be non-negative, got ", lo);
+    if (num_classes == -1) num_classes = hi + 1;
+    TINY_CHECK(hi < num_classes, IndexError, "one_hot: Class values must be smaller than num_classes (",
+               num_classes, "), got ", hi);
+  } else {
+    TINY_CHECK(num_classes >= 0, ValueError, "one_hot: Can not infer total number of classes from empty tensor; "
+               "pass num_classes");
+  }
+  TINY_CHECK(num_classes >= 0, ValueError, "one_hot: num_classes must be -1 or >= 0, got ", num_classes);
+  const Tensor classes = arange(num_classes, TensorOptions(kInt64).device(indices.device()));
+  return (indices.unsqueeze(-1) == classes).to(kInt64);
+}
 
 namespace {
 

@@ -1,5 +1,6 @@
 // sum, mean, max, min, argmax, argmin, and their gradients.
 #include <algorithm>
+#include <cmath>
 
 #include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
@@ -226,5 +227,56 @@ Tensor argmax(const Tensor& a) { return arg_extremum(a, std::nullopt, false, tru
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, true); }
 Tensor argmin(const Tensor& a) { return arg_extremum(a, std::nullopt, false, false); }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, false); }
+
+// var, std and logsumexp, composed from differentiable ops (issue 23, item 5):
+// autograd and every backend come with them.
+namespace {
+IntArrayRef all_dims_if_empty(const Tensor& a, const IntArrayRef& dims) {
+  if (!dims.empty()) return dims;
+  IntArrayRef all;
+  for (int64_t d = 0; d < a.dim(); ++d) all.push_back(d);
+  return all;
+}
+}  // namespace
+
+Tensor var(const Tensor& a, const IntArrayRef& dims_in, double correction, bool keepdim) {
+  TINY_CHECK(a.is_floating_point(), DtypeError, "var(): expected a floating-point input, got ", dtype_name(a.dtype()),
+             " (convert with .to(tiny::kFloat32))");
+  TINY_CHECK(correction >= 0.0, ValueError, "var(): correction must be >= 0, got ", correction,
+             " (1: unbiased, PyTorch's default; 0: population variance)");
+  if (a.dim() == 0) {
+    const Tensor d = a - a.detach();
+    return d * d / (1.0 - correction);  // one element: 0 / (1 - correction), as PyTorch
+  }
+  const IntArrayRef dims = all_dims_if_empty(a, dims_in);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= a.size(d);
+  const Tensor centered = a - a.mean(dims, /*keepdim=*/true);
+  return (centered * centered).sum(dims, keepdim) / (static_cast<double>(n) - correction);
+}
+
+Tensor std_dev(const Tensor& a, const IntArrayRef& dims, double correction, bool keepdim) {
+  return var(a, dims, correction, keepdim).sqrt();
+}
+
+Tensor logsumexp(const Tensor& a, const IntArrayRef& dims_in, bool keepdim) {
+  TINY_CHECK(a.is_floating_point(), DtypeError, "logsumexp(): expected a floating-point input, got ",
+             dtype_name(a.dtype()));
+  if (a.dim() == 0) return a.clone();
+  const IntArrayRef dims = all_dims_if_empty(a, dims_in);
+  // m = max over dims (detached: the gradient of m cancels out); inf maxima are
+  // replaced by 0 as PyTorch does, so all -inf gives -inf and +inf gives +inf.
+  Tensor m = a.detach();
+  for (int64_t d : dims) m = std::get<0>(max(m, d, /*keepdim=*/true));
+  m = where(m.abs() == INFINITY, zeros_like(m), m);
+  Tensor out = (a - m).exp().sum(dims, /*keepdim=*/true).log() + m;
+  if (!keepdim) {
+    IntArrayRef sorted = dims;
+    for (int64_t& d : sorted) d = d < 0 ? d + a.dim() : d;
+    std::sort(sorted.begin(), sorted.end());
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) out = out.squeeze(*it);
+  }
+  return out;
+}
 
 }  // namespace tiny

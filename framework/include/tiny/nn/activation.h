@@ -22,6 +22,31 @@ class ReLU : public Module {
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
 
+/// @brief SiLU (swish), x * sigmoid(x) (PyTorch's `nn.SiLU`).
+class SiLU : public Module {
+ public:
+  /// @brief Applies silu.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "SiLU".
+  std::string name() const override { return "SiLU"; }
+  /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
+};
+
+/// @brief x for x > 0, else negative_slope * x (PyTorch's `nn.LeakyReLU(negative_slope=0.01)`).
+class LeakyReLU : public Module {
+ public:
+  /// @brief The slope for negative inputs.
+  explicit LeakyReLU(double negative_slope_ = 0.01) : negative_slope(negative_slope_) {}
+  /// @brief Applies leaky_relu.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "LeakyReLU".
+  std::string name() const override { return "LeakyReLU"; }
+  /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
+  double negative_slope;  ///< slope for x <= 0
+};
+
 /// @brief GELU, exact (erf) or with the tanh approximation (PyTorch's `nn.GELU`).
 class GELU : public Module {
  public:

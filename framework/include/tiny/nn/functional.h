@@ -19,6 +19,15 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor sigmoid(const Tensor& x);
 /// @brief Hyperbolic tangent.
 Tensor tanh(const Tensor& x);
+/// @brief SiLU (swish): x * sigmoid(x) (PyTorch's `F.silu`).
+Tensor silu(const Tensor& x);
+/// @brief x where x > 0, else negative_slope * x (PyTorch's `F.leaky_relu(x, negative_slope=0.01)`).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/// @brief int64 class indices of any shape to one-hot rows, shape + [num_classes] (PyTorch's `F.one_hot`).
+///
+/// num_classes -1 takes max(index) + 1. A negative index, or one >= num_classes,
+/// throws tiny::IndexError naming it.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 /// @brief Softmax along `dim`, computed stably (online max and sum).
 Tensor softmax(const Tensor& x, int64_t dim);
 /// @brief Log-softmax along `dim`, computed stably.
