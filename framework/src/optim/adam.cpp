@@ -84,14 +84,7 @@ void Adam::step() {
       if (!grad.defined()) continue;  // PyTorch skips parameters whose .grad is None
       detail::check_grad(name(), i, p, grad);
       ParamState& state = mutable_state(i);
-      // Lazy state initialisation, as PyTorch's: zeros on the parameter's device.
-      auto buffer = [&](const char* buffer_name) -> Tensor {
-        auto it = state.buffers.find(buffer_name);
-        if (it != state.buffers.end()) return it->second;
-        Tensor zeros = zeros_like(p);
-        state.buffers[buffer_name] = zeros;
-        return zeros;
-      };
+      auto buffer = [&](const char* buffer_name) { return detail::state_buffer(state, buffer_name, p); };
       const Tensor exp_avg = buffer("exp_avg");
       const Tensor exp_avg_sq = buffer("exp_avg_sq");
       const Tensor max_exp_avg_sq = o.amsgrad ? buffer("max_exp_avg_sq") : Tensor();

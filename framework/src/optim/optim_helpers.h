@@ -19,4 +19,9 @@ double get_option(const OptionMap& options, const std::string& name);
 // that `param` is a floating dtype; `opt` and `index` name them in messages.
 void check_grad(const std::string& opt, size_t index, const Tensor& param, const Tensor& grad);
 
+// The state tensor `name` of a parameter, created as zeros on the parameter's
+// device the first time it is asked for (PyTorch's lazy state initialisation;
+// a buffer an option turns on later starts at zeros then).
+Tensor state_buffer(ParamState& state, const char* name, const Tensor& param);
+
 }  // namespace tiny::optim::detail

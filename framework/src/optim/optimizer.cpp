@@ -36,6 +36,14 @@ double get_option(const OptionMap& options, const std::string& name) {
   TINY_THROW(IndexError, "param group has no option '", name, "'; it has {", names, "}");
 }
 
+Tensor state_buffer(ParamState& state, const char* name, const Tensor& param) {
+  auto it = state.buffers.find(name);
+  if (it != state.buffers.end()) return it->second;
+  Tensor zeros = zeros_like(param);
+  state.buffers[name] = zeros;
+  return zeros;
+}
+
 void check_grad(const std::string& opt, size_t index, const Tensor& param, const Tensor& grad) {
   TINY_CHECK(param.is_floating_point(), DtypeError, opt, ": parameter ", index, " is ", dtype_name(param.dtype()),
              "; optimizers update floating-point parameters only (float32, float64, float16, bfloat16)");

@@ -77,15 +77,7 @@ void RMSprop::step() {
       if (!grad.defined()) continue;  // PyTorch skips parameters whose .grad is None
       detail::check_grad(name(), i, p, grad);
       ParamState& state = mutable_state(i);
-      // Lazy state initialisation, as PyTorch's: zeros on the parameter's device.
-      // A buffer an option turned on later (momentum, centered) starts at zeros then.
-      auto buffer = [&](const char* buffer_name) -> Tensor {
-        auto it = state.buffers.find(buffer_name);
-        if (it != state.buffers.end()) return it->second;
-        Tensor zeros = zeros_like(p);
-        state.buffers[buffer_name] = zeros;
-        return zeros;
-      };
+      auto buffer = [&](const char* buffer_name) { return detail::state_buffer(state, buffer_name, p); };
       const Tensor square_avg = buffer("square_avg");
       const Tensor momentum_buffer = o.momentum > 0.0 ? buffer("momentum_buffer") : Tensor();
       const Tensor grad_avg = o.centered ? buffer("grad_avg") : Tensor();
