@@ -178,34 +178,9 @@ workbook_mistake(sync_every_product CHECK time_matmul_waits MESSAGE "after every
 
 # Right answers written another way, which every check must pass (dev.alternative.2.*):
 # the README teaches both of the GPU's clocks, so both must stay accepted.
-function(lesson2_alternative name)
-  cmake_parse_arguments(PARSE_ARGV 1 A "" "FIND;REPLACE" "")
-  set(source ${CMAKE_SOURCE_DIR}/solutions/${LESSON_FOLDER}/exercise.cpp)
-  file(READ ${source} text)
-  string(FIND "${text}" "${A_FIND}" first)
-  if(first EQUAL -1)
-    message(FATAL_ERROR "alternative '${name}' of lesson 2: its FIND text is not in ${source}")
-  endif()
-  string(REPLACE "${A_FIND}" "${A_REPLACE}" text "${text}")
-  set(out ${CMAKE_CURRENT_BINARY_DIR}/${LESSON_FOLDER}/alternatives/${name}.cpp)
-  set(old "")
-  if(EXISTS ${out})
-    file(READ ${out} old)
-  endif()
-  if(NOT old STREQUAL text)
-    file(WRITE ${out} "${text}")
-  endif()
-  add_executable(lesson_2_alternative_${name} $<TARGET_OBJECTS:lesson_2_glue> ${out})
-  target_include_directories(lesson_2_alternative_${name} PRIVATE ${CMAKE_SOURCE_DIR}/lessons/${LESSON_FOLDER})
-  target_link_libraries(lesson_2_alternative_${name} PRIVATE workbook_runner)
-  add_test(NAME dev.alternative.2.${name}
-           COMMAND lesson_2_checks --student $<TARGET_FILE:lesson_2_alternative_${name}>
-                   --reference $<TARGET_FILE:lesson_2_reference> --check time_matmul_waits --check time_matmul_clock_start)
-  set_tests_properties(dev.alternative.2.${name} PROPERTIES LABELS dev TIMEOUT 600)
-endfunction()
 
 # The host's clock, modelled on the emulated GPU: synchronize, read, queue, synchronize, read.
-lesson2_alternative(host_time_with_sync
+workbook_alternative(host_time_with_sync CHECKS time_matmul_waits time_matmul_clock_start
   FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
     tiny::cuda::Event start(true), stop(true);
     start.record(stream);  // after the warm-up in the stream's order
@@ -221,7 +196,7 @@ lesson2_alternative(host_time_with_sync
     total_ms = (tiny::cuda::host_time() - start) * 1e3;]=])
 
 # Events on the current stream with a's device made current, and a synchronize of the device to wait.
-lesson2_alternative(events_under_device_guard
+workbook_alternative(events_under_device_guard CHECKS time_matmul_waits time_matmul_clock_start
   FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
     tiny::cuda::Event start(true), stop(true);
     start.record(stream);  // after the warm-up in the stream's order
