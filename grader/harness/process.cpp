@@ -742,6 +742,9 @@ void on_interrupt_signal(int sig) {
 
 // Waits for the signal, lets every run_process stop its child and clean up,
 // removes the folders, and ends the program as the signal would have.
+// What exit_cleanly_on_interrupt's caller says as it leaves (nullptr: nothing).
+const char* g_farewell = nullptr;
+
 void interrupt_watcher() {
   char c = 0;
   while (read(g_interrupt_pipe[0], &c, 1) != 1) {
@@ -753,6 +756,13 @@ void interrupt_watcher() {
   s.drained.wait_for(lock, std::chrono::seconds(20), [&]() { return s.live == 0; });
   std::error_code ec;
   for (const fs::path& folder : s.folders) fs::remove_all(folder, ec);
+  if (g_farewell != nullptr) {
+    const std::string line = std::string("\n") + (c == SIGINT ? "interrupted (Ctrl-C)" : "stopped (SIGTERM)") + ": " +
+                             g_farewell + "\n";
+    if (write(STDERR_FILENO, line.data(), line.size()) < 0) {
+      // nothing more to do: we are leaving
+    }
+  }
   _exit(128 + c);
 }
 
@@ -1562,9 +1572,10 @@ void hide_in_every_sandbox(const fs::path& path) {
   setenv("WORKBOOK_SANDBOX_HIDE", value.c_str(), 1);
 }
 
-void exit_cleanly_on_interrupt() {
+void exit_cleanly_on_interrupt(const char* farewell) {
   static std::once_flag once;
-  std::call_once(once, []() {
+  std::call_once(once, [farewell]() {
+    g_farewell = farewell;
     if (pipe2(g_interrupt_pipe, O_CLOEXEC) != 0) return;
     std::thread(interrupt_watcher).detach();
     struct sigaction action {};

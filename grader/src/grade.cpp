@@ -388,21 +388,21 @@ void print_checks(std::ostream& out, const LessonResult& r, bool color) {
 }
 
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color) {
-  out << "\nGPU Training Workbook, seed " << seed << " (repeat this grade with --seed " << seed << ")\n\n";
+  out << "\nGPU Training Workbook, seed " << seed << " (repeat it with --seed " << seed << ")\n\n";
   size_t title_width = std::string("lesson").size();
   for (const LessonResult& r : results) title_width = std::max(title_width, r.lesson->title.size());
-  const int title_column = static_cast<int>(title_width + 2);  // titles are never cut
+  const int title_column = static_cast<int>(title_width + 1);  // titles are never cut
   // One row per lesson, narrow enough for a 100-column terminal; a lesson's GPU
   // work, when its checks count any, goes on the line below its title.
-  out << "  " << std::left << std::setw(3) << "#" << std::setw(title_column) << "lesson" << std::setw(18) << "status"
-      << std::setw(8) << "checks" << std::setw(7) << "score" << "time vs ref\n";
+  out << "  " << std::left << std::setw(3) << "#" << std::setw(title_column) << "lesson" << std::setw(17) << "status"
+      << std::setw(7) << "checks" << std::setw(6) << "score" << "time\n";
   for (const LessonResult& r : results) {
     std::ostringstream checks, score;
     if (r.total > 0) checks << r.passed << "/" << r.total;
     score << static_cast<int>(r.score() * 100 + 0.5) << "%";
     out << "  " << std::setw(3) << r.lesson->number << std::setw(title_column) << r.lesson->title
-        << (color ? status_color(r.status) : "") << std::setw(18) << r.status << (color ? kReset : "")
-        << std::setw(8) << checks.str() << std::setw(7) << score.str() << timing_text(r) << "\n";
+        << (color ? status_color(r.status) : "") << std::setw(17) << r.status << (color ? kReset : "")
+        << std::setw(7) << checks.str() << std::setw(6) << score.str() << timing_text(r) << "\n";
     // Broken between counters, never inside one ("peak memory 8 KiB (ref 8 KiB)" stays whole).
     const std::string work = counters_text(r);
     if (work == "-") continue;
@@ -421,8 +421,14 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
     }
     out << line << "\n";
   }
-  out << "\n  time vs ref: your timed check's time over the reference's (under 1.00x is faster; on the\n"
-         "  emulated GPU, modelled time, the same every run); - where a lesson has no timed check\n";
+  bool any_work = false;
+  for (const LessonResult& r : results) any_work = any_work || counters_text(r) != "-";
+  out << "\n  time: your timed check's time over the reference's (under 1.00x is faster), in\n"
+         "    modelled time on the emulated GPU: the same every run. -: no timed check\n";
+  if (any_work) {
+    out << "  GPU work: what your code made the GPU do in all the lesson's checks (copies,\n"
+           "    waits, peak memory), beside the reference's; ./workbook check N shows each\n";
+  }
   const LessonResult* next = nullptr;
   for (const LessonResult& r : results) {
     if (r.status != "passed" && r.status != "skipped") {

@@ -168,8 +168,9 @@ std::string unproctored() {
          "(grader/README.md, \"A submission is hostile\").\n";
 }
 
-// What grade --submission and --batch say, in the scoreboard and results.json,
-// when the sandbox lacked some of its protections on this machine ("" when none).
+// What grade --submission and --batch say of the sandbox, in the scoreboard,
+// results.json and the report: a warning naming the protections it lacked on
+// this machine, or the protections in force ("" for a student's own grade).
 std::string g_sandbox_warning;
 
 // Progress lines go to stderr on a terminal, a pipe or a log alike: progress is not colour.
@@ -415,7 +416,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  exit_cleanly_on_interrupt();  // Ctrl-C stops the checks and their runs, and removes their cgroups and folders
+  // Ctrl-C stops the checks and their runs, and removes their cgroups and folders, saying so.
+  exit_cleanly_on_interrupt("every check and run was stopped, and their files removed");
   try {
     const Recipe recipe = Recipe::load(recipe_file);
     GradeOptions options;
@@ -494,6 +496,9 @@ int main(int argc, char** argv) {
             TINY_CHECK(false, ValueError, why);
           }
           g_sandbox_warning = "warning: the sandbox lacked " + isolation.missing() + " (" + isolation.describe() + ")\n";
+        } else {
+          // An instructor's grade says what protected it, not only what was missing.
+          g_sandbox_warning = "sandbox: every protection in force (" + isolation.describe() + ")\n";
         }
       }
       if (!isolation.paths_hidden) g_sandbox_warning += unproctored();
@@ -607,7 +612,7 @@ int main(int argc, char** argv) {
     }
     if (*solution) {
       const Lesson& l = recipe.lesson(number);
-      options.timing = false;
+      // With the timed checks, as the scoreboard counts (modelled time makes them quick): "0 of 6" beside its "0/7" confused.
       const LessonResult r = check_own(recipe, l, options);
       if (r.status != "passed") {
         std::printf("The solution of lesson %d opens once your lesson passes: now %s, %d of %d checks pass.\n"

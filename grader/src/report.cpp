@@ -385,7 +385,9 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << esc(title)
     << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << esc(title) << "</h1>\n";
-  if (!warning.empty()) o << "<pre class=\"problem\">" << esc(warning) << "</pre>\n";
+  // The sandbox's line: a warning when protections were missing, else what was in force.
+  const bool in_force = warning.rfind("sandbox: every protection in force", 0) == 0;
+  if (!warning.empty()) o << "<pre class=\"" << (in_force ? "sandbox" : "problem") << "\">" << esc(warning) << "</pre>\n";
   o
     << "<p>Checked with seed <b>" << seed << "</b> (rerun with <code>--seed " << seed << "</code> to repeat). "
     << "Timed checks on the emulated GPU use its modelled clock: what the same work would take on the modelled "

@@ -549,7 +549,9 @@ TEST(TempFolders, OnlyTheFoldersOfProcessesThatAreGoneAreSwept) {
   const std::string others = "workbook-grade-" + std::to_string(child) + ".2-stuvwx";
   fs::create_directories(tmp / others);
   const bool root = geteuid() == 0;
-  if (root) ASSERT_EQ(chown((tmp / others).c_str(), 65534, 65534), 0);
+  if (root) {
+    ASSERT_EQ(chown((tmp / others).c_str(), 65534, 65534), 0);
+  }
 
   const int swept = workbook::sweep_stale_temp_folders();
   if (before != nullptr) ::setenv("TMPDIR", saved.c_str(), 1);

@@ -132,6 +132,13 @@ foreach(mode grade-int check-int watch-int grade-term grade-kill grade-kill-all)
   if(report MATCHES "left")
     message(FATAL_ERROR "${mode}: something was left behind:\n${report}\n${out}")
   endif()
+  # An instructor's trial: Ctrl-C stopped everything at once, but said nothing.
+  if(mode MATCHES "-int$" AND NOT out MATCHES "interrupted \\(Ctrl-C\\): every check and run was stopped")
+    message(FATAL_ERROR "${mode}: the grader did not say it was interrupted:\n${out}")
+  endif()
+  if(mode STREQUAL "grade-term" AND NOT out MATCHES "stopped \\(SIGTERM\\): every check and run was stopped")
+    message(FATAL_ERROR "${mode}: the grader did not say it was stopped:\n${out}")
+  endif()
 endforeach()
 # The checker killed outright left its folders: the next grader removed them.
 file(READ ${WORK}/grade-kill-all.left left)
