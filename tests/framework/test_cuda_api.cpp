@@ -25,6 +25,13 @@ TEST(CudaApi, DiscoversTheEmulatedDevices) {
   const std::string banner = tiny::cuda::device_banner(kGpu);
   EXPECT_EQ(banner.rfind("cuda:0 - EMULATED on your CPU (", 0), 0u) << banner;
   EXPECT_NE(banner.find("limit"), std::string::npos) << banner;
+  // It says which clock events read: the modelled GPU's, unless TINY_EMULATED_GPU_CLOCK=host.
+  const char* clock = std::getenv("TINY_EMULATED_GPU_CLOCK");
+  const bool host = clock != nullptr && std::string(clock) == "host";
+  EXPECT_NE(banner.find(host ? "events time this CPU's work"
+                             : "timing modelled on the " + props.modelled_gpu + ", an estimate"),
+            std::string::npos)
+      << banner;
   EXPECT_EQ(tiny::cuda::device_banner(tiny::Device("cpu")), "cpu");
 }
 

@@ -234,7 +234,9 @@ std::vector<Slice> slices(const nlohmann::json& trace, bool collectives) {
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X" || e.value("cat", "") != "kernel") continue;
     if ((e["tid"].get<int64_t>() == 1002) != collectives) continue;
-    if (collectives) EXPECT_EQ(e.value("name", ""), "ncclDevKernel_AllReduce_RING");
+    if (collectives) {
+      EXPECT_EQ(e.value("name", ""), "ncclDevKernel_AllReduce_RING");
+    }
     out.push_back({e["ts"].get<double>(), e["dur"].get<double>(), e["args"].value("bytes", int64_t{0})});
   }
   std::sort(out.begin(), out.end(), [](const Slice& a, const Slice& b) { return a.ts < b.ts; });

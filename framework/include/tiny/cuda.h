@@ -65,7 +65,8 @@ class DeviceGuard {
 /// @brief Waits until all work queued on the device has run (`torch.cuda.synchronize`).
 void synchronize(int index = -1);
 
-/// @brief One line for a demo's first output, e.g. "cuda:0 - EMULATED on your CPU (4.00 GiB limit)".
+/// @brief One line for a demo's first output, e.g. "cuda:0 - EMULATED on your CPU (4.00 GiB limit;
+/// timing modelled on the H100 SXM, an estimate)", or the real GPU's name and memory.
 std::string device_banner(const Device& device);
 
 /// @brief Bytes held by tensors on the device (`torch.cuda.memory_allocated`).
@@ -227,7 +228,7 @@ class Event {
   bool query() const;
   /// @brief Waits until the work before the latest record has run; returns at once if never recorded (`torch.cuda.Event.synchronize`).
   void synchronize() const;
-  /// @brief Milliseconds from this event to `end` (`torch.cuda.Event.elapsed_time`); both need enable_timing and must have completed. Host time on the emulated GPU.
+  /// @brief Milliseconds from this event to `end` (`torch.cuda.Event.elapsed_time`); both need enable_timing and must have completed. On the emulated GPU, modelled time (TINY_EMULATED_GPU_CLOCK=host: this CPU's).
   float elapsed_time(const Event& end) const;
   /// @brief Work queued on the current stream from now on waits for this event (`torch.cuda.Event.wait()`).
   void wait() const;

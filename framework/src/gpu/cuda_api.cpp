@@ -2,6 +2,7 @@
 // per-device caching allocators.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "gpu/caching_allocator.h"
@@ -63,8 +64,13 @@ std::string device_banner(const Device& device) {
   const gpu::DeviceProperties p = gpu::device_runtime()->properties(index);
   const std::string name = "cuda:" + std::to_string(index);
   if (p.emulated) {
-    return name + " - EMULATED on your CPU (" + runtime::format_bytes(p.total_memory) +
-           " limit; timings are host timings)";
+    // Which clock CUDA events and host_time() read (TINY_EMULATED_GPU_CLOCK): the modelled GPU's by default.
+    const char* clock = std::getenv("TINY_EMULATED_GPU_CLOCK");
+    const bool host = clock != nullptr && std::string(clock) == "host";
+    return name + " - EMULATED on your CPU (" + runtime::format_bytes(p.total_memory) + " limit; " +
+           (host ? std::string("events time this CPU's work")
+                 : "timing modelled on the " + p.modelled_gpu + ", an estimate") +
+           ")";
   }
   return name + " - " + p.name + " (" + runtime::format_bytes(p.total_memory) + ")";
 }
