@@ -24,10 +24,21 @@ file(MAKE_DIRECTORY ${root}/source ${root}/submission/${lesson})
 file(WRITE ${root}/source/workbook "#!/bin/sh\nexec '${GRADER}' \"$@\"\n")
 file(CHMOD ${root}/source/workbook PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 file(COPY ${SOURCE}/solutions/${lesson}/exercise.cpp DESTINATION ${root}/submission/${lesson})
-file(MAKE_DIRECTORY ${WORK}/tmp)
+# The grader's temporary folder (to be found empty afterwards): in $WORK, or, in
+# a private checkout, where the sandbox's uid can reach it (as /tmp is), as the
+# hostile test does: the runs load libtiny.so from there.
+include(${CMAKE_CURRENT_LIST_DIR}/reachable.cmake)
+others_reach(private_checkout)
+set(tmp_root ${WORK}/tmp)
+if(private_checkout)
+  string(RANDOM LENGTH 12 ALPHABET abcdefghijklmnopqrstuvwxyz tag)
+  set(tmp_root /tmp/workbook-gradescope-tmp-${tag})
+endif()
+file(MAKE_DIRECTORY ${tmp_root})
+file(CHMOD ${tmp_root} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 
 execute_process(COMMAND ${CAPSH} --drop=cap_sys_admin --
-                        -c "TMPDIR='${WORK}/tmp' WORKBOOK_AUTOGRADER_ROOT='${root}' bash '${SOURCE}/grader/gradescope/run_autograder'"
+                        -c "TMPDIR='${tmp_root}' WORKBOOK_AUTOGRADER_ROOT='${root}' bash '${SOURCE}/grader/gradescope/run_autograder'"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "run_autograder failed (${rc}): Gradescope would show nothing:\n${out}\n${err}")
@@ -49,7 +60,7 @@ expect_in("the grader's error" "${err}" "refusing to grade others' work")
 
 # --unsafe in place of --require-sandbox: graded, with the warning on top.
 execute_process(COMMAND ${CAPSH} --drop=cap_sys_admin --
-                        -c "TMPDIR='${WORK}/tmp' '${GRADER}' --recipe '${RECIPE}' grade 1 --submission '${root}/submission' --unsafe --no-timing --json '${WORK}/unsafe.json'"
+                        -c "TMPDIR='${tmp_root}' '${GRADER}' --recipe '${RECIPE}' grade 1 --submission '${root}/submission' --unsafe --no-timing --json '${WORK}/unsafe.json'"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 file(READ ${WORK}/unsafe.json results)
 string(JSON output GET "${results}" output)
@@ -58,8 +69,8 @@ if(NOT rc EQUAL 0 OR NOT score EQUAL 5)
   message(FATAL_ERROR "--unsafe did not grade (${rc}, score ${score}):\n${out}\n${err}\n${results}")
 endif()
 expect_in("results.json with --unsafe" "${output}" "warning: the sandbox lacked no network (a network namespace)")
-file(GLOB left ${WORK}/tmp/*)
+file(GLOB left ${tmp_root}/*)
 if(left)
   message(FATAL_ERROR "left behind: ${left}")
 endif()
-file(REMOVE_RECURSE ${WORK})
+file(REMOVE_RECURSE ${WORK} ${tmp_root})
