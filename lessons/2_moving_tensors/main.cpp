@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     std::printf("  cpu: this CPU's clock (std::chrono)\n  %s\n", gpu_clock.c_str());
     std::printf("%6s %11s %11s %8s %9s %12s %9s %9s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "TFLOP/s",
                 "speedup", "with copies", "speedup", "NO sync");
+    int64_t looks_unsynchronized = 0;  // the largest n whose product timed like the NO sync column
     for (const int64_t n : sizes) {
       const int reps = n <= 256 ? 10 : n <= 1024 ? 3 : 1;
       const tiny::Tensor a_cpu = tiny::randn({n, n}, {}, generator), b_cpu = tiny::randn({n, n}, {}, generator);
@@ -117,7 +118,9 @@ int main(int argc, char** argv) {
         gpu_ms = cell(ms, 4);
         tflops = cell(2.0 * n * n * n / (ms * 1e-3) / 1e12, 1);
         copies_ms = cell(with_copies, 4);
-        no_sync = cell(time_without_synchronize_ms(on_gpu[0], on_gpu[1], reps), 4);
+        const double no_sync_ms = time_without_synchronize_ms(on_gpu[0], on_gpu[1], reps);
+        no_sync = cell(no_sync_ms, 4);
+        if (n >= 1024 && ms <= 1.5 * no_sync_ms) looks_unsynchronized = n;
         if (!gpu_only) {
           speedup = cell(cpu_ms / ms, 1, "x");
           copies_speedup = cell(cpu_ms / with_copies, 1, "x");
@@ -126,6 +129,12 @@ int main(int argc, char** argv) {
       std::printf("%6lld %11s %11s %8s %9s %12s %9s %9s\n", static_cast<long long>(n),
                   gpu_only ? "-" : cell(cpu_ms, 3).c_str(), gpu_ms.c_str(), tflops.c_str(), speedup.c_str(),
                   copies_ms.c_str(), copies_speedup.c_str(), no_sync.c_str());
+    }
+    if (looks_unsynchronized > 0) {
+      std::printf("\n!! At n=%lld your time_matmul_ms is about the NO sync column: it read the clock before the GPU\n"
+                  "!! had finished, so its ms and TFLOP/s are not the product's. Wait for the GPU first\n"
+                  "!! (./workbook check 2 names what is missing).\n",
+                  static_cast<long long>(looks_unsynchronized));
     }
     if (gpu.is_cuda()) {
       std::printf("\n'with copies' also moves a and b to the GPU and the answer back (.cpu()): small products do\n"
