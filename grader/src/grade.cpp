@@ -392,7 +392,7 @@ void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& result
   size_t title_width = std::string("lesson").size();
   for (const LessonResult& r : results) title_width = std::max(title_width, r.lesson->title.size());
   const int title_column = static_cast<int>(title_width + 1);  // titles are never cut
-  // One row per lesson, narrow enough for a 100-column terminal; a lesson's GPU
+  // One row per lesson, narrow enough for an 80-column terminal; a lesson's GPU
   // work, when its checks count any, goes on the line below its title.
   out << "  " << std::left << std::setw(3) << "#" << std::setw(title_column) << "lesson" << std::setw(17) << "status"
       << std::setw(7) << "checks" << std::setw(6) << "score" << "time\n";
