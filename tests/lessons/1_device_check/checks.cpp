@@ -88,7 +88,8 @@ WORKBOOK_CHECK(choose_device_errors, "choose_device() refuses a GPU that does no
     if (mine.status == "todo") return Outcome::todo(mine.message);
     if (mine.status == "crash") return Outcome::fail(call + ": your code " + mine.message);
     if (mine.status == "ok") {
-      const std::string got = mine.out.values["device"];
+      // value(), not a const operator[]: a run that forged its results may have sent no "device" at all.
+      const std::string got = mine.out.values.value("device", std::string("nothing"));
       if (got == "cpu" && c.gpus > 0 && std::string(c.error) == "DeviceError") {
         return Outcome::fail(call + " returned cpu: a GPU index that does not exist is a mistake in the request, "
                              "not a reason to fall back; throw a tiny::DeviceError that names the GPUs there are");
