@@ -24,16 +24,8 @@ file(MAKE_DIRECTORY ${root}/source ${root}/submission/${lesson})
 file(WRITE ${root}/source/workbook "#!/bin/sh\nexec '${GRADER}' \"$@\"\n")
 file(CHMOD ${root}/source/workbook PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 file(COPY ${SOURCE}/solutions/${lesson}/exercise.cpp DESTINATION ${root}/submission/${lesson})
-# The grader's temporary folder (to be found empty afterwards): in $WORK, or, in
-# a private checkout, where the sandbox's uid can reach it (as /tmp is), as the
-# hostile test does: the runs load libtiny.so from there.
 include(${CMAKE_CURRENT_LIST_DIR}/reachable.cmake)
-others_reach(private_checkout)
-set(tmp_root ${WORK}/tmp)
-if(private_checkout)
-  string(RANDOM LENGTH 12 ALPHABET abcdefghijklmnopqrstuvwxyz tag)
-  set(tmp_root /tmp/workbook-gradescope-tmp-${tag})
-endif()
+sandbox_tmp_root(tmp_root gradescope)
 file(MAKE_DIRECTORY ${tmp_root})
 file(CHMOD ${tmp_root} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 

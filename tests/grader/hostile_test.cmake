@@ -35,13 +35,7 @@ cmake_minimum_required(VERSION 3.19)  # string(JSON); and "@SOURCE@" stays a lit
 # and the few messages that then differ are accepted (private_checkout).
 include(${CMAKE_CURRENT_LIST_DIR}/reachable.cmake)
 others_reach(private_checkout)
-# The graders' temporary folder (to be found empty afterwards): in $WORK, or,
-# in a private checkout, where the sandbox's uid can reach it (as /tmp is).
-set(tmp_root ${WORK}/tmp)
-if(private_checkout)
-  string(RANDOM LENGTH 12 ALPHABET abcdefghijklmnopqrstuvwxyz tag)
-  set(tmp_root /tmp/workbook-hostile-tmp-${tag})
-endif()
+sandbox_tmp_root(tmp_root hostile)
 string(TIMESTAMP started "%s")
 file(REMOVE_RECURSE ${WORK} ${tmp_root})
 set(lesson 1_device_check)

@@ -31,3 +31,15 @@ macro(others_reach var)
     endif()
   endif()
 endmacro()
+
+# sandbox_tmp_root(VAR NAME): the graders' temporary folder for a test (to be
+# found empty afterwards): ${WORK}/tmp, or, in a private checkout, a folder in
+# /tmp where the sandbox's uid reaches it (the runs load libtiny.so from there).
+macro(sandbox_tmp_root var name)
+  others_reach(_private)
+  set(${var} ${WORK}/tmp)
+  if(_private)
+    string(RANDOM LENGTH 12 ALPHABET abcdefghijklmnopqrstuvwxyz _tag)
+    set(${var} /tmp/workbook-${name}-tmp-${_tag})
+  endif()
+endmacro()
