@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "distributed/process_group.h"
+#include "gpu/device_context.h"
 #include "gpu/model/timeline.h"
 #include "tiny/cuda.h"
 
@@ -425,8 +426,10 @@ void init_process_group(const std::string& backend_name, const std::string& init
   }
   // The ranks' modelled clocks start together (DESIGN.md 4a, "Several
   // processes"): each process's clock began at 0 when it started, and a rank
-  // that did more before joining is ahead; all take the latest.
-  gpu::model::host_wait_until(group->agree_on_time(gpu::model::host_now()));
+  // that did more before joining is ahead; all take the latest. On a real GPU
+  // there is no modelled clock to agree on, and the extra collective would
+  // keep a rank that is done with the store waiting on one stuck in NCCL's set-up.
+  if (!gpu::device_runtime_is_cuda()) gpu::model::host_wait_until(group->agree_on_time(gpu::model::host_now()));
   g_group = std::move(group);
 }
 
