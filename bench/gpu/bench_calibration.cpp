@@ -39,6 +39,15 @@
 #include "tiny/optim/adam.h"
 #include "tiny/tensor.h"
 #include "../real_gpu.h"
+#include "core/tensor_impl.h"  // the device pointers gemm_kernel takes
+#ifdef TINY_HAVE_CUDA
+// tiny's cuBLAS call (framework/src/backend/cuda/kernels.h, whose other
+// declarations clash with this file's names), for MatmulRate's split.
+namespace tiny::cuda_backend {
+void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                 const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
+}
+#endif
 
 namespace {
 
@@ -112,6 +121,40 @@ void launch_rate(benchmark::State& state, bool in_place) {
         benchmark::DoNotOptimize(x + 1);
       }
     }
+    tiny::cuda::synchronize(0);
+  }
+  state.counters["us/op"] = benchmark::Counter(static_cast<double>(ops) * 1e-6,
+                                               benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+// The host's cost of one small matrix product: `ops` products of 64x64 (a few
+// microseconds each on the GPU, so the host's queueing sets the pace), then a
+// synchronize, as LaunchRate. `through` picks the path: "matmul" (tiny::matmul:
+// the tensor op, its output and cuBLAS) or "gemm_kernel" (tiny's cuBLAS call
+// alone, into one preallocated output), so that the two costs can be told apart.
+void matmul_rate(benchmark::State& state, tiny::Dtype dtype, bool through_matmul) {
+  if (!real_gpu(state)) return;
+  if (!through_matmul && tiny::cuda::is_emulated(0)) {
+    state.SkipWithError("gemm_kernel is the CUDA backend's: a real GPU only");
+    return;
+  }
+  const int64_t ops = state.range(0), n = 64;
+  const Tensor a = tiny::randn({n, n}, kGpu).to(dtype), b = tiny::randn({n, n}, kGpu).to(dtype);
+  const Tensor c = tiny::empty({n, n}, tiny::TensorOptions(dtype).device(kGpu));
+  const auto product = [&] {
+#ifdef TINY_HAVE_CUDA
+    if (!through_matmul) {
+      tiny::cuda_backend::gemm_kernel(dtype, false, false, n, n, n, 1.0, b.unsafe_impl()->data(), n, a.unsafe_impl()->data(), n, 0.0,
+                                      c.unsafe_impl()->data(), n);
+      return;
+    }
+#endif
+    benchmark::DoNotOptimize(tiny::matmul(a, b));
+  };
+  for (int i = 0; i < 3; ++i) product();
+  tiny::cuda::synchronize(0);
+  for (auto _ : state) {
+    for (int64_t i = 0; i < ops; ++i) product();
     tiny::cuda::synchronize(0);
   }
   state.counters["us/op"] = benchmark::Counter(static_cast<double>(ops) * 1e-6,
@@ -228,7 +271,7 @@ const bool registered = [] {
 
   for (const char* op : {"add", "relu", "sum", "clone", "zero_", "to_bf16", "adam"}) {
     auto* b = device(std::string("Kernel/") + op, [op](benchmark::State& s) { kernel_row(s, op); });
-    for (int64_t n : {1, 1 << 16, 1 << 20, 1 << 24, 1 << 26}) b->Arg(n);
+    for (int64_t n : {1, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25, 1 << 26}) b->Arg(n);
   }
 
   // Square sizes, sizes that are not multiples of 8 (no tensor-core alignment),
@@ -249,6 +292,13 @@ const bool registered = [] {
   for (tiny::Dtype dtype : {tiny::kFloat32, tiny::kFloat16, tiny::kBFloat16}) {
     auto* b = device(std::string("Gemm/") + dtype_name(dtype), [dtype](benchmark::State& s) { gemm_row(s, dtype); });
     for (const auto& s : shapes) b->Args(s);
+    host(std::string("MatmulRate/") + dtype_name(dtype), [dtype](benchmark::State& s) { matmul_rate(s, dtype, true); })
+        ->Arg(1000);
+#ifdef TINY_HAVE_CUDA
+    host(std::string("GemmKernelRate/") + dtype_name(dtype),
+         [dtype](benchmark::State& s) { matmul_rate(s, dtype, false); })
+        ->Arg(1000);
+#endif
     host(std::string("MatmulSync/") + dtype_name(dtype), [dtype](benchmark::State& s) { matmul_sync(s, dtype); })
         ->Arg(1024)
         ->Arg(4096);

@@ -6,7 +6,7 @@
 //   ./workbook run 2 --gpu-only       (skip the CPU column: the GPU columns alone)
 // On the emulated GPU the GPU columns are modelled time: how long the products
 // would take on the GPU named by TINY_EMULATED_GPU_MODEL (default h100-sxm;
-// also a100-sxm, l4, t4). The CPU column is this CPU's own clock.
+// also h200, a100-sxm, l4, t4). The CPU column is this CPU's own clock.
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     if (emulated) {
       std::printf("The GPU columns are modelled: the emulated GPU computed on your CPU, and its clock says how\n"
                   "long the same work would take on the modelled %s (TINY_EMULATED_GPU_MODEL picks\n"
-                  "another: h100-sxm, a100-sxm, l4, t4; docs/performance_model.md says how close it is).\n",
+                  "another: h100-sxm, h200, a100-sxm, l4, t4; docs/performance_model.md says how close it is).\n",
                   tiny::cuda::get_device_properties(gpu.index()).modelled_gpu.c_str());
     }
   } catch (const tiny::NotImplemented& e) {

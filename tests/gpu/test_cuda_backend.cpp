@@ -294,6 +294,32 @@ TEST(CudaBackend, ReductionsMatchTheCpu) {
   EXPECT_TRUE(same(ints.to(kGpu).sum(), ints.sum()));
 }
 
+// Issue 23's statistics and activations, composed of kernels the other tests
+// cover but never run together on a real GPU before: var/std (a mean, a
+// centred square, a sum), logsumexp (max subtracted), silu, leaky_relu, one_hot.
+TEST(CudaBackend, StatisticsAndActivationsMatchTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(4);
+  for (Dtype d : kFloatDtypes) {
+    const Tol t = tol_for(d);
+    const Tensor a = (tiny::randn({33, 70}) * 3.0).to(d);
+    expect_matches_cpu(name_of(d) + " var and std", {a},
+                       [](auto& x) {
+                         return x[0].var({1}) + x[0].std({1}, 0) + x[0].var({0}, 1, true).sum({1}) * 0.5;
+                       },
+                       t);
+    expect_matches_cpu(name_of(d) + " logsumexp", {a},
+                       [](auto& x) { return x[0].logsumexp({1}) + x[0].logsumexp({0}).sum(); }, t);
+    expect_matches_cpu(name_of(d) + " silu and leaky_relu", {a},
+                       [](auto& x) { return F::silu(x[0]) + F::leaky_relu(x[0], 0.2) + F::leaky_relu(x[0]); }, t);
+  }
+  // Large values: logsumexp must not overflow where exp alone would.
+  const Tensor big = tiny::tensor({1000.0, 1000.0, -1000.0}).view({1, 3});
+  EXPECT_TRUE(close(big.to(kGpu).logsumexp({1}), big.logsumexp({1}), 1e-6, 1e-6));
+  const Tensor labels = tiny::randint(0, 7, {50});
+  EXPECT_TRUE(same(F::one_hot(labels.to(kGpu), 7), F::one_hot(labels, 7)));
+}
+
 TEST(CudaBackend, MatrixProductsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(4);

@@ -2,7 +2,7 @@
 // datasheet figures and efficiency factors fitted on real measurements, read
 // from gpu_models.json (compiled into the library), or from a file of the same
 // shape. TINY_EMULATED_GPU_MODEL picks one: a name (h100-sxm, the default;
-// a100-sxm, l4, t4; any case) or the path of a .json file.
+// h200, a100-sxm, l4, t4; any case) or the path of a .json file.
 #pragma once
 
 #include <cstdint>
