@@ -313,7 +313,9 @@ TEST(PerfModel, ACopyOverlapsAKernelOnlyFromAnotherStream) {
   });
   const int64_t k = kernel_ns(m, gemm), c = copy_ns(m, CopyKind::HostToDevice, true, mib256);
   EXPECT_GE(same, k + c) << "on one stream the copy waits for the product";
-  EXPECT_LT(side, std::max(k, c) + 20000) << "on a side stream the copy engine runs beside the compute engine";
+  // Beside the longer of the two, only the host's launches, one latency and the synchronize.
+  const int64_t fixed = m.host_launch_ns + m.host_gemm_ns + m.host_copy_ns + m.launch_latency_ns + m.sync_ns;
+  EXPECT_LE(side, std::max(k, c) + fixed) << "on a side stream the copy engine runs beside the compute engine";
 }
 
 TEST(PerfModel, KernelsOfTwoStreamsShareTheComputeEngine) {
@@ -445,6 +447,13 @@ Prediction predict(const DeviceModel& m, const std::string& row) {
       t.synchronize(0);
     });
   }
+  if (p[0] == "MatmulRate") {  // 64x64 products queued back to back, then a synchronize
+    return host([&](DeviceTimeline& t) {
+      for (int i = 0; i < std::stoi(p[2]); ++i) t.launch(0, gemm_cost(dtype_named(p[1]), 64, 64, 64, false));
+      t.synchronize(0);
+    });
+  }
+  if (p[0] == "GemmKernelRate") return {std::nullopt, "tiny's cuBLAS call without its tensor op: no op of the model"};
   if (p[0] == "MatmulSync") {
     const int64_t n = std::stoll(p[2]);
     return host([&](DeviceTimeline& t) { t.launch(0, gemm_cost(dtype_named(p[1]), n, n, n, false)), t.synchronize(0); });
@@ -594,6 +603,9 @@ TEST(PerfModel, CalibrationOnAGpuItWasNotFittedOn) {
   EXPECT_LT(sum.predicted_mean, 0.20);
   EXPECT_LE(sum.over_20, 60);
   EXPECT_LT(sum.predicted_max, 2.0);
+  // The host's costs on that machine (host_gemm_ns was fitted on these rows,
+  // scaled by the two hosts' LaunchRate/add_): printed for the record.
+  calibration_table("h200-2026-11-26-host-rates.json", {});
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ Span DeviceTimeline::schedule(Engine& engine, int64_t stream, int64_t duration) 
 }
 
 Span DeviceTimeline::launch(int64_t stream, const KernelCost& cost) {
-  host_advance(model_->host_launch_ns);
+  host_advance(model_->host_launch_ns + (cost.work == Work::gemm ? model_->host_gemm_ns : 0));
   return schedule(compute_, stream, kernel_ns(*model_, cost));
 }
 
