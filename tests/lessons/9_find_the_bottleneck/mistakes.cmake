@@ -75,7 +75,7 @@ workbook_mistake(not_pinned CHECK fixed_program MESSAGE "Set pin_memory = true"
   FIND [=[  options.pin_memory = true; // pinned batches: the copies can be non_blocking]=]
   REPLACE [=[  options.pin_memory = false;]=])
 
-# make_loader: the tiny batch of the program as given. Right numbers; launch-bound.
-workbook_mistake(tiny_batch CHECK fixed_program MESSAGE "launch-bound"
+# make_loader: the tiny batch of the program as given. Right numbers; a fixed price per step paid for 32 images.
+workbook_mistake(tiny_batch CHECK fixed_program MESSAGE "raise batch_size"
   FIND [=[  options.batch_size = 1024;  // enough work per launch that the GPU, not the host, sets the pace]=]
   REPLACE [=[  options.batch_size = 32;]=])

@@ -2,6 +2,7 @@
 // it returned and what it did: the counters of the call (synchronizations,
 // pageable and pinned bytes), and from a profile of it the dtypes of the
 // products and how long the loop waited for the DataLoader.
+#include <algorithm>
 #include <optional>
 
 #include "exercise.h"
@@ -40,7 +41,9 @@ nlohmann::json trace_facts(const tiny::profiler::profile& prof) {
     const std::string name = e.value("name", "");
     if (name == "linear" && e.contains("args") && e["args"].contains("Input type")) {
       const nlohmann::json& t = e["args"]["Input type"];
-      if (!t.empty() && t[0].is_string() && !types.contains(t[0])) types.push_back(t[0]);
+      if (!t.empty() && t[0].is_string() && std::find(types.begin(), types.end(), t[0]) == types.end()) {
+        types.push_back(t[0]);
+      }
     }
     if (name.rfind(kLoaderWait, 0) == 0) loader_wait_us += e.value("dur", 0.0);
   }
