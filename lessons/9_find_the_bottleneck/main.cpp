@@ -1,9 +1,10 @@
 // Lesson 9 demo: the planted training program, then one fix at a time, each
 // measured with your measure() on the GPU's clock; the last line is your
-// make_loader and train_step. Then the profiler's view of the first and the last.
+// make_loader and train_step. With --profile, the profiler's view of each.
 //   ./workbook run 9                       (on the modelled GPU TINY_EMULATED_GPU_MODEL names; default H100 SXM)
 //   TINY_EMULATED_GPU_MODEL=l4 ./workbook run 9    (the GPU the checks grade on)
-//   ./workbook run 9 --profile trace.json  (also writes the trace of each, and trace.html beside it)
+//   ./workbook run 9 --profile trace.json  (also writes trace_N.json and trace_N.html for line N, and prints
+//                                          each line's key_averages)
 // Options: --steps N (timed steps, default 5), --seed S, --profile PATH
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +73,7 @@ struct Result {
   lesson9::Measurement m;
   int64_t batch_size = 0;
   double loss = 0;
+  std::string profile;  // key_averages of a profiled stage, printed after the table
 };
 
 Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uint64_t seed, int steps,
@@ -126,16 +128,8 @@ Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uin
     tiny::profiler::TimelineOptions t;
     t.title = s.what;
     prof->export_timeline_html(html, t);
-    std::printf("\n%s: trace %s and %s; key_averages (the rows that cost the most):\n", s.what.c_str(),
-                profile_path.c_str(), html.c_str());
-    const std::string table = prof->key_averages();
-    size_t lines = 0, pos = 0;
-    while (pos < table.size() && lines < 9) {
-      const size_t end = table.find('\n', pos);
-      std::printf("%s\n", table.substr(pos, end - pos).c_str());
-      pos = end == std::string::npos ? table.size() : end + 1;
-      ++lines;
-    }
+    r.profile = "\n" + s.what + ": the trace is " + profile_path + " (and " + html + "); key_averages:\n" +
+                prof->key_averages();
   }
   return r;
 }
@@ -204,15 +198,20 @@ int main(int argc, char** argv) {
   stages[5].yours = true;
 
   std::printf("%-52s %9s %9s %8s %8s %7s\n", "program", "step ms", "images/s", "GPU-Util", "TFLOP/s", "loss");
+  std::string profiles;
   try {
     for (size_t i = 0; i < stages.size(); ++i) {
-      const bool traced = !profile_path.empty() && (i == 0 || i + 1 == stages.size());
-      std::string path;
-      if (traced) path = i == 0 ? profile_path : profile_path.substr(0, profile_path.rfind(".json")) + "_fixed.json";
+      std::string path;  // trace.json -> trace_0.json ... trace_5.json, one per line of the table
+      if (!profile_path.empty()) {
+        const size_t dot = profile_path.rfind(".json");
+        path = (dot == std::string::npos ? profile_path : profile_path.substr(0, dot)) + "_" + std::to_string(i) +
+               ".json";
+      }
       const Result r = run(stages[i], images, seed, steps, path);
       std::printf("%-52s %9.3f %9.0f %7.1f%% %8.2f %7.3f\n", stages[i].what.c_str(), r.m.step_ms,
                   static_cast<double>(r.batch_size) / (r.m.step_ms * 1e-3), 100 * r.m.utilization, r.m.tflops,
                   r.loss);
+      profiles += r.profile;
     }
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n(fill in lessons/9_find_the_bottleneck/exercise.cpp, then run ./workbook run 9)\n", e.what());
@@ -220,5 +219,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n(step ms, GPU-Util and TFLOP/s are modelled on the %s, an estimate; images/s = batch / step)\n",
               tiny::cuda::get_device_properties(0).modelled_gpu.c_str());
+  std::printf("%s", profiles.c_str());
   return 0;
 }
