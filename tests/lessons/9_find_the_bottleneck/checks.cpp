@@ -122,7 +122,10 @@ WORKBOOK_CHECK(measure, "measure() times the steps after the warm-up on the GPU'
                               fixed(100 * util, 1) + "%, " + fixed(tflops, 3) + " TFLOP/s; the reference: " +
                               fixed(ref_ms, 4) + " ms, " + fixed(100 * ref_util, 1) + "%, " + fixed(ref_tflops, 3) +
                               " TFLOP/s";
-    if (!close(ms, ref_ms, 0.02)) {
+    // Within 6%: the GPU's events and the host's clock around synchronizes are
+    // both right, and differ by a launch's latency and a wait (4% on the
+    // shortest probe); every mistake named below is further off.
+    if (!close(ms, ref_ms, 0.06)) {
       // The reference waits twice (after the warm-up, after the steps); a
       // longer time with fewer waits timed work queued before the start.
       const bool waited_less = counter(mine, "synchronizations") < counter(ref, "synchronizations");
@@ -138,9 +141,9 @@ WORKBOOK_CHECK(measure, "measure() times the steps after the warm-up on the GPU'
       return Outcome::fail(yours + ". Expected the elapsed host_time() between a synchronize after the warm-up "
                            "and one after the steps, in ms, divided by steps");
     }
-    if (!std::isfinite(util) || std::fabs(util - ref_util) > 0.02) {
+    if (!std::isfinite(util) || std::fabs(util - ref_util) > 0.05) {
       const double whole = v.value("whole_call_utilization", -1.0);
-      if (std::fabs(util - whole) < 0.005 && std::fabs(whole - ref_util) > 0.02) {
+      if (std::fabs(util - whole) < 0.005) {
         return Outcome::fail(yours + ". Your GPU-Util is tiny::cuda::utilization()'s over the whole call, warm-up "
                              "included: it counts from the last reset of the counters, which is not yours to do. "
                              "Take device_counters(device).modelled_kernel_ms before and after the timed steps, and "
@@ -153,7 +156,7 @@ WORKBOOK_CHECK(measure, "measure() times the steps after the warm-up on the GPU'
       return Outcome::fail(yours + ". GPU-Util is the kernels' time in the timed stretch over its elapsed time: "
                            "the difference of modelled_kernel_ms before and after, over the elapsed ms");
     }
-    if (!close(tflops, ref_tflops, 0.02)) {
+    if (!close(tflops, ref_tflops, 0.06)) {
       return Outcome::fail(yours + ". Achieved TFLOP/s is flops_per_step x steps / elapsed seconds / 1e12");
     }
   }

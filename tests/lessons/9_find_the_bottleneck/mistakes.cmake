@@ -79,3 +79,21 @@ workbook_mistake(not_pinned CHECK fixed_program MESSAGE "Set pin_memory = true"
 workbook_mistake(tiny_batch CHECK fixed_program MESSAGE "raise batch_size"
   FIND [=[  options.batch_size = 1024;  // enough work per launch that the GPU, not the host, sets the pace]=]
   REPLACE [=[  options.batch_size = 32;]=])
+
+# A right answer written another way, which must pass (dev.alternative.9.*):
+# the GPU's own clock, events on the device's stream after the wait for the
+# warm-up, instead of host_time() around two synchronizes (lesson 2 teaches both).
+workbook_alternative(events CHECKS measure
+  FIND [=[  const double start_s = tiny::cuda::host_time();
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
+  for (int i = 0; i < steps; ++i) step();
+  tiny::cuda::synchronize(device);  // the host's clock now includes the GPU's work
+  const double elapsed_s = tiny::cuda::host_time() - start_s;]=]
+  REPLACE [=[  const tiny::cuda::Stream stream = tiny::cuda::current_stream(device);
+  tiny::cuda::Event start(true), stop(true);
+  start.record(stream);  // stamped once the warm-up's work has run
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
+  for (int i = 0; i < steps; ++i) step();
+  stop.record(stream);
+  stop.synchronize();
+  const double elapsed_s = start.elapsed_time(stop) / 1e3;]=])
