@@ -21,6 +21,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(9, "9_find_the_bottleneck");
+// What lesson 9 is about: waits for the GPU and pageable copies (the loader's waits are in each check's details).
+WORKBOOK_LESSON_COUNTERS("synchronizations", "bytes_host_to_device_pageable");
 
 namespace {
 
@@ -258,7 +260,11 @@ WORKBOOK_CHECK(fixed_program, "your make_loader and train_step keep the GPU busy
     return Outcome::fail("make_loader chose batch_size " + std::to_string(batch) + ": at most 1024 here (a larger "
                          "batch changes the training itself: fewer, larger steps)");
   }
-  ctx.details["timelines"] = {{"yours", v.value("chrome_trace", "")}, {"reference", r.value("chrome_trace", "")}};
+  // The traces as JSON objects (the report cuts long strings): drawn side by side in the HTML report.
+  const auto trace_of = [](const nlohmann::json& values) {
+    return nlohmann::json::parse(values.value("chrome_trace", ""), nullptr, /*allow_exceptions=*/false);
+  };
+  ctx.details["timelines"] = {{"yours", trace_of(v)}, {"reference", trace_of(r)}};
   const double ms = v.value("step_ms", 0.0), util = v.value("utilization", 0.0),
                rate = v.value("images_per_s", 0.0);
   const double ref_util = r.value("utilization", 0.0), ref_rate = r.value("images_per_s", 0.0);
