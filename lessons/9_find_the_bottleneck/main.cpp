@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   stages[5].bf16 = true;
   stages[5].yours = true;
 
-  std::printf("%-52s %9s %9s %8s %8s %7s\n", "program", "step ms", "images/s", "GPU-Util", "TFLOP/s", "loss");
+  std::printf("%-60s %9s %9s %8s %8s %7s\n", "program", "step ms", "images/s", "GPU-Util", "TFLOP/s", "loss");
   std::string profiles;
   try {
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
                ".json";
       }
       const Result r = run(stages[i], images, seed, steps, path);
-      std::printf("%-52s %9.3f %9.0f %7.1f%% %8.2f %7.3f\n", stages[i].what.c_str(), r.m.step_ms,
+      std::printf("%-60s %9.3f %9.0f %7.1f%% %8.2f %7.3f\n", stages[i].what.c_str(), r.m.step_ms,
                   static_cast<double>(r.batch_size) / (r.m.step_ms * 1e-3), 100 * r.m.utilization, r.m.tflops,
                   r.loss);
       profiles += r.profile;
