@@ -197,6 +197,11 @@ WORKBOOK_CHECK(train_step, "train_step() trains in bfloat16 with non_blocking co
     return Outcome::fail(call + " copied nothing to the GPU: move batch.data and batch.target to the device");
   }
   if (products_in_float32(mine)) return Outcome::fail(call + ": " + kAutocast);
+  if (mine.out.values.value("loss_sum_has_graph", false)) {
+    return Outcome::fail(call + ": loss_sum requires grad after it, so it holds the autograd graph of every step "
+                         "you added to it (and all the memory the graphs keep, lesson 8). Add the loss without its "
+                         "graph: loss_sum.add_(loss.detach())");
+  }
   if (auto why = workbook::differ(call + ", loss_sum", mine.out, ref.out, "loss_sum", 2e-2, 2e-2)) {
     return Outcome::fail(*why + "\n(add each step's loss, detached, to loss_sum: loss_sum.add_(loss.detach()))");
   }

@@ -38,6 +38,11 @@ workbook_mistake(item_every_step CHECK train_step MESSAGE "the host waited for t
   FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
   REPLACE [=[  loss_sum.add_(loss.item<double>());  // "to watch the loss"]=])
 
+# train_step: the loss added with its graph. Right numbers; every step's graph kept alive.
+workbook_mistake(loss_with_graph CHECK train_step MESSAGE "holds the autograd graph"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum = loss_sum + loss;]=])
+
 # train_step: copies without non_blocking. Right numbers; the host waits for each copy.
 workbook_mistake(blocking_copies CHECK train_step MESSAGE "copy without non_blocking"
   FIND [=[  const tiny::Tensor x = batch.data.to(device, /*non_blocking=*/true);  // pinned: the host does not wait

@@ -143,7 +143,8 @@ WORKBOOK_EXERCISE(train_step) {
     facts = trace_facts(prof);
   }
   out.values["trace"] = facts;
-  out.put("loss_sum", loss_sum);
+  out.values["loss_sum_has_graph"] = loss_sum.requires_grad();  // a loss added without detach() keeps its graph
+  out.put("loss_sum", loss_sum.detach());
   out.put_state("final", model->state_dict());
 }
 
