@@ -315,7 +315,8 @@ WORKBOOK_CHECK(fixed_program, "your make_loader and train_step keep the GPU busy
         yours + ". Nothing waits on data or on the host's reads, yet the GPU does " + fixed(tflops, 2) +
         " TFLOP/s of the products' work (the reference " + fixed(ref_tflops, 2) + "): every step costs a price " +
         "that does not grow with the batch (launching some forty kernels, updating all the weights), and a batch " +
-        "of " + std::to_string(batch) + " shares it among few images" +
+        "of " + std::to_string(batch) + " shares it among fewer images than the reference's " +
+        std::to_string(r.value("batch_size", int64_t{0})) +
         (util < kMinUtilization ? std::string(" (launch-bound: the GPU idles between tiny kernels)")
                                 : std::string(" (GPU-Util counts those fixed kernels as busy time)")) +
         ". A larger batch gives each step more work for the same price: raise batch_size");
