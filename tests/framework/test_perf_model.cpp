@@ -361,6 +361,35 @@ TEST(PerfModel, ASmallModelIsLaunchBoundAndHidesTheLatency) {
 // The schedule is computed as work is issued, never from the workers' clocks:
 // the same program takes the same modelled time in every execution mode, with
 // any number of threads, and however slowly this machine runs it.
+// Pinned batches copied without waiting, as a loader with pin_memory feeds a
+// loop: the pinned allocator asks which earlier blocks' copies have run each
+// time, and how many have depends on how far the emulator's workers got (in
+// deferred mode none, in blocking mode all). Its questions must cost nothing in
+// modelled time, or a loop's time would grow with its number of steps and
+// depend on the host's speed.
+TEST(PerfModel, PinnedAllocationsCostTheSameHostTimeWhateverTheWorkersDid) {
+  using Mode = tiny::gpu::EmulatedRuntime::Mode;
+  const tiny::Tensor batch = tiny::ones({32, 784});
+  std::vector<std::vector<int64_t>> per_mode;  // the host's time of each step, per mode
+  for (Mode mode : {Mode::deferred, Mode::blocking, Mode::threaded}) {
+    tiny_test::ModeGuard guard(mode);
+    tiny::cuda::synchronize(0);
+    std::vector<int64_t> steps;
+    for (int i = 0; i < 30; ++i) {
+      const int64_t start = host_now();
+      const tiny::Tensor pinned = batch.pin_memory();
+      const tiny::Tensor on_gpu = pinned.to(tiny::Device("cuda:0"), /*non_blocking=*/true);
+      on_gpu.mul_(2);
+      steps.push_back(host_now() - start);
+    }
+    tiny::cuda::synchronize(0);
+    for (int64_t t : steps) EXPECT_EQ(t, steps[0]) << "every step costs the host the same: a copy and a launch";
+    per_mode.push_back(steps);
+  }
+  EXPECT_EQ(per_mode[0], per_mode[1]) << "deferred and blocking modes agree";
+  EXPECT_EQ(per_mode[0], per_mode[2]) << "deferred and threaded modes agree";
+}
+
 TEST(PerfModel, ModelledTimeIsTheSameInEveryModeAndThreadCount) {
   using Mode = tiny::gpu::EmulatedRuntime::Mode;
   const bench::TrainingCase& c = bench::training_cases()[0];  // A: dropout, Adam, three layers

@@ -31,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/op_scope.h"
 #include "gpu/model/timeline.h"
 #include "tiny/autograd.h"
 #include "tiny/error.h"
@@ -175,6 +176,7 @@ class LoaderEpoch {
 
   const Batch& current() const { return current_; }
   int64_t position() const { return next_; }
+  bool has_workers() const { return !workers_.empty(); }
   int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
 
  private:
@@ -274,6 +276,11 @@ const Batch& DataLoader::Iterator::operator*() const {
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   TINY_CHECK(!at_end(), IndexError, "DataLoader: incremented the end iterator");
   std::shared_ptr<detail::LoaderEpoch> epoch = epoch_;
+  // The trace shows each batch's wait as PyTorch's profiler does, under the
+  // names it gives the loader's iterators, so a loop starved of data reads as
+  // long ranges of these on the host's track while the GPU's tracks are empty.
+  TINY_OP_SCOPE(epoch->has_workers() ? "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+                                     : "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   bool more = false;
   try {
     more = epoch->advance();

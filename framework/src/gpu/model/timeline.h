@@ -30,6 +30,21 @@ void host_advance_autograd();
 // Set by the emulated GPU when it starts, from its model.
 void set_host_autograd_ns(int64_t ns);
 
+// While one lives, the calling thread's clock does not move: runtime calls
+// made for tiny's own bookkeeping (the pinned allocator asking which of its
+// blocks' copies have run) cost nothing, so that how far the emulator's
+// workers really got cannot change modelled time.
+class HostClockPause {
+ public:
+  HostClockPause();
+  ~HostClockPause();
+  HostClockPause(const HostClockPause&) = delete;
+  HostClockPause& operator=(const HostClockPause&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
 // Threads that do GPU work for a caller (DataParallel's replicas) start at the
 // caller's time, and the caller resumes at the latest of theirs when it joins
 // them, as real threads would.
