@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gpu/device_context.h"
+#include "gpu/model/timeline.h"
 
 namespace tiny::gpu {
 
@@ -62,6 +63,7 @@ class PinnedHostAllocator final : public Allocator {
 
   // Blocks whose copies have all run go back to the free lists (mutex_ held).
   void reclaim_finished() {
+    const model::UnmodelledHostWork polling;  // how many blocks are pending depends on real progress
     for (size_t i = 0; i < pending_.size();) {
       bool done = true;
       for (const Event& e : pending_[i].events) done = done && rt_.event_query(e);
