@@ -57,7 +57,7 @@ tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& 
 /// loss = F.cross_entropy(model(x), y)
 /// loss.backward()
 /// optimizer.step()
-/// return loss.detach()
+/// return ...  # this batch's loss, for the epoch's sum: see above
 /// ```
 tiny::Tensor train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
                         const tiny::Device& device);
