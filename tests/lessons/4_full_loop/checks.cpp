@@ -387,6 +387,11 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
     return Outcome::fail("train_one_epoch threw a mixed-device error: a tensor is still on the cpu; move every batch, "
                          "features and labels, with to_device(batch, device, true) before using it:\n  " + mine.message);
   }
+  if (mine.status == "error" && mine.message.find("in-place operations are not recorded") != std::string::npos) {
+    return Outcome::fail("train_one_epoch's running sum refused a loss that still carries its autograd graph: "
+                         "train_step should return loss.detach() (the same values, no graph); a sum of attached "
+                         "losses would keep every step's activations alive:\n  " + mine.message);
+  }
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("train_one_epoch", in);
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
