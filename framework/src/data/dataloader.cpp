@@ -31,8 +31,8 @@
 #include <thread>
 #include <utility>
 
-#include "core/op_scope.h"
 #include "gpu/model/timeline.h"
+#include "gpu/model/trace.h"
 #include "tiny/autograd.h"
 #include "tiny/error.h"
 
@@ -128,6 +128,7 @@ class LoaderEpoch {
       }
     }
     const int64_t k = next_++;
+    const int64_t asked_at = gpu::model::host_now();
     if (workers_.empty()) {
       try {
         current_ = load(k);
@@ -136,6 +137,7 @@ class LoaderEpoch {
         rethrow_with_context(std::current_exception(), context(k, -1));
       }
       gpu::model::host_advance(modelled_cost(k));
+      trace_next(asked_at);
       return true;
     }
     Slot slot;
@@ -158,6 +160,7 @@ class LoaderEpoch {
     }
     current_ = std::move(slot.batch);
     wait_modelled(k);
+    trace_next(asked_at);
     return true;
   }
 
@@ -176,7 +179,6 @@ class LoaderEpoch {
 
   const Batch& current() const { return current_; }
   int64_t position() const { return next_; }
-  bool has_workers() const { return !workers_.empty(); }
   int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
 
  private:
@@ -186,6 +188,20 @@ class LoaderEpoch {
     std::exception_ptr error;
     int worker = -1;
   };
+
+  // The profiler shows each batch the loop takes, as PyTorch's does (a
+  // record_function around the iterator's __next__, same name): the modelled
+  // time the loop spent loading the batch itself, or waiting for its worker.
+  void trace_next(int64_t asked_at) const {
+    if (!gpu::model::tracing()) return;
+    gpu::model::TraceEvent e;
+    e.kind = gpu::model::TraceEvent::Kind::cpu_op;
+    e.name = e.op = workers_.empty() ? "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+                                     : "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+    e.host_start_ns = asked_at;
+    e.host_end_ns = gpu::model::host_now();
+    gpu::model::trace(std::move(e));
+  }
 
   int64_t modelled_cost(int64_t k) const { return dataset_->modelled_load_ns(batches_[static_cast<size_t>(k)]); }
 
@@ -276,11 +292,6 @@ const Batch& DataLoader::Iterator::operator*() const {
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   TINY_CHECK(!at_end(), IndexError, "DataLoader: incremented the end iterator");
   std::shared_ptr<detail::LoaderEpoch> epoch = epoch_;
-  // The trace shows each batch's wait as PyTorch's profiler does, under the
-  // names it gives the loader's iterators, so a loop starved of data reads as
-  // long ranges of these on the host's track while the GPU's tracks are empty.
-  TINY_OP_SCOPE(epoch->has_workers() ? "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
-                                     : "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   bool more = false;
   try {
     more = epoch->advance();

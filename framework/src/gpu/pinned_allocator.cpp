@@ -65,7 +65,7 @@ class PinnedHostAllocator final : public Allocator {
   // The queries are free in modelled time: which blocks are done depends on how
   // far the emulator's workers really got, and so does their number.
   void reclaim_finished() {
-    const model::HostClockPause free_in_modelled_time;
+    const model::UnmodelledHostWork polling;  // how many blocks are pending depends on real progress
     for (size_t i = 0; i < pending_.size();) {
       bool done = true;
       for (const Event& e : pending_[i].events) done = done && rt_.event_query(e);

@@ -30,16 +30,17 @@ void host_advance_autograd();
 // Set by the emulated GPU when it starts, from its model.
 void set_host_autograd_ns(int64_t ns);
 
-// While one lives, the calling thread's clock does not move: runtime calls
-// made for tiny's own bookkeeping (the pinned allocator asking which of its
-// blocks' copies have run) cost nothing, so that how far the emulator's
-// workers really got cannot change modelled time.
-class HostClockPause {
+// The allocators poll events to find blocks they may reuse; the answer depends
+// on how far the emulator's workers really got, so what the polling costs must
+// not reach the modelled clock (the threaded, blocking and deferred modes would
+// disagree, and a run would not time the same twice). The calling thread's
+// modelled clock is as it was when this scope began once it ends.
+class UnmodelledHostWork {
  public:
-  HostClockPause();
-  ~HostClockPause();
-  HostClockPause(const HostClockPause&) = delete;
-  HostClockPause& operator=(const HostClockPause&) = delete;
+  UnmodelledHostWork() : saved_(host_now()) {}
+  ~UnmodelledHostWork();
+  UnmodelledHostWork(const UnmodelledHostWork&) = delete;
+  UnmodelledHostWork& operator=(const UnmodelledHostWork&) = delete;
 
  private:
   int64_t saved_;
