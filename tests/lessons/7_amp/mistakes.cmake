@@ -87,3 +87,22 @@ workbook_mistake(scaled_step_ignores_inf CHECK scaled_step MESSAGE "the gradient
   FIND [=[  if (!found_inf) optimizer.step();  // an inf or NaN gradient would ruin the weights: skip the step]=]
   REPLACE [=[  (void)found_inf;
   optimizer.step();]=])
+
+# Right answers written another way, which must pass (dev.alternative.7.*): the
+# exact comparisons of unscale_grads must not reject a division or another
+# inf/NaN test, nor the stale-gradient probe a zero_grad that writes zeros.
+workbook_alternative(unscale_by_sum CHECKS unscale_grads scaled_step
+  FIND [=[    const Tensor largest = g.abs().max();
+    worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN
+    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()]=]
+  REPLACE [=[    const Tensor total = g.sum();  // inf or NaN when any element is (inf - inf is NaN)
+    worst = worst.defined() ? worst + total : total;
+    g.div_(scale);]=])
+
+workbook_alternative(zeros_not_none CHECKS scaled_step
+  FIND [=[  optimizer.zero_grad();
+  const Tensor loss = amp_forward(model, x, y);
+  (loss * state.scale).backward();]=]
+  REPLACE [=[  model.zero_grad(/*set_to_none=*/false);
+  const Tensor loss = amp_forward(model, x, y);
+  (loss * state.scale).backward();]=])
