@@ -31,6 +31,16 @@ double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer
   TINY_TODO("lesson 7: PyTorch's AMP recipe with GradScaler, clipping the unscaled gradients");
 }
 
+void save_checkpoint(const std::string& path, const tiny::nn::Module& model, const tiny::optim::Optimizer& optimizer,
+                     const tiny::amp::GradScaler& scaler) {
+  TINY_TODO("lesson 7: one StateDict holding all three states under prefixes, written with tiny::save");
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  TINY_TODO("lesson 7: tiny::load, split the three states by their prefixes, load_state_dict each");
+}
+
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const Tensor& x, const Tensor& y) {
   TINY_TODO("lesson 7: zero_grad; forward and loss in a bfloat16 autocast region; backward and step outside it");
 }

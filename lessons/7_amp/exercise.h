@@ -2,13 +2,14 @@
 /// @brief Lesson 7: mixed precision. A forward pass under float16 autocast;
 /// loss scaling written by hand (the inf/NaN check and unscaling, the rule that
 /// moves the scale, a step that uses them); the same step with
-/// tiny::amp::GradScaler and gradient clipping; and a bfloat16 step that needs
-/// no scaler.
+/// tiny::amp::GradScaler and gradient clipping; a checkpoint that carries the
+/// scaler's state; and a bfloat16 step that needs no scaler.
 ///
 /// Implement these in exercise.cpp; `./workbook check 7` (or `ctest -R lesson_7`) checks them.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tiny/tiny.h"
@@ -72,6 +73,24 @@ double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimi
 /// Return `loss.item<double>()` (inf or NaN on a skipped step).
 double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, tiny::amp::GradScaler& scaler,
                       const tiny::Tensor& x, const tiny::Tensor& y, double max_grad_norm);
+
+/// @brief Saves a float16 run's checkpoint in one file at `path`: the model's, the optimizer's and the scaler's state.
+///
+/// A run resumed without the scaler's state starts again from the initial
+/// scale (65536 by default): it overflows, or waits thousands of steps to
+/// grow, on the way back to the scale it had found. Use tiny::save, which
+/// writes one StateDict (its tensors and its metadata): the three states must
+/// fit in it without their names colliding.
+///
+/// PyTorch: `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)`
+void save_checkpoint(const std::string& path, const tiny::nn::Module& model, const tiny::optim::Optimizer& optimizer,
+                     const tiny::amp::GradScaler& scaler);
+
+/// @brief Restores a checkpoint written by save_checkpoint into `model`, `optimizer` and `scaler`.
+///
+/// PyTorch: `c = torch.load(path); model.load_state_dict(c["model"]); optimizer.load_state_dict(c["optimizer"]); scaler.load_state_dict(c["scaler"])`
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler);
 
 /// @brief One bfloat16 mixed-precision training step, without a scaler; returns the loss.
 ///

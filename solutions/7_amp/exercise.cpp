@@ -73,6 +73,39 @@ double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer
   // END SOLUTION
 }
 
+void save_checkpoint(const std::string& path, const tiny::nn::Module& model, const tiny::optim::Optimizer& optimizer,
+                     const tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: one StateDict holding all three states under prefixes, written with tiny::save
+  tiny::StateDict all;
+  for (const auto& [name, t] : model.state_dict()) all.insert("model." + name, t);
+  const tiny::StateDict opt = optimizer.state_dict();
+  for (const auto& [name, t] : opt) all.insert("optimizer." + name, t);
+  for (const auto& [key, value] : opt.metadata) all.metadata["optimizer." + key] = value;
+  for (const auto& [key, value] : scaler.state_dict().metadata) all.metadata["scaler." + key] = value;  // numbers only
+  tiny::save(all, path);
+  // END SOLUTION
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  const tiny::StateDict all = tiny::load(path);
+  tiny::StateDict parts[3];  // model, optimizer, scaler
+  const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, t] : all) {
+      if (name.rfind(prefixes[i], 0) == 0) parts[i].insert(name.substr(prefixes[i].size()), t);
+    }
+    for (const auto& [key, value] : all.metadata) {
+      if (key.rfind(prefixes[i], 0) == 0) parts[i].metadata[key.substr(prefixes[i].size())] = value;
+    }
+  }
+  model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
+  optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
+  scaler.load_state_dict(parts[2]);     // the scale and the count of clean steps
+  // END SOLUTION
+}
+
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const Tensor& x, const Tensor& y) {
   // BEGIN SOLUTION: zero_grad; forward and loss in a bfloat16 autocast region; backward and step outside it
   optimizer.zero_grad();

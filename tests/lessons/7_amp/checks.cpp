@@ -753,6 +753,50 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   return Outcome::pass("scales " + values_text(scales) + "; step 2 skipped");
 }
 
+WORKBOOK_CHECK(checkpoint, "save_checkpoint() and load_checkpoint() carry the model, the optimizer and the scaler into a fresh run") {
+  Bundle in = step_inputs(ctx, 11, 4, kInitScale, 3, 1e9);
+  const tiny::Tensor clean = in.tensor("x.1");
+  std::vector<float> values = clean.contiguous().to_vector<float>();
+  values[0] = 1e6f;  // step 2 overflows: the scale moves from its start
+  in.put("x.1", tiny::from_vector(values, clean.sizes()));
+  in.values["path"] = (ctx.work_dir / "lesson7_checkpoint.safetensors").string();
+  const std::string call = "save_checkpoint after 4 float16 steps (GradScaler init_scale 1024, growth_interval 3, an "
+                           "overflow at step 2), then load_checkpoint into a fresh model, SGD and GradScaler()";
+  Run mine, ref;
+  if (auto early = ctx.both("checkpoint", in, mine, ref, one_gpu(call))) return *early;
+  const nlohmann::json& v = mine.out.values;
+  if (!v["file_written"].get<bool>()) return Outcome::fail(call + ": save_checkpoint wrote no file at the path it was given");
+  const double saved = v["saved_scale"].get<double>(), loaded = v["loaded_scale"].get<double>();
+  if (loaded != saved) {
+    return Outcome::fail(call + ": the scaler's state was not restored: the scale after loading is " + number_text(loaded) +
+                         (loaded == v["fresh_scale"].get<double>() ? " (a fresh scaler's)" : "") + ", the saved run's " +
+                         number_text(saved) + ". Save scaler.state_dict() (its metadata: the scale, the count of clean "
+                         "steps, the factors) with the rest and give it back to scaler.load_state_dict(), as PyTorch's "
+                         "checkpoints do: a resumed run would otherwise start again from the initial scale");
+  }
+  if (v["loaded_growth_tracker"] != v["saved_growth_tracker"]) {
+    return Outcome::fail(call + ": the scaler's count of clean steps after loading is " +
+                         values_text(v["loaded_growth_tracker"]) + ", the saved run's " +
+                         values_text(v["saved_growth_tracker"]) + ": restore the whole scaler.state_dict()");
+  }
+  for (const auto& [what, label] : {std::pair<const char*, const char*>{"model", "the model's"},
+                                    {"optimizer", "the optimizer's (SGD's momentum buffers)"}}) {
+    const tiny::StateDict want = mine.out.state(std::string("saved_") + what);
+    const tiny::StateDict got = mine.out.state(std::string("loaded_") + what);
+    for (const auto& [name, t] : want) {
+      if (!got.contains(name)) {
+        return Outcome::fail(call + ": " + label + " state after loading has no " + name + ": save " + what +
+                             ".state_dict() whole and load it with load_state_dict()");
+      }
+      if (auto why = workbook::differ(std::string(label) + " " + name + " after loading", got.at(name), t, 0, 0)) {
+        return Outcome::fail(call + ": " + *why + "\n(save " + what + ".state_dict() and restore it with " + what +
+                             ".load_state_dict(); a checkpoint keeps the values exactly)");
+      }
+    }
+  }
+  return Outcome::pass("scale " + number_text(loaded) + ", weights and momentum restored exactly");
+}
+
 WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat16 steps, the weights staying float32 (within 3e-2)") {
   constexpr int steps = 3;
   Bundle in;

@@ -106,3 +106,50 @@ workbook_alternative(zeros_not_none CHECKS scaled_step
   REPLACE [=[  model.zero_grad(/*set_to_none=*/false);
   const Tensor loss = amp_forward(model, x, y);
   (loss * state.scale).backward();]=])
+
+# A checkpoint without the scaler: the resumed run starts again from the initial scale.
+workbook_mistake(checkpoint_without_scaler CHECK checkpoint MESSAGE "the scaler's state was not restored"
+  FIND [=[  for (const auto& [key, value] : scaler.state_dict().metadata) all.metadata["scaler." + key] = value;  // numbers only
+  tiny::save(all, path);
+  // END SOLUTION
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  const tiny::StateDict all = tiny::load(path);
+  tiny::StateDict parts[3];  // model, optimizer, scaler
+  const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, t] : all) {
+      if (name.rfind(prefixes[i], 0) == 0) parts[i].insert(name.substr(prefixes[i].size()), t);
+    }
+    for (const auto& [key, value] : all.metadata) {
+      if (key.rfind(prefixes[i], 0) == 0) parts[i].metadata[key.substr(prefixes[i].size())] = value;
+    }
+  }
+  model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
+  optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
+  scaler.load_state_dict(parts[2]);     // the scale and the count of clean steps]=]
+  REPLACE [=[  (void)scaler;  // "the scaler is rebuilt at start"
+  tiny::save(all, path);
+  // END SOLUTION
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  const tiny::StateDict all = tiny::load(path);
+  tiny::StateDict parts[3];  // model, optimizer, scaler
+  const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, t] : all) {
+      if (name.rfind(prefixes[i], 0) == 0) parts[i].insert(name.substr(prefixes[i].size()), t);
+    }
+    for (const auto& [key, value] : all.metadata) {
+      if (key.rfind(prefixes[i], 0) == 0) parts[i].metadata[key.substr(prefixes[i].size())] = value;
+    }
+  }
+  model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
+  optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
+  (void)scaler;]=])

@@ -6,6 +6,7 @@
 // GPU's GEMM counters (which dtype each matrix product really ran in).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "exercise.h"
@@ -295,4 +296,47 @@ WORKBOOK_EXERCISE(update_scale) {
   }
   out.values["scales"] = scales;
   out.values["growth_trackers"] = trackers;
+}
+
+// save_checkpoint after K float16 steps taken here with tiny::amp::GradScaler
+// (init_scale, growth_interval; batch 1 overflows, so the scale has moved),
+// then load_checkpoint into a fresh model, optimizer and default scaler: the
+// states before the save and after the load.
+WORKBOOK_EXERCISE(checkpoint) {
+  auto model = load_model(in);
+  auto optimizer = make_sgd(*model, in);
+  tiny::amp::GradScaler::Options options;
+  options.init_scale = in.values.at("init_scale").get<double>();
+  options.growth_interval = in.values.at("growth_interval").get<int64_t>();
+  tiny::amp::GradScaler scaler("cuda", options);
+  for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
+    optimizer->zero_grad();
+    tiny::Tensor loss;
+    {
+      tiny::amp::autocast guard("cuda", tiny::kFloat16);
+      loss = F::cross_entropy((*model)(in.tensor("x." + std::to_string(k)).to(kGpu)),
+                              in.tensor("y." + std::to_string(k)).to(kGpu));
+    }
+    scaler.scale(loss).backward();
+    scaler.step(*optimizer);
+    scaler.update();
+  }
+  out.put_state("saved_model", model->state_dict());
+  out.put_state("saved_optimizer", optimizer->state_dict());
+  out.values["saved_scale"] = scaler.get_scale();
+  out.values["saved_growth_tracker"] = scaler.growth_tracker();
+  const std::string path = in.values.at("path");
+  std::filesystem::remove(path);
+  lesson7::save_checkpoint(path, *model, *optimizer, scaler);
+  out.values["file_written"] = std::filesystem::exists(path);
+
+  auto fresh = load_model(in);
+  auto fresh_optimizer = make_sgd(*fresh, in);
+  tiny::amp::GradScaler fresh_scaler("cuda", tiny::amp::GradScaler::Options{});
+  out.values["fresh_scale"] = tiny::amp::GradScaler::Options{}.init_scale;
+  lesson7::load_checkpoint(path, *fresh, *fresh_optimizer, fresh_scaler);
+  out.put_state("loaded_model", fresh->state_dict());
+  out.put_state("loaded_optimizer", fresh_optimizer->state_dict());
+  out.values["loaded_scale"] = fresh_scaler.get_scale();
+  out.values["loaded_growth_tracker"] = fresh_scaler.growth_tracker();
 }
