@@ -1,5 +1,8 @@
-// Lesson 7: mixed precision: float16 autocast with a GradScaler, and bfloat16 without one.
+// Lesson 7: mixed precision: float16 autocast with loss scaling (your own, then
+// GradScaler's), and bfloat16 without it.
 #include "exercise.h"
+
+#include <cmath>
 
 namespace lesson7 {
 
@@ -7,16 +10,39 @@ namespace F = tiny::nn::functional;
 using tiny::Tensor;
 
 Tensor amp_forward(tiny::nn::Module& model, const Tensor& x, const Tensor& y) {
-  TINY_TODO("lesson 7: under tiny::amp::autocast(\"cuda\", tiny::kFloat16): loss = cross_entropy(model(x), y); return it");
+  TINY_TODO("lesson 7: the model and its loss inside a float16 autocast region; return the loss");
+}
+
+bool unscale_grads_(const std::vector<Tensor>& grads, double scale) {
+  TINY_TODO("lesson 7: divide each defined gradient by the scale in place; one read of the GPU says whether any was inf or NaN");
+}
+
+void update_scale(ScalerState& state, bool found_inf) {
+  TINY_TODO("lesson 7: back off and restart the count after an overflow; grow after growth_interval clean steps in a row");
+}
+
+double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, ScalerState& state,
+                         const Tensor& x, const Tensor& y) {
+  TINY_TODO("lesson 7: zero_grad; amp_forward; backward on loss * scale; unscale_grads_ on the parameters' gradients; step only when finite; update_scale");
 }
 
 double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, tiny::amp::GradScaler& scaler,
                       const Tensor& x, const Tensor& y, double max_grad_norm) {
-  TINY_TODO("lesson 7: zero_grad; loss = amp_forward; scaler.scale(loss).backward(); unscale_; clip_grad_norm_; scaler.step; scaler.update");
+  TINY_TODO("lesson 7: PyTorch's AMP recipe with GradScaler, clipping the unscaled gradients");
+}
+
+void save_checkpoint(const std::string& path, const tiny::nn::Module& model, const tiny::optim::Optimizer& optimizer,
+                     const tiny::amp::GradScaler& scaler) {
+  TINY_TODO("lesson 7: one StateDict holding all three states under prefixes, written with tiny::save");
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  TINY_TODO("lesson 7: tiny::load, split the three states by their prefixes, load_state_dict each");
 }
 
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const Tensor& x, const Tensor& y) {
-  TINY_TODO("lesson 7: zero_grad; forward and loss under autocast(\"cuda\", tiny::kBFloat16); loss.backward(); optimizer.step()");
+  TINY_TODO("lesson 7: zero_grad; forward and loss in a bfloat16 autocast region; backward and step outside it");
 }
 
 }  // namespace lesson7

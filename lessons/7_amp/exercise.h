@@ -1,10 +1,16 @@
 /// @file lessons/7_amp/exercise.h
-/// @brief Lesson 7: mixed precision. A forward pass under float16 autocast, a
-/// training step with a GradScaler (scale, backward, unscale, clip, step,
-/// update), and a bfloat16 step that needs no scaler.
+/// @brief Lesson 7: mixed precision. A forward pass under float16 autocast;
+/// loss scaling written by hand (the inf/NaN check and unscaling, the rule that
+/// moves the scale, a step that uses them); the same step with
+/// tiny::amp::GradScaler and gradient clipping; a checkpoint that carries the
+/// scaler's state; and a bfloat16 step that needs no scaler.
 ///
 /// Implement these in exercise.cpp; `./workbook check 7` (or `ctest -R lesson_7`) checks them.
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "tiny/tiny.h"
 
@@ -12,70 +18,85 @@ namespace lesson7 {
 
 /// @brief The forward pass and the loss under float16 autocast; returns the loss with its graph.
 ///
-/// Open a `tiny::amp::autocast` guard for "cuda" with `tiny::kFloat16`, run the
-/// model on `x` and take `cross_entropy` of its output and `y` (the mean over
-/// the batch), all inside the guard's scope. Inside it the matrix products run
-/// in float16 (the weights stay float32: autocast makes float16 copies of them
-/// for the products), and cross_entropy runs in float32, so the loss is a
-/// float32 tensor. Return it as it is: the caller calls backward on it (no
-/// `.item()`, no `.detach()`).
+/// The matrix products must run in float16 (the checks count them: the GPU's
+/// GEMM counters say which dtype each product ran in), while the weights stay
+/// float32 and the loss comes out float32. Return the loss as cross_entropy
+/// gave it (mean over the batch): the caller calls backward on it.
 ///
-/// PyTorch:
-/// ```python
-/// with torch.amp.autocast("cuda", dtype=torch.float16):
-///     loss = F.cross_entropy(model(x), y)
-/// return loss
-/// ```
+/// PyTorch: `with torch.amp.autocast("cuda", dtype=torch.float16): return F.cross_entropy(model(x), y)`
 tiny::Tensor amp_forward(tiny::nn::Module& model, const tiny::Tensor& x, const tiny::Tensor& y);
 
-/// @brief One float16 mixed-precision training step with loss scaling and gradient clipping; returns the loss.
+/// @brief What a dynamic loss scaler keeps: tiny::amp::GradScaler's options and its two numbers.
+struct ScalerState {
+  double scale = 65536.0;          ///< the loss is multiplied by this before backward
+  int64_t growth_tracker = 0;      ///< clean steps in a row since the scale last changed
+  double growth_factor = 2.0;      ///< the scale is multiplied by this after growth_interval clean steps
+  double backoff_factor = 0.5;     ///< ... and by this after a step whose gradients had an inf or a NaN
+  int64_t growth_interval = 2000;  ///< clean steps in a row before the scale grows
+};
+
+/// @brief Unscales gradients in place; returns true when any of them held an inf or a NaN.
 ///
-/// The model's weights are float32 on the GPU, and so are `x` and `y`. In order:
-/// 1. clear the gradients of the previous step (`optimizer.zero_grad()`);
-/// 2. the loss from `amp_forward` (autocast covers the forward pass and the loss, nothing else);
-/// 3. backward on the *scaled* loss: `scaler.scale(loss).backward()`, so that small
-///    gradients do not underflow to zero in float16;
-/// 4. `scaler.unscale_(optimizer)`: the gradients are divided by the scale again, in place;
-/// 5. clip the true (unscaled) gradients to a joint norm of `max_grad_norm`
-///    (`tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm)`);
-/// 6. `scaler.step(optimizer)`: steps, unless a gradient is inf or NaN (then the step is skipped);
-/// 7. `scaler.update()`: halves the scale after a skipped step, doubles it after
-///    `growth_interval` clean steps in a row.
+/// Every defined tensor of `grads` (the `.grad()` of each parameter; an
+/// undefined one is skipped) is divided by `scale` in place, so that the
+/// optimizer then reads the true gradients. The answer says whether any
+/// element of any of them was inf or NaN. Deciding that needs the host to read
+/// a number from the GPU: read one for all the gradients, not one per
+/// gradient (each read waits for the GPU). What GradScaler.unscale_ does, in
+/// PyTorch's `torch._amp_foreach_non_finite_check_and_unscale_`.
+bool unscale_grads_(const std::vector<tiny::Tensor>& grads, double scale);
+
+/// @brief The scale's rule after a step (PyTorch's `torch._amp_update_scale_`).
 ///
-/// Return the loss as a number (`loss.item<double>()`; it is inf or NaN on a skipped step).
+/// After a step whose gradients had an inf or a NaN (`found_inf`): back off
+/// the scale by `backoff_factor` and start counting clean steps again. After a
+/// clean step: count it; when the count reaches `growth_interval`, grow the
+/// scale by `growth_factor` and start counting again.
+void update_scale(ScalerState& state, bool found_inf);
+
+/// @brief One float16 step with your own loss scaling (no GradScaler); returns the loss.
 ///
-/// PyTorch:
-/// ```python
-/// optimizer.zero_grad()
-/// with torch.amp.autocast("cuda", dtype=torch.float16):
-///     loss = F.cross_entropy(model(x), y)
-/// scaler.scale(loss).backward()
-/// scaler.unscale_(optimizer)
-/// torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-/// scaler.step(optimizer)
-/// scaler.update()
-/// return loss.item()
-/// ```
+/// Clear the old gradients, take the loss from amp_forward, run backward on
+/// the loss multiplied by `state.scale`, unscale the parameters' gradients
+/// with unscale_grads_, let the optimizer step only when they were all
+/// finite, and move the scale with update_scale. Return the (unscaled) loss
+/// as a number.
+double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, ScalerState& state,
+                         const tiny::Tensor& x, const tiny::Tensor& y);
+
+/// @brief One float16 step with tiny::amp::GradScaler and gradient clipping; returns the loss.
+///
+/// The same step as scaled_train_step, with the library's scaler in place of
+/// your own (PyTorch's AMP recipe: the README's "PyTorch beside tiny"), and
+/// the true gradients clipped to a joint norm of `max_grad_norm`
+/// (`tiny::nn::utils::clip_grad_norm_`) before the optimizer uses them.
+/// Return `loss.item<double>()` (inf or NaN on a skipped step).
 double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, tiny::amp::GradScaler& scaler,
                       const tiny::Tensor& x, const tiny::Tensor& y, double max_grad_norm);
 
+/// @brief Saves a float16 run's checkpoint in one file at `path`: the model's, the optimizer's and the scaler's state.
+///
+/// A run resumed without the scaler's state starts again from the initial
+/// scale (65536 by default): it overflows, or waits thousands of steps to
+/// grow, on the way back to the scale it had found. Use tiny::save, which
+/// writes one StateDict (its tensors and its metadata): the three states must
+/// fit in it without their names colliding.
+///
+/// PyTorch: `torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)`
+void save_checkpoint(const std::string& path, const tiny::nn::Module& model, const tiny::optim::Optimizer& optimizer,
+                     const tiny::amp::GradScaler& scaler);
+
+/// @brief Restores a checkpoint written by save_checkpoint into `model`, `optimizer` and `scaler`.
+///
+/// PyTorch: `c = torch.load(path); model.load_state_dict(c["model"]); optimizer.load_state_dict(c["optimizer"]); scaler.load_state_dict(c["scaler"])`
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler);
+
 /// @brief One bfloat16 mixed-precision training step, without a scaler; returns the loss.
 ///
-/// bfloat16 keeps float32's exponent range (it is the top half of a float32), so
-/// gradients do not underflow and no loss scaling is needed. In order: zero_grad,
-/// forward and cross_entropy under `tiny::amp::autocast("cuda", tiny::kBFloat16)`
-/// (the dtype must be given: the default for "cuda" is float16), then outside the
-/// guard a plain `loss.backward()` and `optimizer.step()`. The weights stay float32.
-///
-/// PyTorch:
-/// ```python
-/// optimizer.zero_grad()
-/// with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-///     loss = F.cross_entropy(model(x), y)
-/// loss.backward()
-/// optimizer.step()
-/// return loss.item()
-/// ```
+/// bfloat16 keeps float32's exponent range, so gradients do not underflow
+/// and no loss scaling is needed. The products run in bfloat16, the weights
+/// stay float32.
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& x,
                        const tiny::Tensor& y);
 

@@ -102,6 +102,11 @@ struct DeviceCounters {
   uint64_t device_mallocs = 0;                 ///< allocations that reached the device (not served from the cache)
   double modelled_kernel_ms = 0;               ///< emulated GPU: modelled time its kernels ran (0 on a real GPU)
   double modelled_copy_ms = 0;                 ///< emulated GPU: modelled time of its copies to and from the host
+  uint64_t gemms_float32 = 0;   ///< matrix products (GEMMs) in float32 on the CUDA cores
+  uint64_t gemms_tf32 = 0;      ///< float32 products on TF32 tensor cores (set_float32_matmul_precision("high"))
+  uint64_t gemms_float16 = 0;   ///< float16 products (tensor cores where the GPU has them)
+  uint64_t gemms_bfloat16 = 0;  ///< bfloat16 products (tensor cores where the GPU has them; a T4 has none)
+  uint64_t gemms_other = 0;     ///< float64 and int64 products
 };
 /// @brief The counters of device `index` (-1: the current device).
 DeviceCounters device_counters(int index = -1);

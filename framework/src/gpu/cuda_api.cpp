@@ -103,6 +103,11 @@ DeviceCounters device_counters(int index) {
   out.device_mallocs = c.raw_mallocs;
   out.modelled_kernel_ms = static_cast<double>(c.modelled_kernel_ns) * 1e-6;
   out.modelled_copy_ms = static_cast<double>(c.modelled_copy_ns) * 1e-6;
+  out.gemms_float32 = c.gemms_float32;
+  out.gemms_tf32 = c.gemms_tf32;
+  out.gemms_float16 = c.gemms_float16;
+  out.gemms_bfloat16 = c.gemms_bfloat16;
+  out.gemms_other = c.gemms_other;
   return out;
 }
 

@@ -19,6 +19,8 @@
 #include <functional>
 #include <string>
 
+#include "tiny/dtype.h"
+
 namespace tiny::gpu {
 
 // A queue of work on one device. id 0 is the device's default stream.
@@ -60,7 +62,24 @@ struct Counters {
   uint64_t raw_frees = 0;
   uint64_t modelled_kernel_ns = 0;        // the emulator: modelled time its kernels ran (0 on a real GPU)
   uint64_t modelled_copy_ns = 0;          // ... and its copies to and from the host
+  // Matrix products (GEMM calls) by the math they ran in: float32 on the
+  // CUDA cores, float32 on TF32 tensor cores, float16, bfloat16, any other.
+  uint64_t gemms_float32 = 0;
+  uint64_t gemms_tf32 = 0;
+  uint64_t gemms_float16 = 0;
+  uint64_t gemms_bfloat16 = 0;
+  uint64_t gemms_other = 0;
 };
+
+// Which GEMM counter a product of `dtype` adds to; `tf32`: a float32 one ran on TF32 tensor cores.
+inline uint64_t Counters::* gemm_counter(Dtype dtype, bool tf32) {
+  switch (dtype) {
+    case Dtype::Float32: return tf32 ? &Counters::gemms_tf32 : &Counters::gemms_float32;
+    case Dtype::Float16: return &Counters::gemms_float16;
+    case Dtype::BFloat16: return &Counters::gemms_bfloat16;
+    default: return &Counters::gemms_other;
+  }
+}
 
 class Runtime {
  public:

@@ -1,9 +1,13 @@
-// Lesson 7's checks: the float16 forward pass and the memory it keeps, the
-// float16 step with a GradScaler (compared with the reference over 3 steps,
-// clipping, a skipped step), and the bfloat16 step. Student and reference start
-// from the same snapshot of a small MLP on cuda:0 (emulated) and get the same
-// batches; probes in the glue record where autocast was on, the dtypes, and
-// the gradients the optimizer was handed.
+// Lesson 7's checks: the float16 forward pass and the memory it keeps; loss
+// scaling by hand (unscaling with the inf/NaN check, the scale's rule, a step
+// that uses them, compared with tiny::amp::GradScaler over a sequence with an
+// overflow); the float16 step with a GradScaler (compared with the reference
+// over 3 steps, clipping, a skipped step); and the bfloat16 step. Student and
+// reference start from the same snapshot of a small MLP on cuda:0 (emulated)
+// and get the same batches; probes in the glue record where autocast was on,
+// the dtypes, the gradients the optimizer was handed, whether the previous
+// step's gradients were cleared, and the GPU's GEMM counters: the products
+// must really run in 16 bits, not only give numbers that agree.
 //
 // Tolerances: student and reference usually run the same ops and agree exactly;
 // a correct step written another way rounds in other places. float16 keeps 11
@@ -39,6 +43,8 @@ constexpr double kBFloat16Tol = 3e-2;  // bfloat16: 8 significant bits
 constexpr double kInitScale = 1024.0;  // small enough that no clean step here overflows float16
 constexpr double kNoClip = 100.0;      // far above the gradient norms here: clipping never acts
 constexpr double kClipNorm = 0.05;     // far below them: clipping always acts
+// Left in every .grad() before the first step, as a previous step would leave them (a step must clear them).
+constexpr double kStaleGrad = 3.0;
 // The memory check: a wider model and a large batch, where the activations dominate.
 constexpr int64_t kMemIn = 16, kMemHidden = 256, kMemBatch = 4096;
 // float16 activations: about half of float32's (the reference keeps ~54%: the float16 copies of the input and
@@ -99,7 +105,44 @@ Bundle step_inputs(const Context& ctx, uint64_t stream, int steps, double init_s
   in.values["init_scale"] = init_scale;
   in.values["growth_interval"] = growth_interval;
   in.values["max_grad_norm"] = max_grad_norm;
+  in.values["stale_grad"] = kStaleGrad;
   return in;
+}
+
+// The matrix products of a run, by the math they ran in (the GEMM counters the glue read).
+int64_t gemms(const Run& run, const char* math) {
+  const nlohmann::json g = run.out.values.value("gemms", nlohmann::json::object());
+  return g.contains(math) ? g[math].get<int64_t>() : 0;
+}
+
+// Did the products run in `dtype` ("float16" or "bfloat16"), as many as the
+// reference's, with no more in float32 or TF32? Else why not, from the counters.
+std::optional<Outcome> products_not_16_bit(const Run& mine, const Run& ref, const std::string& dtype,
+                                           const std::string& function) {
+  const int64_t wide = gemms(mine, "float32") + gemms(mine, "tf32");
+  const int64_t ref_wide = gemms(ref, "float32") + gemms(ref, "tf32");
+  // float16 where bfloat16 belongs (or back) is autocast's dtype, which probe_step names.
+  const int64_t sixteen = gemms(mine, "float16") + gemms(mine, "bfloat16");
+  if (sixteen >= gemms(ref, dtype.c_str()) && wide <= ref_wide) return std::nullopt;
+  std::string why = function + "'s matrix products did not run in " + dtype + ": the GPU's GEMM counters show " +
+                    std::to_string(gemms(mine, dtype.c_str())) + " in " + dtype + ", " +
+                    std::to_string(gemms(mine, "float32")) + " in float32 and " + std::to_string(gemms(mine, "tf32")) +
+                    " in TF32, where the reference ran " + std::to_string(gemms(ref, dtype.c_str())) + " in " + dtype +
+                    " and " + std::to_string(ref_wide) + " in float32 or TF32. ";
+  if (gemms(mine, "tf32") > 0) {
+    why += "TF32 (set_float32_matmul_precision(\"high\")) runs float32 products on tensor cores: faster, but the "
+           "inputs, the activations and their memory stay float32. ";
+  }
+  const nlohmann::json calls = mine.out.values.value("forward_calls", nlohmann::json::array());
+  const bool outside = std::any_of(calls.begin(), calls.end(), [](const nlohmann::json& c) { return !c["autocast"].get<bool>(); });
+  if (outside) {
+    why += "Here the forward pass did not run under autocast: run the model itself inside the autocast region";
+    if (gemms(mine, "tf32") == 0) why += " (casting its output to " + dtype + " afterwards gives 16-bit numbers from float32 products)";
+  } else {
+    why += "Run the model's forward pass inside the autocast region, with its inputs and weights float32 "
+           "(autocast casts them for each product)";
+  }
+  return Outcome::fail(why);
 }
 
 // The dtype the forward passes saw for the weights, when not float32 ("" when all were float32).
@@ -221,6 +264,15 @@ std::optional<Outcome> explain_error(const Run& mine, const std::string& functio
   const std::string& m = mine.message;
   if (m.find("unscale_()") != std::string::npos &&
       (m.find("since the last update()") != std::string::npos || m.find("after step()") != std::string::npos)) {
+    // update() counts a clean step: a tracker of 1 after the first step says it ran, before step().
+    const nlohmann::json t = mine.out.values.value("growth_trackers", nlohmann::json::array());
+    if (!t.empty() && t[0].is_number() && t[0].get<int64_t>() > 0) {
+      return Outcome::fail(function + " threw at its second step: \"" + mine.message + "\": scaler.update() ran "
+                           "before scaler.step(optimizer). update() ends the step's bookkeeping, so step() found the "
+                           "gradients not unscaled, unscaled them a second time (the optimizer got them divided by "
+                           "the scale twice) and marked the step taken, and the next unscale_() refused. Call "
+                           "scaler.update() last, after scaler.step(optimizer)");
+    }
     return Outcome::fail(function + " threw at its second step: \"" + mine.message +
                          "\": call scaler.update() at the end of every step. update() adjusts the scale and starts "
                          "the next step's bookkeeping; without it the scale never adapts");
@@ -239,7 +291,8 @@ std::optional<Outcome> explain_error(const Run& mine, const std::string& functio
 }
 
 // The probes every training step shares: dtypes, autocast where it belongs, one forward pass per step.
-std::optional<Outcome> probe_step(const Run& mine, int steps, const std::string& function, const std::string& dtype) {
+std::optional<Outcome> probe_step(const Run& mine, const Run& ref, int steps, const std::string& function,
+                                  const std::string& dtype) {
   const nlohmann::json& v = mine.out.values;
   const std::string weights = wrong_weight_dtype(mine);
   if (!weights.empty()) return Outcome::fail(whole_model_cast(weights, function));
@@ -248,6 +301,12 @@ std::optional<Outcome> probe_step(const Run& mine, int steps, const std::string&
     return Outcome::fail(function + " ran the model " + std::to_string(passes) + " times in " + std::to_string(steps) +
                          " steps: one forward pass per step");
   }
+  if (v.value("stale_grads_kept", false)) {
+    return Outcome::fail(function + " did not clear the gradients of the previous step: at its first backward() the "
+                         "parameters' .grad() still held the gradients left before the step, and backward adds to "
+                         "them. Call optimizer.zero_grad() at the start of every step, before backward()");
+  }
+  if (auto why = products_not_16_bit(mine, ref, dtype, function)) return *why;
   if (forward_without_autocast(mine)) {
     return Outcome::fail(function + "'s forward pass did not run under autocast: run the model and the loss inside "
                          "the scope of a tiny::amp::autocast guard for \"cuda\" (" +
@@ -270,6 +329,38 @@ std::optional<Outcome> probe_step(const Run& mine, int steps, const std::string&
   return std::nullopt;
 }
 
+// Gradients for unscale_grads_: `n` float32 tensors of assorted shapes, scaled
+// up as a scaled backward leaves them (the scale is a power of two, so dividing
+// by it is exact and any correct answer matches exactly).
+Bundle unscale_inputs(const Context& ctx, uint64_t stream, double scale) {
+  Bundle in;
+  const std::vector<std::vector<int64_t>> shapes = {{64, 32}, {64}, {10, 64}, {10}};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    in.put("g." + std::to_string(i), tiny::randn(shapes[i], {}, ctx.generator(stream * 10 + i)) * scale * 1e-3);
+  }
+  in.values["count"] = static_cast<int>(shapes.size());
+  in.values["undefined"] = nlohmann::json::array({1});  // a parameter backward did not reach
+  in.values["scale"] = scale;
+  return in;
+}
+
+// `t` on the CPU as float32 with its infs and NaNs set to 0 (an inf matches an inf, which differ() does not see).
+tiny::Tensor finite_part(const tiny::Tensor& t) {
+  std::vector<float> v = t.cpu().to(tiny::kFloat32).contiguous().to_vector<float>();
+  for (float& x : v) x = std::isfinite(x) ? x : 0.0f;
+  return tiny::from_vector(v, t.sizes());
+}
+
+// `in` with element `at` of gradient `which` set to `value`.
+Bundle with_element(Bundle in, int which, int64_t at, float value) {
+  const std::string key = "g." + std::to_string(which);
+  const tiny::Tensor g = in.tensor(key);
+  std::vector<float> v = g.contiguous().to_vector<float>();
+  v[static_cast<size_t>(at)] = value;
+  in.put(key, tiny::from_vector(v, g.sizes()));
+  return in;
+}
+
 }  // namespace
 
 WORKBOOK_CHECK(amp_forward, "amp_forward() runs the model under float16 autocast and returns the float32 loss with its graph") {
@@ -286,6 +377,7 @@ WORKBOOK_CHECK(amp_forward, "amp_forward() runs the model under float16 autocast
   }
   const std::string weights = wrong_weight_dtype(mine);
   if (!weights.empty()) return Outcome::fail(whole_model_cast(weights, "amp_forward"));
+  if (auto why = products_not_16_bit(mine, ref, "float16", "amp_forward")) return *why;
   if (forward_without_autocast(mine)) {
     return Outcome::fail(call + ": the forward pass did not run under autocast, so every matrix product ran in "
                          "float32: open a guard first, tiny::amp::autocast guard(\"cuda\", tiny::kFloat16); (PyTorch's "
@@ -350,6 +442,146 @@ WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about
   return Outcome::pass(figures + ", " + number_text(100.0 * amp / fp32, 3) + "%");
 }
 
+WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the scale in place and finds an inf or a NaN, with one wait for the GPU") {
+  constexpr double scale = 1024.0;
+  const Bundle clean = unscale_inputs(ctx, 9, scale);
+  struct Case {
+    const char* what;
+    Bundle in;
+  };
+  const Case cases[] = {{"finite gradients", clean},
+                        {"an inf in the third gradient", with_element(clean, 2, 17, INFINITY)},
+                        {"a NaN in the first gradient", with_element(clean, 0, 5, NAN)}};
+  std::string summary;
+  for (const Case& c : cases) {
+    const std::string call = "unscale_grads_(4 gradients of a 32-64-10 MLP, the second undefined, with " +
+                             std::string(c.what) + "; scale 1024)";
+    Run mine, ref;
+    if (auto early = ctx.both("unscale", c.in, mine, ref, one_gpu(call))) return *early;
+    const bool found = mine.out.values["found_inf"].get<bool>(), want = ref.out.values["found_inf"].get<bool>();
+    if (found != want) {
+      return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +
+                           (want ? ": look at every element of every gradient, inf and NaN both (NaN compares false "
+                                   "with everything, so a test like g > limit misses it)"
+                                 : ": every element here is finite"));
+    }
+    for (int i = 0; i < c.in.values["count"].get<int>(); ++i) {
+      const std::string key = "g." + std::to_string(i);
+      if (!ref.out.has(key)) continue;
+      const tiny::Tensor before = c.in.tensor(key);
+      if (!mine.out.has(key)) return Outcome::fail(call + ": gradient " + std::to_string(i) + " is missing after the call");
+      const tiny::Tensor got = mine.out.tensor(key);
+      if (!workbook::differ("", got, before, 0, 0)) {
+        return Outcome::fail(call + ": gradient " + std::to_string(i) + " is unchanged: divide every gradient by the "
+                             "scale in place (mul_ or div_ on the tensor itself: a new tensor leaves p.grad() as it "
+                             "was), whatever the check finds; the step is skipped anyway when it finds an inf");
+      }
+      if (auto why = workbook::differ(call + ", gradient " + std::to_string(i) + " after the call (infs and NaNs "
+                                      "set to 0)", finite_part(got), finite_part(ref.out.tensor(key)), 1e-6, 1e-12)) {
+        return Outcome::fail(*why);
+      }
+    }
+    const int64_t waits = mine.out.values["synchronizations"].get<int64_t>();
+    const int64_t ref_waits = ref.out.values["synchronizations"].get<int64_t>();
+    ctx.details["synchronizations"] = {{"yours", waits}, {"reference", ref_waits}};
+    if (waits > ref_waits) {
+      return Outcome::fail(call + " waited for the GPU " + std::to_string(waits) + " times (the reference " +
+                           std::to_string(ref_waits) + "): each .item() waits until the GPU has done everything "
+                           "queued. Keep one flag on the GPU for all the gradients (combine them there: a maximum "
+                           "of their largest |values| is inf or NaN when any element is) and read it once at the end");
+    }
+    summary += std::string(summary.empty() ? "" : "; ") + c.what + ": " + (found ? "true" : "false");
+  }
+  return Outcome::pass(summary + "; one wait for the GPU");
+}
+
+WORKBOOK_CHECK(update_scale, "update_scale() halves the scale after an overflow and doubles it after growth_interval clean steps in a row") {
+  Bundle in;
+  in.values["init_scale"] = 65536.0;
+  in.values["growth_interval"] = 3;
+  // Clean runs of 3 (growth), 2 then an overflow (the count starts again), two overflows in a row.
+  in.values["found_inf"] = {false, false, false, false, false, true, false, false, false, true, true, false};
+  const std::string call = "update_scale after each of 12 steps (init_scale 65536, growth_interval 3; overflows at "
+                           "steps 6, 10 and 11)";
+  Run mine, ref;
+  if (auto early = ctx.both("update_scale", in, mine, ref, one_gpu(call))) return *early;
+  const nlohmann::json& scales = mine.out.values["scales"];
+  const nlohmann::json& trackers = mine.out.values["growth_trackers"];
+  const nlohmann::json& want = ref.out.values["scales"];
+  const nlohmann::json& want_trackers = ref.out.values["growth_trackers"];
+  ctx.details["curves"]["the scale after each step"] = {{"yours", scales}, {"reference", want}};
+  const nlohmann::json& flags = in.values["found_inf"];
+  for (size_t k = 0; k < flags.size() && k < trackers.size(); ++k) {
+    if (flags[k].get<bool>() && trackers[k].get<int64_t>() != 0) {
+      return Outcome::fail(call + ": after the overflow at step " + std::to_string(k + 1) + " your growth_tracker is " +
+                           number_text(trackers[k].get<double>()) + ": start counting clean steps again from 0 "
+                           "after an overflow (the scale grows only after growth_interval clean steps in a row). "
+                           "Your scales: " + values_text(scales) + ", expected " + values_text(want));
+    }
+  }
+  if (scales != want || trackers != want_trackers) {
+    return Outcome::fail(call + ": your scales " + values_text(scales) + " (growth_tracker " + values_text(trackers) +
+                         "), expected " + values_text(want) + " (" + values_text(want_trackers) + ")");
+  }
+  return Outcome::pass("scales " + values_text(scales));
+}
+
+WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::amp::GradScaler over 6 float16 steps with an overflow") {
+  constexpr int steps = 6, bad = 1;
+  Bundle in = step_inputs(ctx, 10, steps, kInitScale, 3, 1e9);
+  const tiny::Tensor clean = in.tensor("x." + std::to_string(bad));
+  std::vector<float> values = clean.contiguous().to_vector<float>();
+  values[0] = 1e6f;  // inf in float16: the gradients of step 2 overflow
+  in.put("x." + std::to_string(bad), tiny::from_vector(values, clean.sizes()));
+  const std::string function = "scaled_train_step";
+  const std::string call = "6 steps of scaled_train_step, step 2 with an input of 1e6 (scale 1024, growth_interval 3)";
+  const Run mine = ctx.student("scaled_steps", in, one_gpu(call));
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  // The same steps through tiny::amp::GradScaler: the reference's amp_train_step, clipping at 1e9 (never).
+  const Run ref = ctx.reference("amp_steps", in, one_gpu(call + ", with tiny::amp::GradScaler"));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
+  const nlohmann::json& v = mine.out.values;
+  const nlohmann::json& want = ref.out.values;
+  const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
+  if (ran_on_inf) {
+    return Outcome::fail("at step 2 the gradients were inf, and yet optimizer.step() ran" +
+                         std::string(v["params_finite"][bad].get<bool>() ? "" : " and the weights became inf or NaN") +
+                         ": step only when unscale_grads_ found every gradient finite (GradScaler.step skips it)");
+  }
+  ctx.details["curves"]["the scale after each step (an inf at step 2)"] = {{"yours", v["scales"]},
+                                                                          {"GradScaler", want["scales"]}};
+  if (v["scales"] != want["scales"]) {
+    return Outcome::fail("the scale after each step was " + values_text(v["scales"]) + ", GradScaler's " +
+                         values_text(want["scales"]) + " (the count of clean steps: yours " +
+                         values_text(v["growth_trackers"]) + ", GradScaler's " + values_text(want["growth_trackers"]) +
+                         "): one update_scale per step, after the optimizer's step, told whether this step's "
+                         "gradients overflowed");
+  }
+  if (v["stepped"] != want["stepped"]) {
+    return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", with GradScaler at " +
+                         values_text(want["stepped"]) + " (true: it ran)");
+  }
+  const tiny::StateDict init = in.state("init");
+  const double scale = kInitScale, my_norm = grad_norm(mine, init), ref_norm = grad_norm(ref, init);
+  if (ref_norm > 0 && near(my_norm * scale, ref_norm, 0.1)) {
+    return Outcome::fail("the gradients handed to optimizer.step() are 1/" + number_text(scale) + " of GradScaler's: "
+                         "run backward on the loss multiplied by the scale (it is what keeps small float16 "
+                         "gradients from underflowing), then unscale");
+  }
+  if (ref_norm > 0 && near(my_norm, ref_norm * scale, 0.1)) {
+    return Outcome::fail("the gradients handed to optimizer.step() are still multiplied by the scale: unscale the "
+                         "parameters' gradients (unscale_grads_ on each p.grad()) before the optimizer steps");
+  }
+  const int k = first_loss_difference(v["losses"], want["losses"], kHalfTol);
+  if (k >= 0) {
+    return Outcome::fail("the loss of step " + std::to_string(k + 1) + " differs from GradScaler's beyond float16 "
+                         "rounding: your losses " + values_text(v["losses"]) + ", GradScaler's " + values_text(want["losses"]));
+  }
+  if (auto why = updates_differ(mine, ref, init, "6 steps (one skipped)", kHalfTol)) return Outcome::fail(*why);
+  return Outcome::pass("scales " + values_text(v["scales"]) + ", as GradScaler's; step 2 skipped");
+}
+
 WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 steps (loss, gradients, weights, within 1e-2)") {
   constexpr int steps = 3;
   const Bundle in = step_inputs(ctx, 5, steps, kInitScale, 2000, kNoClip);
@@ -360,7 +592,7 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
-  if (auto why = probe_step(mine, steps, function, "float16")) return *why;
+  if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
 
   const nlohmann::json& v = mine.out.values;
   const tiny::StateDict init = in.state("init");
@@ -415,7 +647,7 @@ WORKBOOK_CHECK(amp_clip, "amp_train_step() clips the unscaled gradients to max_g
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
-  if (auto why = probe_step(mine, 1, function, "float16")) return *why;
+  if (auto why = probe_step(mine, ref, 1, function, "float16")) return *why;
   const tiny::StateDict init = in.state("init");
   if (mine.out.values["step_calls"].empty()) {
     return Outcome::fail(call + " never called optimizer.step() (through scaler.step(optimizer))");
@@ -423,10 +655,23 @@ WORKBOOK_CHECK(amp_clip, "amp_train_step() clips the unscaled gradients to max_g
   const auto grads_wrong = grads_differ(mine, ref, init, "(max_grad_norm=0.05)", kHalfTol);
   if (!grads_wrong) return Outcome::pass("gradient norm " + number_text(grad_norm(mine, init), 4) + " (max_grad_norm 0.05)");
   const double my_norm = grad_norm(mine, init), scale = in.values["init_scale"].get<double>();
-  if (near(my_norm * scale, kClipNorm, 0.05)) return Outcome::fail(clipped_scaled(my_norm, scale, kClipNorm));
   Bundle unclipped = in;
   unclipped.values["max_grad_norm"] = 1e9;
   const Run full = ctx.reference("amp_steps", unclipped, one_gpu(call));
+  if (near(my_norm * scale, kClipNorm, 0.05)) {
+    // Clipped to max_grad_norm, then divided by the scale: clipping before unscale_, or update() before
+    // step() (step() then unscales a second time). Only the second still divides twice without clipping.
+    const Run again = ctx.student("amp_steps", unclipped, one_gpu(call + ", then again with max_grad_norm=1e9"));
+    if (again.ok() && full.ok() && near(grad_norm(again, init) * scale, grad_norm(full, init), 0.02)) {
+      return Outcome::fail("the gradients handed to optimizer.step() were divided by the scale twice (norm " +
+                           number_text(grad_norm(again, init)) + " without clipping, expected " +
+                           number_text(grad_norm(full, init)) + " = that times " + number_text(scale) +
+                           "): scaler.update() ran before scaler.step(optimizer). update() ends the step's "
+                           "bookkeeping, so step() found the gradients not unscaled and unscaled them again. Call "
+                           "scaler.update() last, after scaler.step(optimizer)");
+    }
+    return Outcome::fail(clipped_scaled(my_norm, scale, kClipNorm));
+  }
   if (full.ok() && near(my_norm, grad_norm(full, init), 0.02) && !near(my_norm, kClipNorm, 0.05)) {
     return Outcome::fail("the gradients were not clipped: their norm is " + number_text(my_norm) + " with max_grad_norm=0.05; "
                          "call tiny::nn::utils::clip_grad_norm_(model.parameters(), max_grad_norm) after "
@@ -459,7 +704,19 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
     return Outcome::error("the injected inf did not make the reference skip step 2 (a bug in the workbook): scales " +
                           values_text(want["scales"]) + ", stepped " + values_text(want["stepped"]));
   }
-  if (auto why = probe_step(mine, steps, function, "float16")) return *why;
+  if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
+  // Every step after the overflow skipped where the reference's went on: the inf stayed in the gradients.
+  bool none_after = true, ref_after = false;
+  for (int k = bad + 1; k < steps && k < static_cast<int>(v["stepped"].size()); ++k) {
+    none_after = none_after && !v["stepped"][k].get<bool>();
+    ref_after = ref_after || want["stepped"][k].get<bool>();
+  }
+  if (none_after && ref_after) {
+    return Outcome::fail("after the overflow at step 2 every step was skipped (optimizer.step() ran: " +
+                         values_text(v["stepped"]) + "; the reference's: " + values_text(want["stepped"]) +
+                         "): the inf stayed in the gradients, because gradients add up until they are cleared. "
+                         "Call optimizer.zero_grad() at the start of every step");
+  }
   const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
   const bool moved_on_inf = v["params_changed"].size() > bad && v["params_changed"][bad].get<bool>();
   if (ran_on_inf || moved_on_inf) {
@@ -496,11 +753,56 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   return Outcome::pass("scales " + values_text(scales) + "; step 2 skipped");
 }
 
+WORKBOOK_CHECK(checkpoint, "save_checkpoint() and load_checkpoint() carry the model, the optimizer and the scaler into a fresh run") {
+  Bundle in = step_inputs(ctx, 11, 4, kInitScale, 3, 1e9);
+  const tiny::Tensor clean = in.tensor("x.1");
+  std::vector<float> values = clean.contiguous().to_vector<float>();
+  values[0] = 1e6f;  // step 2 overflows: the scale moves from its start
+  in.put("x.1", tiny::from_vector(values, clean.sizes()));
+  in.values["path"] = (ctx.work_dir / "lesson7_checkpoint.safetensors").string();
+  const std::string call = "save_checkpoint after 4 float16 steps (GradScaler init_scale 1024, growth_interval 3, an "
+                           "overflow at step 2), then load_checkpoint into a fresh model, SGD and GradScaler()";
+  Run mine, ref;
+  if (auto early = ctx.both("checkpoint", in, mine, ref, one_gpu(call))) return *early;
+  const nlohmann::json& v = mine.out.values;
+  if (!v["file_written"].get<bool>()) return Outcome::fail(call + ": save_checkpoint wrote no file at the path it was given");
+  const double saved = v["saved_scale"].get<double>(), loaded = v["loaded_scale"].get<double>();
+  if (loaded != saved) {
+    return Outcome::fail(call + ": the scaler's state was not restored: the scale after loading is " + number_text(loaded) +
+                         (loaded == v["fresh_scale"].get<double>() ? " (a fresh scaler's)" : "") + ", the saved run's " +
+                         number_text(saved) + ". Save scaler.state_dict() (its metadata: the scale, the count of clean "
+                         "steps, the factors) with the rest and give it back to scaler.load_state_dict(), as PyTorch's "
+                         "checkpoints do: a resumed run would otherwise start again from the initial scale");
+  }
+  if (v["loaded_growth_tracker"] != v["saved_growth_tracker"]) {
+    return Outcome::fail(call + ": the scaler's count of clean steps after loading is " +
+                         values_text(v["loaded_growth_tracker"]) + ", the saved run's " +
+                         values_text(v["saved_growth_tracker"]) + ": restore the whole scaler.state_dict()");
+  }
+  for (const auto& [what, label] : {std::pair<const char*, const char*>{"model", "the model's"},
+                                    {"optimizer", "the optimizer's (SGD's momentum buffers)"}}) {
+    const tiny::StateDict want = mine.out.state(std::string("saved_") + what);
+    const tiny::StateDict got = mine.out.state(std::string("loaded_") + what);
+    for (const auto& [name, t] : want) {
+      if (!got.contains(name)) {
+        return Outcome::fail(call + ": " + label + " state after loading has no " + name + ": save " + what +
+                             ".state_dict() whole and load it with load_state_dict()");
+      }
+      if (auto why = workbook::differ(std::string(label) + " " + name + " after loading", got.at(name), t, 0, 0)) {
+        return Outcome::fail(call + ": " + *why + "\n(save " + what + ".state_dict() and restore it with " + what +
+                             ".load_state_dict(); a checkpoint keeps the values exactly)");
+      }
+    }
+  }
+  return Outcome::pass("scale " + number_text(loaded) + ", weights and momentum restored exactly");
+}
+
 WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat16 steps, the weights staying float32 (within 3e-2)") {
   constexpr int steps = 3;
   Bundle in;
   put_model(in, ctx, kIn, kHidden);
   put_batches(in, ctx, 8, steps);
+  in.values["stale_grad"] = kStaleGrad;
   const std::string function = "bf16_train_step";
   const std::string call = "3 steps of bf16_train_step (SGD)";
   const Run mine = ctx.student("bf16_steps", in, one_gpu(call));
@@ -508,7 +810,7 @@ WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("bf16_steps", in, one_gpu(call));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
-  if (auto why = probe_step(mine, steps, function, "bfloat16")) return *why;
+  if (auto why = probe_step(mine, ref, steps, function, "bfloat16")) return *why;
   const nlohmann::json& v = mine.out.values;
   if (v["stepped"] != ref.out.values["stepped"]) {
     return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " +

@@ -45,3 +45,111 @@ workbook_mistake(bf16_whole_model CHECK bf16_step MESSAGE "the model's weights a
   FIND [=[    loss = F::cross_entropy(model(x), y);]=]
   REPLACE [=[    model.to(tiny::kBFloat16);
     loss = F::cross_entropy(model(x), y);]=])
+
+# Right in its numbers, wrong in its products: the model runs in float32 and only
+# its output is cast to float16. Only the GEMM counters see it.
+workbook_mistake(float32_products CHECK amp_forward MESSAGE "products did not run in float16"
+  FIND [=[  tiny::amp::autocast guard("cuda", tiny::kFloat16);  // until the end of this scope
+  const Tensor logits = model(x);                      // float16: the matmuls ran in half precision]=]
+  REPLACE [=[  const Tensor logits = model(x).to(tiny::kFloat16);  // float32 products, float16 numbers
+  tiny::amp::autocast guard("cuda", tiny::kFloat16);]=])
+
+# "TF32 is fast enough": float32 products on tensor cores, numbers within bfloat16's tolerance.
+workbook_mistake(tf32_for_bf16 CHECK bf16_step MESSAGE "products did not run in bfloat16"
+  FIND [=[    tiny::amp::autocast guard("cuda", tiny::kBFloat16);  // bfloat16: float32's exponent range]=]
+  REPLACE [=[    tiny::set_float32_matmul_precision("high");  // TF32 instead of autocast]=])
+
+# Issue 21: a missing zero_grad() was blamed on scaler.update().
+workbook_mistake(no_zero_grad CHECK amp_skip_inf MESSAGE "did not clear the gradients"
+  FIND [=[  optimizer.zero_grad();                           // set_to_none: the previous step's gradients go]=]
+  REPLACE [=[]=])
+
+# Issue 21: update() before step() was named "you clipped the scaled gradients".
+workbook_mistake(update_before_step CHECK amp_clip MESSAGE "scaler.update() ran before scaler.step(optimizer)"
+  FIND [=[  scaler.step(optimizer);                          // skipped when a gradient is inf or NaN
+  scaler.update();                                 // back off after a skip, grow after a run of clean steps]=]
+  REPLACE [=[  scaler.update();
+  scaler.step(optimizer);]=])
+
+# The scaler by hand: right values, one wait for the GPU per gradient.
+workbook_mistake(unscale_item_per_gradient CHECK unscale_grads MESSAGE "waited for the GPU"
+  FIND [=[    const Tensor largest = g.abs().max();
+    worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN]=]
+  REPLACE [=[    const Tensor largest = g.abs().max();
+    if (!worst.defined() || !std::isfinite(largest.item<double>())) worst = largest;  // a wait per gradient]=])
+
+workbook_mistake(update_no_tracker_reset CHECK update_scale MESSAGE "start counting clean steps again"
+  FIND [=[    state.scale *= state.backoff_factor;  // too large: some gradient overflowed
+    state.growth_tracker = 0;]=]
+  REPLACE [=[    state.scale *= state.backoff_factor;]=])
+
+workbook_mistake(scaled_step_ignores_inf CHECK scaled_step MESSAGE "the gradients were inf"
+  FIND [=[  if (!found_inf) optimizer.step();  // an inf or NaN gradient would ruin the weights: skip the step]=]
+  REPLACE [=[  (void)found_inf;
+  optimizer.step();]=])
+
+# Right answers written another way, which must pass (dev.alternative.7.*): the
+# exact comparisons of unscale_grads must not reject a division or another
+# inf/NaN test, nor the stale-gradient probe a zero_grad that writes zeros.
+workbook_alternative(unscale_by_sum CHECKS unscale_grads scaled_step
+  FIND [=[    const Tensor largest = g.abs().max();
+    worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN
+    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()]=]
+  REPLACE [=[    const Tensor total = g.sum();  // inf or NaN when any element is (inf - inf is NaN)
+    worst = worst.defined() ? worst + total : total;
+    g.div_(scale);]=])
+
+workbook_alternative(zeros_not_none CHECKS scaled_step
+  FIND [=[  optimizer.zero_grad();
+  const Tensor loss = amp_forward(model, x, y);
+  (loss * state.scale).backward();]=]
+  REPLACE [=[  model.zero_grad(/*set_to_none=*/false);
+  const Tensor loss = amp_forward(model, x, y);
+  (loss * state.scale).backward();]=])
+
+# A checkpoint without the scaler: the resumed run starts again from the initial scale.
+workbook_mistake(checkpoint_without_scaler CHECK checkpoint MESSAGE "the scaler's state was not restored"
+  FIND [=[  for (const auto& [key, value] : scaler.state_dict().metadata) all.metadata["scaler." + key] = value;  // numbers only
+  tiny::save(all, path);
+  // END SOLUTION
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  const tiny::StateDict all = tiny::load(path);
+  tiny::StateDict parts[3];  // model, optimizer, scaler
+  const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, t] : all) {
+      if (name.rfind(prefixes[i], 0) == 0) parts[i].insert(name.substr(prefixes[i].size()), t);
+    }
+    for (const auto& [key, value] : all.metadata) {
+      if (key.rfind(prefixes[i], 0) == 0) parts[i].metadata[key.substr(prefixes[i].size())] = value;
+    }
+  }
+  model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
+  optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
+  scaler.load_state_dict(parts[2]);     // the scale and the count of clean steps]=]
+  REPLACE [=[  (void)scaler;  // "the scaler is rebuilt at start"
+  tiny::save(all, path);
+  // END SOLUTION
+}
+
+void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
+                     tiny::amp::GradScaler& scaler) {
+  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  const tiny::StateDict all = tiny::load(path);
+  tiny::StateDict parts[3];  // model, optimizer, scaler
+  const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, t] : all) {
+      if (name.rfind(prefixes[i], 0) == 0) parts[i].insert(name.substr(prefixes[i].size()), t);
+    }
+    for (const auto& [key, value] : all.metadata) {
+      if (key.rfind(prefixes[i], 0) == 0) parts[i].metadata[key.substr(prefixes[i].size())] = value;
+    }
+  }
+  model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
+  optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
+  (void)scaler;]=])

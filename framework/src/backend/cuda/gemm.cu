@@ -1,6 +1,9 @@
 // GEMM on the GPU: cuBLAS with the column-major arguments of GemmFn
 // (ops/linalg.cpp maps row-major products onto them, for every backend).
-// float32: cublasSgemm (no TF32: cuBLAS's default math mode); float64:
+// float32: cublasSgemm, in cuBLAS's default math mode (no TF32) unless
+// tiny::set_float32_matmul_precision("high" or "medium") allows TF32 tensor cores
+// (CUBLAS_TF32_TENSOR_OP_MATH, as PyTorch's allow_tf32; cuBLAS ignores it before
+// compute capability 8.0, and the GEMM counters then say float32); float64:
 // cublasDgemm; float16/bfloat16: cublasGemmEx with CUBLAS_COMPUTE_32F (fp32
 // accumulation, alpha and beta in float, one rounding per element of C, as
 // cpu::gemm_kernel). int64 has no cuBLAS routine: a plain kernel, one thread
@@ -22,6 +25,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "core/matmul_precision.h"
 
 namespace tiny::cuda_backend {
 
@@ -31,6 +35,7 @@ namespace {
 struct Cublas {
   cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
   cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float*,
                           const float*, int, const float*, int, const float*, float*, int) = nullptr;
   cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double*,
@@ -64,6 +69,7 @@ const Cublas& cublas() {
     };
     resolve(c.create, "cublasCreate_v2");
     resolve(c.set_stream, "cublasSetStream_v2");
+    resolve(c.set_math_mode, "cublasSetMathMode");
     resolve(c.sgemm, "cublasSgemm_v2");
     resolve(c.dgemm, "cublasDgemm_v2");
     resolve(c.gemm_ex, "cublasGemmEx");
@@ -85,6 +91,8 @@ void check_cublas(cublasStatus_t status, const char* call, int device) {
 struct DeviceHandle {
   std::mutex mutex;
   cublasHandle_t handle = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;  // the handle's math mode (cuBLAS's default at creation)
+  int major = -1;                           // the device's compute capability (TF32 from 8.0)
 };
 
 DeviceHandle& device_handle(int device) {
@@ -135,6 +143,7 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
         trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int64_t*>(a), lda,
         static_cast<const int64_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<int64_t*>(c), ldc);
     ctx.launched("gemm_int64");
+    ctx.runtime->note_gemm(device, dtype, false);
     return;
   }
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -144,8 +153,20 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   const Cublas& api = cublas();
   DeviceHandle& h = device_handle(device);
   std::lock_guard<std::mutex> lock(h.mutex);
-  if (h.handle == nullptr) check_cublas(api.create(&h.handle), "cublasCreate", device);
+  if (h.handle == nullptr) {
+    check_cublas(api.create(&h.handle), "cublasCreate", device);
+    if (cudaDeviceGetAttribute(&h.major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      h.major = 0;  // unknown: count float32 products as float32
+    }
+  }
   check_cublas(api.set_stream(h.handle, ctx.stream), "cublasSetStream", device);
+  const bool tf32 = dtype == Dtype::Float32 && detail::float32_matmul_allows_tf32();
+  const cublasMath_t math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  if (math != h.math) {
+    check_cublas(api.set_math_mode(h.handle, math), "cublasSetMathMode", device);
+    h.math = math;
+  }
   switch (dtype) {
     case Dtype::Float32: {
       const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
@@ -173,6 +194,7 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   }
   // cuBLAS launched its kernels on the stream: count them as one launch.
   ctx.launched("cublas gemm");
+  ctx.runtime->note_gemm(device, dtype, tf32 && h.major >= 8);
 }
 
 }  // namespace tiny::cuda_backend

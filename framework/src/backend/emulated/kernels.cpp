@@ -7,6 +7,7 @@
 // which the performance model times it on the modelled GPU: launch() takes no
 // kernel without one.
 #include "backend/cpu/kernels.h"
+#include "core/matmul_precision.h"
 #include "core/tensor_impl.h"
 #include "gpu/device_context.h"
 #include "gpu/emulated/emulated_runtime.h"
@@ -136,7 +137,9 @@ void gemm(Dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double
   const void* wa = emu().worker_address(a);
   const void* wb = emu().worker_address(b);
   void* wc = emu().worker_address(c);
-  launch(device, "gemm", gpu::model::gemm_cost(dtype, m, n, k, beta != 0), [=] { cpu::gemm_kernel(dtype, ta, tb, m, n, k, alpha, wa, lda, wb, ldb, beta, wc, ldc); });
+  // TF32 changes the modelled time and the counters only: the worker computes in float32.
+  const bool tf32 = dtype == Dtype::Float32 && detail::float32_matmul_allows_tf32();
+  launch(device, "gemm", gpu::model::gemm_cost(dtype, m, n, k, beta != 0, tf32), [=] { cpu::gemm_kernel(dtype, ta, tb, m, n, k, alpha, wa, lda, wb, ldb, beta, wc, ldc); });
 }
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {

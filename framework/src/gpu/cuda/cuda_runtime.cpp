@@ -416,6 +416,11 @@ Counters CudaRuntime::counters(int device) const {
   c.bytes_device_to_device = load(a.bytes_device_to_device);
   c.raw_mallocs = load(a.raw_mallocs);
   c.raw_frees = load(a.raw_frees);
+  c.gemms_float32 = load(a.gemms_float32);
+  c.gemms_tf32 = load(a.gemms_tf32);
+  c.gemms_float16 = load(a.gemms_float16);
+  c.gemms_bfloat16 = load(a.gemms_bfloat16);
+  c.gemms_other = load(a.gemms_other);
   return c;
 }
 
@@ -425,7 +430,8 @@ void CudaRuntime::reset_counters(int device) {
   for (std::atomic<uint64_t>* a : {&c.synchronizations, &c.kernel_launches, &c.bytes_host_to_device_pageable,
                                    &c.bytes_host_to_device_pinned, &c.bytes_device_to_host_pageable,
                                    &c.bytes_device_to_host_pinned, &c.bytes_device_to_device, &c.raw_mallocs,
-                                   &c.raw_frees}) {
+                                   &c.raw_frees, &c.gemms_float32, &c.gemms_tf32, &c.gemms_float16,
+                                   &c.gemms_bfloat16, &c.gemms_other}) {
     a->store(0, std::memory_order_relaxed);
   }
 }
@@ -433,6 +439,17 @@ void CudaRuntime::reset_counters(int device) {
 void CudaRuntime::note_kernel_launch(int device) {
   if (device < 0 || device >= device_count_) return;
   devices_[device]->counters.kernel_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CudaRuntime::note_gemm(int device, Dtype dtype, bool tf32) {
+  if (device < 0 || device >= device_count_) return;
+  AtomicCounters& c = devices_[device]->counters;
+  switch (dtype) {
+    case Dtype::Float32: (tf32 ? c.gemms_tf32 : c.gemms_float32).fetch_add(1, std::memory_order_relaxed); break;
+    case Dtype::Float16: c.gemms_float16.fetch_add(1, std::memory_order_relaxed); break;
+    case Dtype::BFloat16: c.gemms_bfloat16.fetch_add(1, std::memory_order_relaxed); break;
+    default: c.gemms_other.fetch_add(1, std::memory_order_relaxed); break;
+  }
 }
 
 // ---- kernel errors ---------------------------------------------------------------

@@ -78,6 +78,8 @@ class CudaRuntime final : public Runtime {
   cudaStream_t native_stream(Stream stream);
   /// @brief Counts one kernel launch on `device` (called by check_launch after a good launch).
   void note_kernel_launch(int device);
+  // A matrix product of `dtype` ran (`tf32`: a float32 one on TF32 tensor cores): the GEMM counters.
+  void note_gemm(int device, Dtype dtype, bool tf32);
 
   /// @brief Where kernels on `device` report errors (its lock word and its
   /// record, as device addresses), created on first use.
@@ -102,6 +104,7 @@ class CudaRuntime final : public Runtime {
     std::atomic<uint64_t> bytes_device_to_device{0};
     std::atomic<uint64_t> raw_mallocs{0};
     std::atomic<uint64_t> raw_frees{0};
+    std::atomic<uint64_t> gemms_float32{0}, gemms_tf32{0}, gemms_float16{0}, gemms_bfloat16{0}, gemms_other{0};
   };
   struct DeviceState {
     std::unordered_map<int64_t, cudaStream_t> streams;  // id -> stream; id 0 created on first use

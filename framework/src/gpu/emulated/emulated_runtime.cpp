@@ -672,9 +672,16 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
     busy = span.end - span.start;
     trace_work(model::TraceEvent::Kind::kernel, op, stream, span, host_start, cost.bytes, cost.flops, false);
   }
-  d.count([busy](Counters& c) {
+  // A GEMM counts by the math the model timed it in (TF32 only where the modelled GPU has it).
+  uint64_t Counters::*gemms = nullptr;
+  if (cost.work == model::Work::gemm) {
+    gemms = gemm_counter(cost.dtype, std::string(model::gemm_math(d.timeline->model(), cost.dtype, cost.allow_tf32)) ==
+                                         "tf32_tensor");
+  }
+  d.count([busy, gemms](Counters& c) {
     ++c.kernel_launches;
     c.modelled_kernel_ns += static_cast<uint64_t>(busy);
+    if (gemms != nullptr) ++(c.*gemms);
   });
   enqueue(stream, std::move(item), op);
 }

@@ -32,7 +32,7 @@ bool tensor_core_math(const char* math) { return std::string(math).find("_tensor
 // every tile pays gemm_k_overhead extra k steps. Split-K adds a kernel that
 // sums the partial products.
 double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
-  const char* math = gemm_math(m, c.dtype);
+  const char* math = gemm_math(m, c.dtype, c.allow_tf32);
   double rate = m.peak_of(math) / m.sm_count;  // FLOP/s of one SM
   if (tensor_core_math(math) && (c.m % 8 != 0 || c.n % 8 != 0 || c.k % 8 != 0)) {
     rate *= m.unaligned_tensor_core_efficiency;  // no aligned 16-byte loads: the slow kernels
@@ -57,19 +57,22 @@ double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
 
 }  // namespace
 
-const char* gemm_math(const DeviceModel& m, Dtype dtype) {
+const char* gemm_math(const DeviceModel& m, Dtype dtype, bool allow_tf32) {
   switch (dtype) {
     case Dtype::Float16: return m.peak_of("float16_tensor") > 0 ? "float16_tensor" : "float16";
     case Dtype::BFloat16:
       if (m.peak_of("bfloat16_tensor") > 0) return "bfloat16_tensor";
       return m.peak_of("bfloat16") > 0 ? "bfloat16" : "float32";
     case Dtype::Float64: return m.peak_of("float64_tensor") > 0 ? "float64_tensor" : "float64";
-    default: return "float32";  // float32 without TF32, as PyTorch's default; int64 products are rare
+    case Dtype::Float32:  // TF32 only when allowed (PyTorch's default is "highest") and the GPU has it (not a T4)
+      return allow_tf32 && m.peak_of("tf32_tensor") > 0 ? "tf32_tensor" : "float32";
+    default: return "float32";  // int64 products are rare
   }
 }
 
-KernelCost gemm_cost(Dtype dtype, int64_t m, int64_t n, int64_t k, bool reads_c) {
+KernelCost gemm_cost(Dtype dtype, int64_t m, int64_t n, int64_t k, bool reads_c, bool allow_tf32) {
   KernelCost c;
+  c.allow_tf32 = allow_tf32 && dtype == Dtype::Float32;
   c.work = Work::gemm;
   c.dtype = dtype;
   c.m = m;

@@ -33,6 +33,9 @@ struct KernelCost {
   // GEMMs only: C[m, n] += A[m, k] B[k, n] in `dtype`.
   Dtype dtype = Dtype::Float32;
   int64_t m = 0, n = 0, k = 0;
+  // float32 GEMMs: TF32 tensor cores allowed (tiny::set_float32_matmul_precision
+  // "high" or "medium"); used where the modelled GPU has them.
+  bool allow_tf32 = false;
 };
 
 // The bytes one element of `dtype` costs a tiny kernel: its size, at least 4.
@@ -42,12 +45,12 @@ inline int64_t element_bytes(Dtype dtype) {
 }
 
 // A GEMM's cost: 2mnk FLOPs and its operands' bytes (C read too when beta != 0).
-KernelCost gemm_cost(Dtype dtype, int64_t m, int64_t n, int64_t k, bool reads_c);
+KernelCost gemm_cost(Dtype dtype, int64_t m, int64_t n, int64_t k, bool reads_c, bool allow_tf32 = false);
 
 // How long the kernel runs, in nanoseconds (at least min_kernel_ns).
 int64_t kernel_ns(const DeviceModel& model, const KernelCost& cost);
-// The math unit a GEMM of `dtype` and shape uses ("float16_tensor", "float32", ...).
-const char* gemm_math(const DeviceModel& model, Dtype dtype);
+// The math unit a GEMM of `dtype` uses ("float16_tensor", "tf32_tensor", "float32", ...).
+const char* gemm_math(const DeviceModel& model, Dtype dtype, bool allow_tf32 = false);
 
 // How long a copy runs on its engine, in nanoseconds. `pinned`: the host side
 // is page-locked; DeviceToDevice copies run as kernels (2 x bytes moved);

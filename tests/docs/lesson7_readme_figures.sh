@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Lesson 7's README shows the demo's step-time tables, modelled on the H100 and
+# on the T4, each between <!-- figures:NAME --> and <!-- /figures:NAME -->
+# (names lesson7_h100 and lesson7_t4). They must be what the demo prints today:
+# the modelled clock is deterministic, so any difference is a change of the
+# model or of the lesson, and the README must follow it.
+#
+#   lesson7_readme_figures.sh DEMO README           (check; exit 1 shows what differs)
+#   lesson7_readme_figures.sh DEMO README --write   (rewrite both tables in place)
+set -euo pipefail
+demo=$1 readme=$2 write=${3:-}
+
+# The demo's step-time table, run with the GPU model $1, in a code block.
+demo_table() {
+  echo '```'
+  TINY_EMULATED_GPU_MODEL=$1 TINY_EMULATED_GPUS=1 TINY_EMULATED_GPU_CLOCK=modelled TINY_FORCE_EMULATED_GPU=1 \
+    "$demo" --speed-only | awk '/^one training step/ {table = 1} table {print}'
+  echo '```'
+}
+
+# The lines between the markers of region $1 in the README, fences included.
+region() {
+  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" '
+    $0 == closing {inside = 0}
+    inside {print}
+    $0 == open {inside = 1}' "$readme"
+}
+
+replace_region() {  # name, new content (file)
+  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" -v file="$2" '
+    $0 == open {print; while ((getline text < file) > 0) print text; skip = 1; next}
+    $0 == closing {skip = 0}
+    !skip {print}' "$readme" >"$readme.new"
+  mv "$readme.new" "$readme"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+for model in h100 t4; do
+  demo_table "$([[ $model == h100 ]] && echo h100-sxm || echo t4)" >"$tmp/$model"
+  if [[ $(wc -l <"$tmp/$model") -lt 10 ]]; then
+    echo "FAILED: the demo printed no step-time table on $model:" >&2
+    cat "$tmp/$model" >&2
+    exit 1
+  fi
+  [[ "$write" == "--write" ]] && replace_region "lesson7_$model" "$tmp/$model"
+  region "lesson7_$model" >"$tmp/readme_$model"
+  if ! diff -q "$tmp/$model" "$tmp/readme_$model" >/dev/null; then
+    echo "FAILED: $readme's lesson7_$model table differs from the demo's (< demo, > README):" >&2
+    diff "$tmp/$model" "$tmp/readme_$model" | sed 's/^/    /' >&2 || true
+    failed=1
+  else
+    echo "lesson7_$model: $(wc -l <"$tmp/$model") lines match the demo"
+  fi
+done
+if [[ $failed -ne 0 ]]; then
+  echo "(regenerate: bash $0 DEMO README --write)" >&2
+  exit 1
+fi
