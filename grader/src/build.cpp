@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -341,7 +343,12 @@ std::string warnings_about(const std::string& messages, const std::string& sourc
 }
 
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
-                          const fs::path& out_dir, const std::function<void()>& before_compiling) {
+                          const fs::path& out_dir, const std::function<void()>& before_compiling, double timeout_s) {
+  const auto started = std::chrono::steady_clock::now();
+  // The compile and the link share timeout_s.
+  auto time_left = [&]() {
+    return std::max(1.0, timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  };
   BuildResult result;
   const fs::path source = lessons_dir / lesson.folder / "exercise.cpp";
   const fs::path dir = out_dir / lesson.folder;
@@ -407,6 +414,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
 
   // Compiled in the sandbox of a student's run, as the reference was (the recipe's compiler and flags, no cache).
   ProcessOptions compile = sandboxed(recipe, scratch, log);
+  compile.timeout_s = std::min(compile.timeout_s, time_left());
   compile.argv.push_back(recipe.cxx);
   for (const std::string& f : recipe.flags) compile.argv.push_back(f);
   compile.argv.push_back(recipe.cxx.find("clang") != std::string::npos ? "-ferror-limit=20" : "-fmax-errors=20");
@@ -428,6 +436,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   // Linked in the same sandbox: the object is the student's work too. The
   // lesson's glue lies beside the reference runner (hidden): it is copied in.
   ProcessOptions link = sandboxed(recipe, scratch, log);
+  link.timeout_s = std::min(link.timeout_s, time_left());
   link.argv = {recipe.cxx, "exercise.o"};
   for (const std::string& g : lesson.glue) {
     const std::string name = "glue-" + std::to_string(staged++) + ".o";

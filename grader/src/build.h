@@ -51,8 +51,10 @@ class LessonLock {
 // The runner is linked under a temporary name and renamed into place, so it is
 // never half-written; callers that run it hold a LessonLock on its folder.
 // `before_compiling` is called when the runner must be (re)built, before the compiler starts.
+// Compiling and linking together stop after `timeout_s` (they fail as a compiler stopped).
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const std::filesystem::path& lessons_dir,
-                          const std::filesystem::path& out_dir, const std::function<void()>& before_compiling = {});
+                          const std::filesystem::path& out_dir, const std::function<void()>& before_compiling = {},
+                          double timeout_s = 300);
 
 // The compiler's messages about `source` alone (a warning in the student's
 // file, with its context lines and the "In function" line above it); messages
