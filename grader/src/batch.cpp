@@ -91,10 +91,24 @@ std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vect
 int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const BatchOptions& b,
                 GradeOptions options) {
   std::vector<fs::path> submissions;
+  std::vector<std::string> skipped;
   for (const auto& entry : fs::directory_iterator(b.batch)) {
-    if (entry.is_directory()) submissions.push_back(entry.path());
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory()) {
+      skipped.push_back(name + " (not a folder)");
+    } else if (name[0] == '.') {
+      skipped.push_back(name + " (a hidden folder)");
+    } else if (name == "gradebook.csv" || name == "index.html" ||
+               (name.size() > 4 && name.substr(name.size() - 4) == ".tmp")) {
+      // Its folder in --out would take the place of the batch's own file.
+      skipped.push_back(name + " (named as a file the batch writes in --out: rename the folder)");
+    } else {
+      submissions.push_back(entry.path());
+    }
   }
   std::sort(submissions.begin(), submissions.end());
+  std::sort(skipped.begin(), skipped.end());
+  for (const std::string& s : skipped) std::fprintf(stderr, "skipped in --batch: %s\n", s.c_str());
   TINY_CHECK(!submissions.empty(), ValueError, "--batch ", b.batch.string(),
              " holds no submission folders (one folder per student, each a copy of the lessons folder)");
   fs::create_directories(b.out_dir);

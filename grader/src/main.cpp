@@ -444,10 +444,15 @@ int main(int argc, char** argv) {
         b.seed_given = seed.has_value();
         b.deadline_s = deadline_s;
         b.sandbox_warning = g_sandbox_warning;
-        const int rc = grade_batch(recipe, lessons, b, options);
-        std::error_code ec;
-        fs::remove_all(b.work, ec);
-        return rc;
+        // Removed however grade_batch ends (a refusal throws).
+        struct RemovedAfter {
+          fs::path folder;
+          ~RemovedAfter() {
+            std::error_code ec;
+            fs::remove_all(folder, ec);
+          }
+        } work_folder{b.work};
+        return grade_batch(recipe, lessons, b, options);
       }
       fs::path lessons_dir = own_lessons, build_dir = recipe.student_dir;
       const fs::path work = work_root();

@@ -39,6 +39,9 @@ submission(class missing)
 submission(class does_not_compile "int x = ;\n")
 submission(class hangs "${hanging}")
 submission(class subtle "${subtle}")
+# Not submissions: each is listed as skipped, none graded.
+file(MAKE_DIRECTORY ${WORK}/class/index.html ${WORK}/class/.git)
+file(WRITE ${WORK}/class/notes.txt "not a submission\n")
 
 # ---- the class, two at a time
 string(TIMESTAMP t0 "%s")
@@ -77,6 +80,9 @@ expect_in(stderr "${err}" "] hangs: lesson 1 in progress (timed out), 0 of 10 po
 expect_in(stderr "${err}" "] subtle: done, 5 of 10 points (50.0%) in ")
 expect_in(stderr "${err}" " submissions done in ")
 expect_in(stderr "${err}" " left\n")
+expect_in(stderr "${err}" "skipped in --batch: .git (a hidden folder)\n")
+expect_in(stderr "${err}" "skipped in --batch: index.html (named as a file the batch writes in --out: rename the folder)\n")
+expect_in(stderr "${err}" "skipped in --batch: notes.txt (not a folder)\n")
 # The class table: complete passed; hangs and subtle in progress; stubs not
 # started; missing and does_not_compile no grade; describe_device failed most (hangs, subtle).
 expect_in(stdout "${out}" "the class: 6 submissions, mean 25.0%, median 0.0%, 1 with full marks")
