@@ -109,7 +109,14 @@ std::string url_segment(const std::string& s) {
 // Per lesson: counts by status, and how often each check failed.
 struct LessonTally {
   int passed = 0, in_progress = 0, not_started = 0, no_grade = 0;
-  std::map<std::string, int> failing;
+  std::vector<std::pair<std::string, int>> failing;  // in the order first met: the lesson's order of checks
+  void failed(const std::string& check) {
+    for (auto& [name, count] : failing) {
+      if (name == check) return void(++count);
+    }
+    failing.emplace_back(check, 1);
+  }
+  // A tie goes to the check met first (a hang fails every check once: its first check is the one to look at).
   std::string most_failed() const {
     std::string name;
     int most = 0;
@@ -136,7 +143,7 @@ std::map<int, LessonTally> tally(const std::vector<nlohmann::json>& summaries) {
         ++t.no_grade;
       }
       for (const nlohmann::json& name : l.value("failing", nlohmann::json::array())) {
-        if (name.is_string()) ++t.failing[name.get<std::string>()];
+        if (name.is_string()) t.failed(name.get<std::string>());
       }
     }
   }

@@ -208,6 +208,11 @@ TEST(ClassTable, CountsEachStatusAndNamesTheCheckFailedMostOften) {
   // s3's lesson 2 does not compile: its checks' failures say nothing about p and q.
   EXPECT_NE(row2.find("0           2           0        1  p (2)"), std::string::npos) << table;
   EXPECT_NE(table.find("the class: 3 submissions"), std::string::npos);
+  // A tie goes to the check met first, not the first in the alphabet.
+  const Lesson c = lesson(3, "Hang");
+  const std::string tie = class_table(
+      {&c}, {submission_summary("h", {result(c, {check("zeta", "fail"), check("alpha", "fail")}, "in progress")}, 1, 1)});
+  EXPECT_NE(tie.find("zeta (1)"), std::string::npos) << tie;
 }
 
 TEST(ClassIndex, LinksEachReportAndEscapesEveryName) {
