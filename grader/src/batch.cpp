@@ -161,6 +161,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       const fs::path w = b.work / std::to_string(i);
       const std::string quiz = read_quiz(submission_lessons_dir(todo[i]));
       const Clock::time_point t0 = Clock::now();
+      size_t graded = 0;  // of this submission's lessons
       try {
         fs::create_directories(mine);
         GradeOptions quiet = options;  // the batch's own lines say what is graded
@@ -172,6 +173,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
               write_submission_files(mine, name, so_far, since(t0), options.seed, quiz, b.sandbox_warning);
               std::lock_guard<std::mutex> lock(mutex);
               ++lessons_done;
+              ++graded;
               std::fprintf(stderr, "%s: %s\n", tag.c_str(), lesson_line(so_far.back()).c_str());
             });
         const double seconds = since(t0);
@@ -187,7 +189,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
                      duration_text(since(start)).c_str(), finished < todo.size() ? estimate().c_str() : "");
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);
-        lessons_done += lessons.size();
+        lessons_done += lessons.size() - graded;  // the estimate counts it as done
         failed.push_back(name);
         std::fprintf(stderr, "%s: grading failed (%s); it has no row, so --resume grades it again\n", tag.c_str(),
                      e.what());

@@ -232,10 +232,12 @@ void write_gradebook(const fs::path& file, const std::string& header, const std:
     out << header;
     for (const auto& row : rows) {
       for (size_t i = 0; i < row.size(); ++i) {
-        // Numbers as they were; text quoted again (the name keeps its formula escape).
-        std::string f = "\"";
+        // As gradebook_row wrote it: numbers bare, text (the name, with its formula escape; the problems; the
+        // statuses) quoted.
+        const bool text = i == 0 || i == 6 || (i > 7 && (i - 7) % 2 == 1);
+        std::string f = text ? "\"" : "";
         for (char c : row[i]) f += c == '"' ? std::string("\"\"") : std::string(1, c);
-        out << (i == 0 ? "" : ",") << f << "\"";
+        out << (i == 0 ? "" : ",") << f << (text ? "\"" : "");
       }
       out << "\n";
     }

@@ -174,6 +174,14 @@ TEST(Gradebook, ResumeReadsBackEveryWholeRowWhateverTheNamesHoldAndDropsOneCutSh
   for (const std::string& n : names) EXPECT_EQ(g.submissions.count(n), 1u) << n;
   EXPECT_EQ(g.submissions.count("killed"), 0u);
   EXPECT_EQ(g.last_seed, 123456789012u);
+  // Written back (as --resume does, without the row cut short), the rows read as they were written.
+  write_gradebook(file, header, g.rows);
+  std::string rewritten;
+  {
+    std::ifstream in(file);
+    rewritten.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(rewritten, text);
   // Another set of lessons is refused, naming the file and the fix.
   const Lesson b = lesson(2, "B");
   try {
