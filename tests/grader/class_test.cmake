@@ -66,6 +66,7 @@ expect(gradebook.csv "\"subtle\",5,10,50.0,7,")
 expect(subtle/results.json "\"score\": 5.0")
 expect(subtle/results.json "\"max_score\": 5.0")
 expect(subtle/report.html ">50%<")
+expect(subtle/report.html "Total: <b>5</b> of 10 points (50.0%).")
 # The hang: its first run stopped after the reference's time x 20 (at least 10 s), the others at once.
 expect(hangs/results.json "(its limit: at least 10 s, the reference needing only")
 expect(hangs/results.json "was not run: an earlier run of your code in this lesson did not finish in time")

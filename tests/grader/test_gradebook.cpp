@@ -139,7 +139,10 @@ TEST(Gradebook, TheCsvResultsJsonAndTheReportAgreeOnTheTotal) {
   std::ostringstream board;
   print_scoreboard(board, results, 7, false);
   EXPECT_NE(board.str().find("50%"), std::string::npos) << board.str();  // lesson 2: 15 of 30
-  EXPECT_NE(html_report(results, 7, "t").find(">50%<"), std::string::npos);
+  const std::string html = html_report(results, 7, "t");
+  EXPECT_NE(html.find(">50%<"), std::string::npos);
+  EXPECT_NE(html.find(">15 of 30<"), std::string::npos);
+  EXPECT_NE(html.find("Total: <b>17</b> of 33 points (51.5%)."), std::string::npos);
 }
 
 TEST(Gradebook, ProblemsAreTheGradersOwnWordsNeverTheSubmissions) {
