@@ -429,6 +429,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
                    "), so the lesson's other checks fail at once instead of waiting on it again");
   }
   if (deadline_s > 0 && limit < kLeastUsefulRunS) {
+    deadline_hit_ = true;
     return not_run("the time for grading this submission ran out (the grader's --deadline) before this check");
   }
   const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
@@ -518,6 +519,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     std::string message = process.describe();
     if (process.timed_out) {
       message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
+      if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
       if (hostile) {
         timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
                      fixed(limit, 1) + " s";
@@ -993,7 +995,7 @@ int checker_main(int argc, char** argv) {
   if (!json_file.empty()) {
     nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
                           {"devices", ctx.devices}, {"counters_shown", reg.counters},
-                          {"timed_out", ctx.timed_out()},
+                          {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
                           {"checks", nlohmann::json::array()}};
     for (const Result& r : results) {
       doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},

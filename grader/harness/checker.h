@@ -202,6 +202,8 @@ class Context {
   const std::string& timed_out() const { return timed_out_; }
   /// @brief Seconds left before --deadline (a large number without one).
   double seconds_left() const;
+  /// @brief Whether --deadline stopped a run or kept one from starting: the lesson is then "out of time".
+  bool deadline_hit() const { return deadline_hit_; }
 
  private:
   Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
@@ -214,6 +216,7 @@ class Context {
   std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run
   double slowest_reference_s_ = 0;                   ///< of any exercise
   std::string timed_out_;
+  bool deadline_hit_ = false;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

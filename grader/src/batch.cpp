@@ -61,7 +61,8 @@ std::string lesson_line(const LessonResult& r) {
 double lesson_budget(double left, size_t later) {
   if (later == 0) return left;
   const double reserve = std::min(30.0, left / static_cast<double>(later + 1));
-  return left - reserve * static_cast<double>(later);
+  // At least a minute (or all that is left): a few seconds would only waste themselves on a compile cut short.
+  return std::max(std::min(left, 60.0), left - reserve * static_cast<double>(later));
 }
 
 std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vector<const Lesson*>& lessons,

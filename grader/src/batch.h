@@ -15,7 +15,9 @@ namespace workbook {
 // The seconds lesson k may take when `left` seconds remain for it and the
 // `later` lessons after it: all that is left but a reserve for each later lesson
 // (30 s, or an equal share when less is left), so that one slow lesson cannot
-// leave the next ones ungraded. Its checks' runs are cut to it (GradeOptions::lesson_budget_s).
+// leave the next ones ungraded; but at least a minute, or all that is left (a
+// lesson given seconds could not even compile). Its compile and its checks'
+// runs are cut to it (GradeOptions::lesson_budget_s).
 double lesson_budget(double left, size_t later);
 
 // Grades `lessons` of `lessons_dir` one after another, all within `deadline_s`

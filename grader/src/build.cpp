@@ -258,6 +258,9 @@ bool write_new(const fs::path& file, const std::string& text) {
   return ok;
 }
 
+// The time limit of compiling (and of linking) when the grader's deadline does not cut it.
+constexpr double timeout_s_default() { return 300; }
+
 // The limits of compiling and linking one exercise.cpp, in the sandbox of a student's run.
 ProcessOptions sandboxed(const Recipe& recipe, const fs::path& scratch, const fs::path& log) {
   ProcessOptions p;
@@ -265,7 +268,7 @@ ProcessOptions sandboxed(const Recipe& recipe, const fs::path& scratch, const fs
   p.hidden = hidden_from_compiler(recipe);
   p.cwd = scratch;
   p.log = log;
-  p.timeout_s = 300;
+  p.timeout_s = timeout_s_default();
   p.cpu_limit_s = 600;
   p.memory_limit = size_t{3} << 30;
   p.address_space_limit = size_t{4} << 30;  // where no memory cgroup can be made: cc1plus maps under 2 GiB here
@@ -429,6 +432,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   result.isolation = p.isolation;
   const std::string messages = as_the_student_knows_it(tame(slurp(log)), original);
   if (!p.ok()) {
+    result.out_of_time = p.timed_out && compile.timeout_s < timeout_s_default();
     const std::string stopped = stopped_compiler("the compiler", p);
     result.log = stopped.empty() ? first_errors(messages) : stopped + first_errors(messages);
     return failed();
@@ -449,6 +453,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   for (const char* a : {"-o", "runner"}) link.argv.push_back(a);
   p = run_process(link);
   if (!p.ok()) {
+    result.out_of_time = p.timed_out && link.timeout_s < timeout_s_default();
     const std::string stopped = stopped_compiler("the linker", p);
     result.log = stopped + first_errors(tame(slurp(log)));
     if (result.log.find("undefined reference") != std::string::npos) {

@@ -18,6 +18,7 @@ struct BuildResult {
   std::string log;                 // the compiler's messages (the first errors when it failed)
   std::string warnings;            // when rebuilt: the compiler's warnings about the student's exercise.cpp
   Isolation isolation;             // when it compiled: the sandbox the compiler ran in
+  bool out_of_time = false;        // stopped at a time limit that timeout_s (the grader's deadline) had cut short
 };
 
 // Holds an exclusive lock (flock) on <dir>/runner.lock while it lives, so that

@@ -225,6 +225,11 @@ void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t s
                 " could not be run by the workbook (its fault, not your code's; their ERROR lines say what "
                 "happened): run ./workbook check " + number + " again; if it happens again, please report it with "
                 "the seed " + std::to_string(seed) + "\n";
+  } else if (doc.value("deadline_hit", false) && r.passed < r.total) {
+    // The submission's --deadline stopped the checks, not a mistake of the student's.
+    r.status = "out of time";
+    r.problem = "the time for grading this submission (the grader's --deadline) ran out during lesson " + number +
+                ": its checks from then on were not run\n";
   } else if (r.total > 0 && r.passed == r.total) {
     r.status = "passed";
   } else if (r.total > 0 && r.todo == r.total) {
@@ -330,6 +335,11 @@ void build_and_check(const Recipe& recipe, const Lesson& lesson, const fs::path&
     return options.lesson_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
   const BuildResult built = build_saying_so(recipe, lesson, lessons_dir, build_dir, options);
+  if (built.out_of_time) {
+    // Not the student's compile error: the deadline left too little time to compile.
+    return fail_all("out of time", "the time for grading this submission (the grader's --deadline) ran out while "
+                                   "lesson " + std::to_string(lesson.number) + " was compiled");
+  }
   if (!built.ok) return fail_all("does not compile", built.log);
   if (options.lesson_budget_s > 0 && budget_left() < 1) {
     return fail_all("out of time", "the time for grading this submission (the grader's --deadline) ran out while "
@@ -626,7 +636,9 @@ nlohmann::json gradescope_results(const std::vector<LessonResult>& results, doub
       std::string output = c.summary;
       if (!c.message.empty()) output += "\n" + c.message;
       if (!c.note.empty()) output += "\n" + c.note;
-      if (r.status == "error" && !r.problem.empty()) output += "\n" + r.problem;
+      // What stopped the whole lesson (the workbook's fault, the deadline), unless its message says it already.
+      const bool lesson_wide = r.status == "error" || r.status == "out of time";
+      if (lesson_wide && !r.problem.empty() && output.find(r.problem) == std::string::npos) output += "\n" + r.problem;
       tests.push_back({{"name", lesson + ": " + c.name}, {"score", c.points}, {"max_score", c.max_points},
                        {"status", pass ? "passed" : "failed"}, {"output", output}, {"tags", {tag}}});
       score += c.points;
