@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
   grade->add_option("lessons", numbers, "lesson numbers");
   grade->add_option("--submission", submission, "grade another copy of the lessons folder (only exercise.cpp and quiz.txt are taken)");
   grade->add_option("--batch", batch, "grade every submission folder inside this folder into a gradebook");
-  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv and the results")->capture_default_str();
+  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv, index.html (the class) and a folder per submission")->capture_default_str();
   grade->add_option("--jobs", jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
   grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
   grade->add_option("--json", json_file, "also write Gradescope's results.json here (rewritten after each lesson)");
@@ -400,6 +400,9 @@ int main(int argc, char** argv) {
                    "submission can be graded in: give seconds from 10 to 86400 (default 600, Gradescope's own limit "
                    "is 40 minutes; leave room for its setup)");
       }
+      TINY_CHECK(run_timeout == 0 || (run_timeout >= 1 && run_timeout <= 3600), ValueError, "--timeout ", run_timeout,
+                 " is not a time a run of an exercise can take: give seconds from 1 to 3600, or leave it out (each run "
+                 "then gets 20x the reference's own time, at least 10 s)");
       const double deadline_s = deadline ? *deadline : (!batch.empty() || !submission.empty()) ? 600.0 : 0.0;
       const std::vector<const Lesson*> lessons = pick(recipe, numbers);
       if (!batch.empty()) {  // no submission may read another (nor the grades)

@@ -116,6 +116,7 @@ refused("--junit with --batch" "drop --junit" --batch ${WORK}/class --out ${WORK
 refused("--resume without --batch" "--resume goes on with a --batch's gradebook.csv" --submission ${WORK}/class/complete --resume)
 refused("a gradebook graded again" "exists already: add --resume" --batch ${WORK}/class --out ${WORK}/out --unsafe)
 refused("--deadline 0" "--deadline 0 is not a time a submission can be graded in: give seconds from 10 to 86400" --submission ${WORK}/class/complete --deadline 0)
+refused("--timeout -1" "--timeout -1 is not a time a run of an exercise can take: give seconds from 1 to 3600" --submission ${WORK}/class/complete --timeout -1)
 if(EXISTS ${WORK}/o2)
   message(FATAL_ERROR "a refused batch wrote ${WORK}/o2")
 endif()
