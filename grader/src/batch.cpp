@@ -56,6 +56,24 @@ std::string lesson_line(const LessonResult& r) {
          duration_text(r.seconds) + ")";
 }
 
+// The summaries of the submissions that have one (graded now or before), in the batch's order.
+std::vector<nlohmann::json> class_summaries(const fs::path& out_dir, const std::vector<fs::path>& submissions,
+                                            bool say_what_is_left_out) {
+  std::vector<nlohmann::json> summaries;
+  for (const fs::path& s : submissions) {
+    const fs::path file = out_dir / s.filename() / "summary.json";
+    try {
+      std::ifstream in(file);
+      if (in.good()) summaries.push_back(nlohmann::json::parse(in));
+    } catch (const std::exception&) {
+      if (say_what_is_left_out) {
+        std::fprintf(stderr, "%s cannot be read: that submission is left out of the class table\n", file.c_str());
+      }
+    }
+  }
+  return summaries;
+}
+
 }  // namespace
 
 double lesson_budget(double left, size_t later) {
@@ -165,6 +183,8 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
       size_t graded = 0;  // of this submission's lessons
       try {
         fs::create_directories(mine);
+        std::error_code gone;
+        fs::remove(mine / "summary.json", gone);  // an earlier batch's: this one's is written when it is done
         GradeOptions quiet = options;  // the batch's own lines say what is graded
         quiet.progress = false;
         const std::vector<LessonResult> results = grade_submission(
@@ -182,6 +202,9 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
         spit(mine / "summary.json", summary.dump(1) + "\n");  // before its row: a row means a summary
         std::lock_guard<std::mutex> lock(mutex);
         append_row(csv, gradebook_row(name, results, options.seed, seconds));
+        // The class's page so far: a kill keeps it too.
+        spit(b.out_dir / "index.html", class_index_html(lessons, class_summaries(b.out_dir, submissions, false),
+                                                        b.sandbox_warning));
         ++finished;
         const double total = summary["total"], maximum = summary["maximum"];
         std::fprintf(stderr, "%s: done, %s of %s points (%.1f%%) in %s; %zu of %zu submissions done in %s%s\n",
@@ -203,17 +226,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   for (int j = 0; j < std::max(1, b.jobs); ++j) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
 
-  // The class: every submission with a row, graded now or before.
-  std::vector<nlohmann::json> summaries;
-  for (const fs::path& s : submissions) {
-    try {
-      std::ifstream in(b.out_dir / s.filename() / "summary.json");
-      if (in.good()) summaries.push_back(nlohmann::json::parse(in));
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "%s/summary.json cannot be read: that submission is left out of the class table\n",
-                   (b.out_dir / s.filename()).c_str());
-    }
-  }
+  const std::vector<nlohmann::json> summaries = class_summaries(b.out_dir, submissions, true);
   spit(b.out_dir / "index.html", class_index_html(lessons, summaries, b.sandbox_warning));
   std::printf("%s", class_table(lessons, summaries).c_str());
   std::printf("\ngraded %zu submission%s with seed %llu in %s: %s (index.html beside it; results.json, report.html, "

@@ -138,6 +138,9 @@ execute_process(COMMAND sh -c [=[
   echo "killed: $?"]=] sh ${GRADER} ${recipe} ${WORK}/again ${WORK}/out_again OUTPUT_VARIABLE killed)
 message(STATUS "${killed}")
 file(READ ${WORK}/out_again/gradebook.csv before)
+# The class's page as far as it went.
+file(READ ${WORK}/out_again/index.html index_before)
+expect_in("index.html of the killed batch" "${index_before}" "/report.html\">")
 message(STATUS "the gradebook when the batch was killed:\n${before}")
 string(REGEX MATCHALL "\n\"" rows_before "${before}")
 list(LENGTH rows_before kept)
