@@ -388,8 +388,10 @@ double Context::run_limit(bool hostile, const std::string& key, const RunOptions
   if (hostile) {
     // The reference's own time on this machine, now: a hang is found in seconds,
     // and a machine under load slows both alike.
+    // Only this exercise's own time (another's, or none yet: the check's own limit): a quick
+    // exercise's time must not cut short a correct run of a long one.
     const auto it = reference_seconds_.find(key);
-    const double reference = it != reference_seconds_.end() ? it->second : slowest_reference_s_;
+    const double reference = it != reference_seconds_.end() ? it->second : 0;
     if (reference > 0) {
       const double derived = std::max(run_limit_floor_s, run_limit_factor * reference);
       if (derived < limit) {
@@ -513,7 +515,6 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   if (!hostile && process.ok()) {
     double& slowest = reference_seconds_[key];
     slowest = std::max(slowest, process.seconds);
-    slowest_reference_s_ = std::max(slowest_reference_s_, process.seconds);
   }
   if (!process.ok()) {
     std::string message = process.describe();

@@ -214,7 +214,6 @@ class Context {
   bool knows_reference_time(const std::string& exercise, int repeat = 0) const;
   int runs_ = 0;
   std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run
-  double slowest_reference_s_ = 0;                   ///< of any exercise
   std::string timed_out_;
   bool deadline_hit_ = false;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
