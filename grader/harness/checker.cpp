@@ -367,10 +367,74 @@ fs::path Context::share(const fs::path& file) {
   return shared;
 }
 
+double Context::seconds_left() const {
+  if (deadline_s <= 0) return 1e9;
+  return deadline_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+namespace {
+std::string time_key(const std::string& exercise, int repeat) { return exercise + "#" + std::to_string(repeat); }
+// Below this many seconds left no run is started: it could not finish anything useful.
+constexpr double kLeastUsefulRunS = 1.0;
+}  // namespace
+
+bool Context::knows_reference_time(const std::string& exercise, int repeat) const {
+  return reference_seconds_.count(time_key(exercise, repeat)) > 0;
+}
+
+double Context::run_limit(bool hostile, const std::string& key, const RunOptions& options, std::string& why) const {
+  double limit = options.timeout_s;
+  why = "the check's own limit";
+  if (hostile) {
+    // The reference's own time on this machine, now: a hang is found in seconds,
+    // and a machine under load slows both alike.
+    // Only this exercise's own time (another's, or none yet: the check's own limit): a quick
+    // exercise's time must not cut short a correct run of a long one.
+    const auto it = reference_seconds_.find(key);
+    const double reference = it != reference_seconds_.end() ? it->second : 0;
+    if (reference > 0) {
+      const double derived = std::max(run_limit_floor_s, run_limit_factor * reference);
+      if (derived < limit) {
+        limit = derived;
+        why = derived > run_limit_floor_s
+                  ? fixed(run_limit_factor, 0) + "x the reference's own " + fixed(reference, 2) + " s"
+                  : "at least " + fixed(run_limit_floor_s, 0) + " s, the reference needing only " + fixed(reference, 2) + " s";
+      }
+    }
+  }
+  if (timeout_cap_s > 0 && timeout_cap_s < limit) {
+    limit = timeout_cap_s;
+    why = "the grader's --timeout";
+  }
+  if (deadline_s > 0 && seconds_left() < limit) {
+    limit = seconds_left();
+    why = "what was left of the time for grading this submission (--deadline)";
+  }
+  return limit;
+}
+
 Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
                  const RunOptions& options, int repeat) {
-  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
   const bool hostile = who == "student";
+  const std::string key = time_key(exercise, repeat);
+  std::string why_limit;
+  const double limit = run_limit(hostile, key, options, why_limit);
+  auto not_run = [&](const std::string& why) {
+    Run r;
+    r.call = options.call;
+    r.status = "crash";
+    r.message = "was not run: " + why;
+    return r;
+  };
+  if (hostile && !timed_out_.empty()) {
+    return not_run("an earlier run of your code in this lesson did not finish in time (" + timed_out_ +
+                   "), so the lesson's other checks fail at once instead of waiting on it again");
+  }
+  if (deadline_s > 0 && limit < kLeastUsefulRunS) {
+    deadline_hit_ = true;
+    return not_run("the time for grading this submission ran out (the grader's --deadline) before this check");
+  }
+  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
   Bundle input = in;
   if (!input.values.contains("_seed")) input.values["_seed"] = seed;
   // A file a check names in the work folder is, for a student's run, a file of
@@ -404,7 +468,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   // modelled GPU's (docs/performance_model.md); a lesson graded by modelled
   // time says so in RunOptions::env (TINY_EMULATED_GPU_CLOCK=modelled).
   if (p.env.count("TINY_EMULATED_GPU_CLOCK") == 0) p.env["TINY_EMULATED_GPU_CLOCK"] = "host";
-  p.timeout_s = timeout_cap_s > 0 ? std::min(options.timeout_s, timeout_cap_s) : options.timeout_s;
+  p.timeout_s = limit;
   p.memory_limit = options.memory_limit;
   p.log = dir / "log.txt";
   if (hostile) {
@@ -448,8 +512,20 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     result.out = Bundle();
     return result;
   };
+  if (!hostile && process.ok()) {
+    double& slowest = reference_seconds_[key];
+    slowest = std::max(slowest, process.seconds);
+  }
   if (!process.ok()) {
     std::string message = process.describe();
+    if (process.timed_out) {
+      message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
+      if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
+      if (hostile) {
+        timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
+                     fixed(limit, 1) + " s";
+      }
+    }
     if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
     return crash(message);
   }
@@ -510,9 +586,15 @@ std::optional<Outcome> Context::unless_ok(const Run& r) const {
 
 std::optional<Outcome> Context::both(const std::string& exercise, const Bundle& in, Run& s, Run& r,
                                      const RunOptions& options) {
+  // The reference goes first the first time an exercise runs, so that the
+  // student's run is limited by the reference's own time (run_limit), not the
+  // check's far longer one; after that the student goes first (a stub's
+  // check then costs no reference run).
+  const bool reference_first = !knows_reference_time(exercise) && seconds_left() > kLeastUsefulRunS;
+  if (reference_first) r = reference(exercise, in, options);
   s = student(exercise, in, options);
   if (auto early = unless_ok(s)) return early;
-  r = reference(exercise, in, options);
+  if (!reference_first) r = reference(exercise, in, options);
   if (!r.ok()) {
     return Outcome::error("the reference solution failed on these inputs (a bug in the workbook, not in your code: "
                           "please report it with the seed)\n" + indent(r.message, "  "));
@@ -548,7 +630,8 @@ Timing Context::time(const std::string& exercise, const Bundle& in, const RunOpt
     bool modelled[2] = {false, false};
     for (int side = 0; side < 2; ++side) {
       // Alternate who goes first, so neither always runs on a warmer machine.
-      const bool student_turn = (side == 0) == (round % 2 == 0);
+      // Round 0 starts with the reference: the student's runs are then limited by its time (run_limit).
+      const bool student_turn = (side == 0) == (round % 2 == 1);
       const Run r = run(student_turn ? student_runner : reference_runner, student_turn ? "student" : "reference",
                         exercise, in, options, repeat);
       if (!r.ok()) {
@@ -557,6 +640,10 @@ Timing Context::time(const std::string& exercise, const Bundle& in, const RunOpt
         t.stopped = student_turn ? unless_ok(r)
                                  : Outcome::error("the reference solution failed while being timed (a bug in the "
                                                   "workbook, not in your code): " + r.message);
+        // The reference went first: what the student's own run says (a stub's TODO) comes before the workbook's fault.
+        if (!student_turn && side == 0) {
+          if (auto own = unless_ok(run(student_runner, "student", exercise, in, options, repeat))) t.stopped = own;
+        }
         return t;
       }
       auto numbers = [&](const char* key) {
@@ -659,7 +746,10 @@ the reference solution in separate processes, on the same inputs.
   --seed N             the seed of every random input (default: a fresh one, printed)
   --no-timing          skip the timing checks
   --json FILE          also write the results as JSON (for the grader)
-  --timeout S          stop any one run of an exercise after S seconds (default: each check's own limit)
+  --timeout S          stop any one run of an exercise after S seconds (default: 20x the reference's
+                       own time for it, at least 10 s, at most the check's own limit)
+  --deadline S         all runs together stop after S seconds: each run gets what is left, and
+                       once it is spent the remaining checks fail at once
   --keep               keep the folder of inputs, outputs and logs
   --expect-fail CHECK=TEXT
                        (maintainers) succeed only when CHECK fails with a message containing TEXT
@@ -729,7 +819,7 @@ int checker_main(int argc, char** argv) {
   std::vector<std::string> only;
   std::optional<uint64_t> seed;
   bool timing = true, keep = false, list = false;
-  double timeout = 0;
+  double timeout = 0, deadline = 0;
   std::string expect_check, expect_text;
   auto usage_error = [&](const std::string& why) {
     std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
@@ -775,6 +865,14 @@ int checker_main(int argc, char** argv) {
         timeout = 0;
       }
       if (!(timeout > 0)) return usage_error("--timeout '" + v + "' is not a positive number of seconds");
+    } else if (a == "--deadline") {
+      if (!value(v)) return usage_error("--deadline needs seconds");
+      try {
+        deadline = std::stod(v);
+      } catch (const std::exception&) {
+        deadline = 0;
+      }
+      if (!(deadline > 0)) return usage_error("--deadline '" + v + "' is not a positive number of seconds");
     } else if (a == "--keep") {
       keep = true;
     } else if (a == "--list") {
@@ -825,6 +923,7 @@ int checker_main(int argc, char** argv) {
   ctx.reference_runner = fs::absolute(reference);
   ctx.student_is_reference = fs::equivalent(student, reference);
   ctx.timeout_cap_s = timeout;
+  ctx.deadline_s = deadline;
   ctx.hidden_paths = paths_to_hide(ctx.reference_runner);
   exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
   std::string tmpl;
@@ -860,6 +959,7 @@ int checker_main(int argc, char** argv) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
     ctx.details = nlohmann::json::object();
+    ctx.current_check = c.name;
     const auto t0 = std::chrono::steady_clock::now();
     if (c.timed && !timing) {
       r.outcome = Outcome::skip("timing checks are off (--no-timing)");
@@ -896,6 +996,7 @@ int checker_main(int argc, char** argv) {
   if (!json_file.empty()) {
     nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
                           {"devices", ctx.devices}, {"counters_shown", reg.counters},
+                          {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
                           {"checks", nlohmann::json::array()}};
     for (const Result& r : results) {
       doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},

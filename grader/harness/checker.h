@@ -19,6 +19,7 @@
 /// `lesson_N.<check>` and `solution_N.<check>`.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -185,11 +186,37 @@ class Context {
   /// @brief The student's runner is the reference (the `solution_N.*` tests).
   bool student_is_reference = false;
   double timeout_cap_s = 0;  ///< --timeout: caps every run's timeout_s (0: none)
+  /// @brief A student's run may take this many times the reference's own run
+  /// of the same exercise (measured in this checker), at least run_limit_floor_s
+  /// and never more than the check's own RunOptions::timeout_s.
+  double run_limit_factor = 20;
+  double run_limit_floor_s = 10;  ///< the least a student's run is given once the reference's time is known
+  /// @brief --deadline: seconds this checker has for all its runs from its start
+  /// (0: none). Each run is cut to what is left; once it is spent, no run starts.
+  double deadline_s = 0;
+  /// @brief The check under way (set by checker_main), named when a run times out.
+  std::string current_check;
+  /// @brief "" until a student's run times out; then which run, in which check,
+  /// and its limit: every later student's run fails at once with it (a lesson
+  /// that hung once would hang again, and each hang costs a whole limit).
+  const std::string& timed_out() const { return timed_out_; }
+  /// @brief Seconds left before --deadline (a large number without one).
+  double seconds_left() const;
+  /// @brief Whether --deadline stopped a run or kept one from starting: the lesson is then "out of time".
+  bool deadline_hit() const { return deadline_hit_; }
 
  private:
   Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
           const RunOptions& options, int repeat = 0);
+  /// @brief The time limit of a run and why it is that limit (for a timeout's message).
+  double run_limit(bool hostile, const std::string& key, const RunOptions& options, std::string& why) const;
+  /// @brief Whether a reference run of `exercise` was timed here (then a student's run gets its own limit).
+  bool knows_reference_time(const std::string& exercise, int repeat = 0) const;
   int runs_ = 0;
+  std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run
+  std::string timed_out_;
+  bool deadline_hit_ = false;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 /// @brief One check of a lesson.

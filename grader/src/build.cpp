@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -256,6 +258,9 @@ bool write_new(const fs::path& file, const std::string& text) {
   return ok;
 }
 
+// The time limit of compiling (and of linking) when the grader's deadline does not cut it.
+constexpr double timeout_s_default() { return 300; }
+
 // The limits of compiling and linking one exercise.cpp, in the sandbox of a student's run.
 ProcessOptions sandboxed(const Recipe& recipe, const fs::path& scratch, const fs::path& log) {
   ProcessOptions p;
@@ -263,7 +268,7 @@ ProcessOptions sandboxed(const Recipe& recipe, const fs::path& scratch, const fs
   p.hidden = hidden_from_compiler(recipe);
   p.cwd = scratch;
   p.log = log;
-  p.timeout_s = 300;
+  p.timeout_s = timeout_s_default();
   p.cpu_limit_s = 600;
   p.memory_limit = size_t{3} << 30;
   p.address_space_limit = size_t{4} << 30;  // where no memory cgroup can be made: cc1plus maps under 2 GiB here
@@ -341,7 +346,12 @@ std::string warnings_about(const std::string& messages, const std::string& sourc
 }
 
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
-                          const fs::path& out_dir, const std::function<void()>& before_compiling) {
+                          const fs::path& out_dir, const std::function<void()>& before_compiling, double timeout_s) {
+  const auto started = std::chrono::steady_clock::now();
+  // The compile and the link share timeout_s.
+  auto time_left = [&]() {
+    return std::max(1.0, timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  };
   BuildResult result;
   const fs::path source = lessons_dir / lesson.folder / "exercise.cpp";
   const fs::path dir = out_dir / lesson.folder;
@@ -407,6 +417,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
 
   // Compiled in the sandbox of a student's run, as the reference was (the recipe's compiler and flags, no cache).
   ProcessOptions compile = sandboxed(recipe, scratch, log);
+  compile.timeout_s = std::min(compile.timeout_s, time_left());
   compile.argv.push_back(recipe.cxx);
   for (const std::string& f : recipe.flags) compile.argv.push_back(f);
   compile.argv.push_back(recipe.cxx.find("clang") != std::string::npos ? "-ferror-limit=20" : "-fmax-errors=20");
@@ -421,6 +432,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   result.isolation = p.isolation;
   const std::string messages = as_the_student_knows_it(tame(slurp(log)), original);
   if (!p.ok()) {
+    result.out_of_time = p.timed_out && compile.timeout_s < timeout_s_default();
     const std::string stopped = stopped_compiler("the compiler", p);
     result.log = stopped.empty() ? first_errors(messages) : stopped + first_errors(messages);
     return failed();
@@ -428,6 +440,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   // Linked in the same sandbox: the object is the student's work too. The
   // lesson's glue lies beside the reference runner (hidden): it is copied in.
   ProcessOptions link = sandboxed(recipe, scratch, log);
+  link.timeout_s = std::min(link.timeout_s, time_left());
   link.argv = {recipe.cxx, "exercise.o"};
   for (const std::string& g : lesson.glue) {
     const std::string name = "glue-" + std::to_string(staged++) + ".o";
@@ -440,6 +453,7 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   for (const char* a : {"-o", "runner"}) link.argv.push_back(a);
   p = run_process(link);
   if (!p.ok()) {
+    result.out_of_time = p.timed_out && link.timeout_s < timeout_s_default();
     const std::string stopped = stopped_compiler("the linker", p);
     result.log = stopped + first_errors(tame(slurp(log)));
     if (result.log.find("undefined reference") != std::string::npos) {

@@ -18,6 +18,7 @@ struct BuildResult {
   std::string log;                 // the compiler's messages (the first errors when it failed)
   std::string warnings;            // when rebuilt: the compiler's warnings about the student's exercise.cpp
   Isolation isolation;             // when it compiled: the sandbox the compiler ran in
+  bool out_of_time = false;        // stopped at a time limit that timeout_s (the grader's deadline) had cut short
 };
 
 // Holds an exclusive lock (flock) on <dir>/runner.lock while it lives, so that
@@ -51,8 +52,10 @@ class LessonLock {
 // The runner is linked under a temporary name and renamed into place, so it is
 // never half-written; callers that run it hold a LessonLock on its folder.
 // `before_compiling` is called when the runner must be (re)built, before the compiler starts.
+// Compiling and linking together stop after `timeout_s` (they fail as a compiler stopped).
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const std::filesystem::path& lessons_dir,
-                          const std::filesystem::path& out_dir, const std::function<void()>& before_compiling = {});
+                          const std::filesystem::path& out_dir, const std::function<void()>& before_compiling = {},
+                          double timeout_s = 300);
 
 // The compiler's messages about `source` alone (a warning in the student's
 // file, with its context lines and the "In function" line above it); messages

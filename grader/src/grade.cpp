@@ -160,7 +160,7 @@ BuildResult build_saying_so(const Recipe& recipe, const Lesson& lesson, const fs
     std::fflush(stdout);
     std::fprintf(stderr, "building lesson %d with %s ...\n", lesson.number, file.c_str());
     std::fflush(stderr);
-  });
+  }, options.lesson_budget_s > 0 ? std::min(300.0, options.lesson_budget_s) : 300.0);
 }
 
 // The most of a compiler's output (quoting the student's file) or of another
@@ -194,6 +194,7 @@ std::string text_of(const nlohmann::json& c, const char* key) { return cut_text(
 // The checker's JSON into r: its checks, the counters it is about, the devices; the status they add up to.
 void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t seed) {
   if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
+  if (doc.contains("timed_out") && doc["timed_out"].is_string()) r.timed_out = text_of(doc, "timed_out");
   if (doc.contains("counters_shown") && doc["counters_shown"].is_array()) {
     for (const auto& name : doc["counters_shown"]) {
       if (name.is_string()) r.counters_shown.push_back(name);
@@ -224,6 +225,11 @@ void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t s
                 " could not be run by the workbook (its fault, not your code's; their ERROR lines say what "
                 "happened): run ./workbook check " + number + " again; if it happens again, please report it with "
                 "the seed " + std::to_string(seed) + "\n";
+  } else if (doc.value("deadline_hit", false) && r.passed < r.total) {
+    // The submission's --deadline stopped the checks, not a mistake of the student's.
+    r.status = "out of time";
+    r.problem = "the time for grading this submission (the grader's --deadline) ran out during lesson " + number +
+                ": its checks from then on were not run\n";
   } else if (r.total > 0 && r.passed == r.total) {
     r.status = "passed";
   } else if (r.total > 0 && r.todo == r.total) {
@@ -256,6 +262,50 @@ std::vector<CheckInfo> list_checks(const Lesson& lesson) {
   return out;
 }
 
+void assign_points(LessonResult& r) {
+  const Lesson& l = *r.lesson;
+  r.points = r.max_points = 0;
+  if (r.checks.empty()) {  // the checker could not even list its checks: the lesson is still worth its points
+    r.max_points = l.points > 0 ? l.points : 1;
+    return;
+  }
+  std::string unknown;
+  for (const auto& [name, points] : l.check_points) {
+    const bool known = std::any_of(r.checks.begin(), r.checks.end(), [&](const CheckResult& c) { return c.name == name; });
+    if (!known) unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
+  }
+  double weights = 0;
+  for (CheckResult& c : r.checks) {
+    const auto it = l.check_points.find(c.name);
+    c.max_points = c.verdict == "skip" ? 0 : it != l.check_points.end() ? it->second : 1.0;
+    weights += c.max_points;
+  }
+  const double scale = l.points > 0 && weights > 0 ? l.points / weights : 1.0;
+  for (CheckResult& c : r.checks) {
+    c.max_points *= scale;
+    c.points = c.verdict == "pass" && unknown.empty() ? c.max_points : 0;
+    r.points += c.points;
+    r.max_points += c.max_points;
+  }
+  if (!unknown.empty()) {
+    // The instructor's weighting is wrong: loud, on this lesson only, and its maximum unchanged.
+    std::string names;
+    for (const CheckResult& c : r.checks) names += " " + c.name;
+    r.status = "error";
+    r.problem = "lessons/" + l.folder + "/lesson.json: 'check_points' names " + unknown + ", not a check of lesson " +
+                std::to_string(l.number) + " (its checks:" + names + "): correct the name, then grade again\n";
+  }
+}
+
+std::string points_text(double points) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", points);
+  std::string text = buf;
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text == "-0" ? "0" : text;
+}
+
 const CheckResult* LessonResult::first_problem() const {
   for (const CheckResult& c : checks) {
     if (c.verdict != "pass" && c.verdict != "skip") return &c;
@@ -280,8 +330,21 @@ void build_and_check(const Recipe& recipe, const Lesson& lesson, const fs::path&
   // Held until the last check has run: another process must not rebuild the runner under it.
   const std::string waiting = "waiting for another check of lesson " + std::to_string(lesson.number) + " to finish";
   const LessonLock lock(build_dir / lesson.folder, options.progress ? waiting : "");
+  const auto started = std::chrono::steady_clock::now();
+  auto budget_left = [&]() {
+    return options.lesson_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   const BuildResult built = build_saying_so(recipe, lesson, lessons_dir, build_dir, options);
+  if (built.out_of_time) {
+    // Not the student's compile error: the deadline left too little time to compile.
+    return fail_all("out of time", "the time for grading this submission (the grader's --deadline) ran out while "
+                                   "lesson " + std::to_string(lesson.number) + " was compiled");
+  }
   if (!built.ok) return fail_all("does not compile", built.log);
+  if (options.lesson_budget_s > 0 && budget_left() < 1) {
+    return fail_all("out of time", "the time for grading this submission (the grader's --deadline) ran out while "
+                                   "lesson " + std::to_string(lesson.number) + " was compiled");
+  }
   r.warnings = cut_text(built.warnings, kMaxProblemBytes);
   if (options.verbose && !r.warnings.empty()) {
     print_warnings(std::cout, r.warnings);
@@ -299,6 +362,13 @@ void build_and_check(const Recipe& recipe, const Lesson& lesson, const fs::path&
     p.argv.push_back(std::to_string(options.run_timeout_s));
   }
   p.timeout_s = options.lesson_timeout_s;
+  if (options.lesson_budget_s > 0) {
+    // The checker cuts its runs to what is left and stops starting them after; the
+    // grace lets it write its results before the grader would stop it.
+    p.argv.push_back("--deadline");
+    p.argv.push_back(std::to_string(budget_left()));
+    p.timeout_s = std::min(p.timeout_s, budget_left() + 30);
+  }
   std::fflush(stdout);
   if (options.verbose) {
     p.passthrough = true;
@@ -335,6 +405,7 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   std::error_code ec;
   auto finish = [&]() {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    assign_points(r);
     return r;
   };
   // Without a runner every check fails with the same reason (so the lesson's
@@ -351,6 +422,11 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
       ++r.total;
     }
   };
+  if (options.out_of_time) {
+    fail_all("out of time", "the time for grading this submission (the grader's --deadline) ran out before lesson " +
+                                std::to_string(lesson.number) + " was reached");
+    return finish();
+  }
   if (!lesson.problem.empty()) {
     // The workbook's own lesson.json is damaged: this lesson cannot be graded, the others can.
     fail_all("error", lesson.problem);
@@ -550,19 +626,22 @@ nlohmann::json gradescope_results(const std::vector<LessonResult>& results, doub
     const std::string lesson = "lesson " + std::to_string(r.lesson->number) + " (" + r.lesson->title + ")";
     const std::string tag = "lesson_" + std::to_string(r.lesson->number);
     if (r.checks.empty()) {  // the checker itself failed
-      tests.push_back({{"name", lesson}, {"score", 0}, {"max_score", 1}, {"status", "failed"},
+      tests.push_back({{"name", lesson}, {"score", 0}, {"max_score", r.max_points}, {"status", "failed"},
                        {"output", r.status + (r.problem.empty() ? "" : ":\n" + r.problem)}, {"tags", {tag}}});
       continue;
     }
     for (const CheckResult& c : r.checks) {
       if (c.verdict == "skip") continue;
-      const bool pass = c.verdict == "pass";
+      const bool pass = c.points > 0 || (c.verdict == "pass" && c.max_points == 0);
       std::string output = c.summary;
       if (!c.message.empty()) output += "\n" + c.message;
       if (!c.note.empty()) output += "\n" + c.note;
-      tests.push_back({{"name", lesson + ": " + c.name}, {"score", pass ? 1 : 0}, {"max_score", 1},
+      // What stopped the whole lesson (the workbook's fault, the deadline), unless its message says it already.
+      const bool lesson_wide = r.status == "error" || r.status == "out of time";
+      if (lesson_wide && !r.problem.empty() && output.find(r.problem) == std::string::npos) output += "\n" + r.problem;
+      tests.push_back({{"name", lesson + ": " + c.name}, {"score", c.points}, {"max_score", c.max_points},
                        {"status", pass ? "passed" : "failed"}, {"output", output}, {"tags", {tag}}});
-      score += pass ? 1 : 0;
+      score += c.points;
     }
   }
   doc["score"] = score;

@@ -21,6 +21,10 @@ struct CheckResult {
   bool timed = false;
   double seconds = 0;
   nlohmann::json details;
+  // Its weight (lesson.json's check_points and points): what it is worth, what it
+  // scored; 0 and 0 when skipped. Every output (scoreboard, gradebook, results.json,
+  // report, JUnit) reads these.
+  double max_points = 0, points = 0;
 };
 
 struct LessonResult {
@@ -34,8 +38,13 @@ struct LessonResult {
   int passed = 0, total = 0, todo = 0;  // total excludes skipped checks
   nlohmann::json devices = nlohmann::json::array();  // the GPUs the checks ran on (from the reference's runs)
   double seconds = 0;
+  // The first run of the student's that timed out (which, in which check, its limit), as
+  // the checker says: the lesson's other checks then failed at once. "" when none did.
+  std::string timed_out;
+  double points = 0, max_points = 0;  // the sums of the checks' (assign_points)
 
-  double score() const { return total == 0 ? 0.0 : static_cast<double>(passed) / total; }
+  // The share of its points scored, 0 to 1.
+  double score() const { return max_points <= 0 ? 0.0 : points / max_points; }
   // The first check that did not pass (nullptr when none).
   const CheckResult* first_problem() const;
 };
@@ -51,6 +60,10 @@ struct GradeOptions {
   uint64_t seed = 0;
   bool timing = true;
   double lesson_timeout_s = 1800;
+  // Seconds this lesson may take, compiling included (0: no limit but the
+  // checks' own): its runs are cut to what is left, then its checks fail at once.
+  double lesson_budget_s = 0;
+  bool out_of_time = false;  // the submission's deadline has passed: the lesson is "out of time", nothing run
   double run_timeout_s = 0;  // caps each run of an exercise (checker --timeout); 0: the checks' own limits
   bool verbose = false;  // print the compiler's warnings and each check's line as the checker runs (one student's self-check)
   bool progress = false;  // say on stderr when a lesson is built, and when it waits for another check of it
@@ -61,6 +74,15 @@ struct GradeOptions {
 LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const std::filesystem::path& lessons_dir,
                           const std::filesystem::path& build_dir, const std::filesystem::path& work_dir,
                           const GradeOptions& options);
+
+// Gives each check of r its points from lesson.json (points.h: "check_points", a
+// check's points, default 1; "points", the lesson's total, shared in proportion),
+// and sums them into r. A check_points name the lesson has no check of makes r an
+// error naming the file and the field. A lesson whose checks could not be listed is worth
+// its "points", or 1.
+void assign_points(LessonResult& r);
+// "7.5" or "12": points as a gradebook shows them (at most two decimals).
+std::string points_text(double points);
 
 // The terminal table: one line per lesson, then what to do next.
 void print_scoreboard(std::ostream& out, const std::vector<LessonResult>& results, uint64_t seed, bool color);

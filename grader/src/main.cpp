@@ -17,8 +17,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "batch.h"
 #include "build.h"
 #include "grade.h"
+#include "junit.h"
 #include "harness/process.h"
 #include "recipe.h"
 #include "report.h"
@@ -173,106 +175,6 @@ std::string unproctored() {
 // this machine, or the protections in force ("" for a student's own grade).
 std::string g_sandbox_warning;
 
-// Progress lines go to stderr on a terminal, a pipe or a log alike: progress is not colour.
-std::vector<LessonResult> grade_all(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
-                                    const fs::path& lessons_dir, const fs::path& build_dir, const fs::path& work,
-                                    const GradeOptions& options) {
-  std::vector<LessonResult> results;
-  for (const Lesson* l : lessons) {
-    if (options.progress) {
-      std::fprintf(stderr, "checking lesson %d (%s)...\n", l->number, l->title.c_str());
-      std::fflush(stderr);
-    }
-    results.push_back(grade_lesson(recipe, *l, lessons_dir, build_dir, work / l->folder, options));
-  }
-  return results;
-}
-
-std::string csv_field(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const fs::path& batch,
-                const fs::path& out_dir, GradeOptions options, int jobs) {
-  std::vector<fs::path> submissions;
-  for (const auto& entry : fs::directory_iterator(batch)) {
-    if (entry.is_directory()) submissions.push_back(entry.path());
-  }
-  std::sort(submissions.begin(), submissions.end());
-  TINY_CHECK(!submissions.empty(), ValueError, "--batch ", batch.string(),
-             " holds no submission folders (one folder per student, each a copy of the lessons folder)");
-  fs::create_directories(out_dir);
-  const fs::path work = work_root();
-  std::vector<std::vector<LessonResult>> all(submissions.size());
-  std::vector<double> seconds(submissions.size());
-  std::mutex mutex;
-  size_t next = 0;
-  auto worker = [&]() {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (next >= submissions.size()) return;
-        i = next++;
-        std::fprintf(stderr, "[%zu/%zu] grading %s\n", i + 1, submissions.size(), submissions[i].filename().c_str());
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      const fs::path w = work / std::to_string(i);
-      try {
-        GradeOptions quiet = options;  // the batch's own lines say which submission is graded
-        quiet.progress = false;
-        all[i] = grade_all(recipe, lessons, lessons_of(submissions[i]), w / "build", w / "checks", quiet);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        std::fprintf(stderr, "grading %s failed: %s\n", submissions[i].c_str(), e.what());
-      }
-      seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const fs::path mine = out_dir / submissions[i].filename();
-      fs::create_directories(mine);
-      const std::string quiz_text = read_quiz(lessons_of(submissions[i]));
-      nlohmann::json doc = gradescope_results(all[i], seconds[i], options.seed, quiz_text);
-      if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
-      spit(mine / "results.json", results_json_text(doc));
-      std::ostringstream board;
-      print_scoreboard(board, all[i], options.seed, false);
-      board << g_sandbox_warning;
-      spit(mine / "scoreboard.txt", board.str());
-      spit(mine / "report.html", html_report(all[i], options.seed, "GPU Training Workbook: " + submissions[i].filename().string(),
-                                                    g_sandbox_warning));
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 0; j < std::max(1, jobs); ++j) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  std::error_code ec;
-  fs::remove_all(work, ec);
-
-  std::ostringstream csv;
-  csv << "submission";
-  for (const Lesson* l : lessons) csv << ",lesson_" << l->number << "_score,lesson_" << l->number << "_status";
-  csv << ",checks_passed,checks_total,seconds\n";
-  for (size_t i = 0; i < submissions.size(); ++i) {
-    csv << csv_field(submissions[i].filename().string());
-    int passed = 0, total = 0;
-    for (size_t k = 0; k < lessons.size(); ++k) {
-      if (k < all[i].size()) {
-        csv << "," << static_cast<int>(all[i][k].score() * 100 + 0.5) << "," << csv_field(all[i][k].status);
-        passed += all[i][k].passed;
-        total += all[i][k].total;
-      } else {
-        csv << ",0," << csv_field("grading failed");
-      }
-    }
-    csv << "," << passed << "," << total << "," << static_cast<int>(seconds[i] + 0.5) << "\n";
-  }
-  spit(out_dir / "gradebook.csv", csv.str());
-  std::printf("graded %zu submissions with seed %llu: %s (results.json, scoreboard.txt and report.html per submission beside it)\n",
-              submissions.size(), static_cast<unsigned long long>(options.seed), (out_dir / "gradebook.csv").c_str());
-  return 0;
-}
-
 // Checks one lesson of the student's own tree in a scratch folder that is removed afterwards.
 LessonResult check_own(const Recipe& recipe, const Lesson& lesson, const GradeOptions& options) {
   const fs::path work = work_root();
@@ -367,15 +269,21 @@ int main(int argc, char** argv) {
   grade->add_option("lessons", numbers, "lesson numbers");
   grade->add_option("--submission", submission, "grade another copy of the lessons folder (only exercise.cpp and quiz.txt are taken)");
   grade->add_option("--batch", batch, "grade every submission folder inside this folder into a gradebook");
-  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv and the results")->capture_default_str();
+  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv, index.html (the class) and a folder per submission")->capture_default_str();
   grade->add_option("--jobs", jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
   grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
-  grade->add_option("--json", json_file, "also write Gradescope's results.json here");
-  std::string html_file;
+  grade->add_option("--json", json_file, "also write Gradescope's results.json here (rewritten after each lesson)");
+  std::string html_file, junit_file;
   grade->add_option("--html", html_file, "also write an HTML report here (checks, timing bars, GPU work, loss curves)");
+  grade->add_option("--junit", junit_file, "also write JUnit XML here, for CI (a suite per lesson, a case per check)");
   grade->add_flag("--no-timing", no_timing, "skip the timing checks");
   double run_timeout = 0;
-  grade->add_option("--timeout", run_timeout, "stop any one run of a student's exercise after this many seconds (default: each check's own limit, about a minute)");
+  grade->add_option("--timeout", run_timeout, "stop any one run of a student's exercise after this many seconds (default: 20x the reference's own time for it, at least 10 s, at most the check's limit)");
+  std::optional<double> deadline;
+  grade->add_option("--deadline", deadline, "seconds each submission may take in all (default 600 with --submission and --batch, "
+                                            "none for your own lessons); lessons left when it is spent are \"out of time\"");
+  bool resume = false;
+  grade->add_flag("--resume", resume, "with --batch: go on with OUT/gradebook.csv, grading only the submissions without a row");
   grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
       ->check(CLI::IsMember({"full", "zero"}))->group("");
   grade->get_option("--batch")->excludes(grade->get_option("--submission"));
@@ -473,6 +381,29 @@ int main(int argc, char** argv) {
     }
     if (*grade) {
       const auto t0 = std::chrono::steady_clock::now();
+      if (!batch.empty()) {
+        // One submission's files name one submission: a batch writes them per submission, never ignores them.
+        const std::pair<const std::string*, const char*> single[] = {
+            {&json_file, "--json"}, {&html_file, "--html"}, {&junit_file, "--junit"}, {&expect, "--expect"}};
+        for (const auto& [value, name] : single) {
+          TINY_CHECK(value->empty(), ValueError, name, " ", *value, " names one submission's file, and --batch grades "
+                     "many: each submission's results.json, report.html and junit.xml are written to ", out_dir,
+                     "/<submission>/, the class's index.html and gradebook.csv to ", out_dir,
+                     "/ (choose that folder with --out): drop ", name);
+        }
+      } else {
+        TINY_CHECK(!resume, ValueError, "--resume goes on with a --batch's gradebook.csv: add --batch FOLDER (and the "
+                   "same --out), or drop --resume");
+      }
+      if (deadline) {
+        TINY_CHECK(*deadline >= 10 && *deadline <= 86400, ValueError, "--deadline ", *deadline, " is not a time a "
+                   "submission can be graded in: give seconds from 10 to 86400 (default 600, Gradescope's own limit "
+                   "is 40 minutes; leave room for its setup)");
+      }
+      TINY_CHECK(run_timeout == 0 || (run_timeout >= 1 && run_timeout <= 3600), ValueError, "--timeout ", run_timeout,
+                 " is not a time a run of an exercise can take: give seconds from 1 to 3600, or leave it out (each run "
+                 "then gets 20x the reference's own time, at least 10 s)");
+      const double deadline_s = deadline ? *deadline : (!batch.empty() || !submission.empty()) ? 600.0 : 0.0;
       const std::vector<const Lesson*> lessons = pick(recipe, numbers);
       if (!batch.empty()) {  // no submission may read another (nor the grades)
         hide_in_every_sandbox(batch);
@@ -505,7 +436,26 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s", g_sandbox_warning.c_str());
       if (!batch.empty()) {
         TINY_CHECK(fs::is_directory(batch), ValueError, "--batch ", batch, " is not a folder");
-        return grade_batch(recipe, lessons, batch, out_dir, options, jobs);
+        TINY_CHECK(jobs >= 1 && jobs <= 256, ValueError, "--jobs ", jobs, " is not a number of submissions to grade "
+                   "at once: give 1 to 256 (about one per two cores)");
+        BatchOptions b;
+        b.batch = batch;
+        b.out_dir = out_dir;
+        b.work = work_root();
+        b.jobs = jobs;
+        b.resume = resume;
+        b.seed_given = seed.has_value();
+        b.deadline_s = deadline_s;
+        b.sandbox_warning = g_sandbox_warning;
+        // Removed however grade_batch ends (a refusal throws).
+        struct RemovedAfter {
+          fs::path folder;
+          ~RemovedAfter() {
+            std::error_code ec;
+            fs::remove_all(folder, ec);
+          }
+        } work_folder{b.work};
+        return grade_batch(recipe, lessons, b, options);
       }
       fs::path lessons_dir = own_lessons, build_dir = recipe.student_dir;
       const fs::path work = work_root();
@@ -514,11 +464,25 @@ int main(int argc, char** argv) {
         lessons_dir = lessons_of(submission);
         build_dir = work / "build";
       }
+      const std::string quiz = read_quiz(lessons_dir);
+      // The files asked for, from the lessons graded so far: rewritten after each, so a kill keeps them.
+      auto write_files = [&](const std::vector<LessonResult>& so_far) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!json_file.empty()) {
+          nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz);
+          if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
+          spit(json_file, results_json_text(doc));
+        }
+        if (!html_file.empty()) spit(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning));
+        if (!junit_file.empty()) {
+          const std::string name = submission.empty() ? "your lessons" : fs::path(submission).filename().string();
+          spit(junit_file, junit_xml(so_far, name, options.seed));
+        }
+      };
       const std::vector<LessonResult> results =
-          grade_all(recipe, lessons, lessons_dir, build_dir, work / "checks", options);
+          grade_submission(recipe, lessons, lessons_dir, build_dir, work / "checks", options, deadline_s, write_files);
       std::error_code ec;
       fs::remove_all(work, ec);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (lessons.size() == 1) {
         std::cout << "\nlesson " << results[0].lesson->number << ": " << results[0].status << "\n";
         if (results[0].checks.empty() || results[0].status == "does not compile" || results[0].status == "not submitted") {
@@ -529,17 +493,10 @@ int main(int argc, char** argv) {
       }
       print_scoreboard(std::cout, results, options.seed, use_color());
       std::cout << g_sandbox_warning;
-      if (!json_file.empty()) {
-        const std::string quiz = read_quiz(lessons_dir);
-        nlohmann::json doc = gradescope_results(results, seconds, options.seed, quiz);
-        if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
-        spit(json_file, results_json_text(doc));
-        std::cout << "results.json written to " << json_file << "\n";
-      }
-      if (!html_file.empty()) {
-        spit(html_file, html_report(results, options.seed, "GPU Training Workbook", g_sandbox_warning));
-        std::cout << "HTML report written to " << html_file << "\n";
-      }
+      write_files(results);  // with the whole time taken
+      if (!json_file.empty()) std::cout << "results.json written to " << json_file << "\n";
+      if (!html_file.empty()) std::cout << "HTML report written to " << html_file << "\n";
+      if (!junit_file.empty()) std::cout << "JUnit XML written to " << junit_file << "\n";
       if (!expect.empty()) {
         const std::string want = expect == "full" ? "passed" : "not started";
         const bool all = std::all_of(results.begin(), results.end(), [&](const LessonResult& r) { return r.status == want; });

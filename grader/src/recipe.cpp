@@ -61,6 +61,27 @@ nlohmann::json read_json(const fs::path& file, const std::string& what) {
     TINY_THROW(IOError, what, " ", file.string(), " is not valid JSON: ", e.what());
   }
 }
+// A number of points: finite, not negative, and not absurd (a gradebook adds them up).
+double points_value(const nlohmann::json& v, const fs::path& file, const std::string& field) {
+  TINY_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1e6, IOError, file.string(), ": '", field,
+             "' must be a number of points from 0 to 1000000, got ", shown(v));
+  return v.get<double>();
+}
+
+// "points" (the lesson's total) and "check_points" ({"check name": points}), both optional.
+void read_points(const nlohmann::json& meta, const fs::path& file, Lesson& l) {
+  if (meta.contains("points")) {
+    l.points = points_value(meta["points"], file, "points");
+    TINY_CHECK(l.points > 0, IOError, file.string(), ": 'points' must be more than 0 (leave the lesson out of the "
+               "grade with ./workbook grade N... instead)");
+  }
+  if (!meta.contains("check_points")) return;
+  const nlohmann::json& v = meta["check_points"];
+  TINY_CHECK(v.is_object(), IOError, file.string(), ": 'check_points' must be an object {\"check name\": points}, got ",
+             shown(v));
+  for (const auto& [name, value] : v.items()) l.check_points[name] = points_value(value, file, "check_points." + name);
+}
+
 // The lesson's lesson.json into `l`; what is wrong with it goes into l.problem
 // (the title is then the folder's name), so that one damaged file stops only its lesson.
 void read_lesson_json(const fs::path& file, Lesson& l) {
@@ -73,10 +94,13 @@ void read_lesson_json(const fs::path& file, Lesson& l) {
     TINY_CHECK(requires_.is_object(), IOError, file.string(), ": 'requires' must be an object, got ", shown(requires_));
     l.gpus_required = int_field(requires_, "gpus", file, 0);
     l.hints = strings_field(meta, "hints", file);
+    read_points(meta, file, l);
   } catch (const std::exception& e) {
     l.title = l.folder;
     l.minutes = l.gpus_required = 0;
     l.hints.clear();
+    l.points = 0;
+    l.check_points.clear();
     l.problem = e.what();
   }
 }

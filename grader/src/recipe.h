@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct Lesson {
   int minutes = 0;
   int gpus_required = 0;
   std::vector<std::string> hints;
+  // The lesson's weight in every grade (points.h): "points", its total (0: the
+  // sum of its checks' points), and "check_points", a check's points (default 1).
+  double points = 0;
+  std::map<std::string, double> check_points;
   // Why lesson.json could not be read, naming the file and the field ("" when it
   // could): the lesson keeps its folder as its title and fails alone when graded.
   std::string problem;

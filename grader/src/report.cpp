@@ -393,16 +393,24 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
     << "Timed checks on the emulated GPU use its modelled clock: what the same work would take on the modelled "
     << "GPU, an estimate (docs/performance_model.md), the same on every run; on a real GPU, the host's clock."
     << "</p>\n<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
-    << "<th>checks</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
+    << "<th>checks</th><th>points</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
   auto number = [](const LessonResult& r) { return r.lesson ? std::to_string(r.lesson->number) : std::string("?"); };
   for (const LessonResult& r : results) {
     o << "<tr><td class=\"n\">" << number(r) << "</td><td><a href=\"#lesson-" << number(r) << "\">"
       << esc(r.lesson ? r.lesson->title : "") << "</a></td><td class=\"status\" style=\"color:"
       << status_color(r.status) << "\">" << esc(r.status) << "</td><td class=\"n\">" << r.passed << "/" << r.total
+      << "</td><td class=\"n\">" << points_text(r.points) << " of " << points_text(r.max_points)
       << "</td><td class=\"n\">" << static_cast<int>(r.score() * 100 + 0.5) << "%</td><td class=\"n\">"
       << fixed(r.seconds, 1) << " s</td></tr>\n";
   }
   o << "</tbody>\n</table>\n";
+  // The same points as results.json and gradebook.csv (lesson.json's weights).
+  double points = 0, max_points = 0;
+  for (const LessonResult& r : results) points += r.points, max_points += r.max_points;
+  if (!results.empty()) {
+    o << "<p>Total: <b>" << points_text(points) << "</b> of " << points_text(max_points) << " points ("
+      << fixed(max_points > 0 ? 100 * points / max_points : 0, 1) << "%).</p>\n";
+  }
   if (results.empty()) o << "<p class=\"dim\">No lessons were checked.</p>\n";
   o << machine_section(results);
 

@@ -7,3 +7,17 @@ function(expect file pattern)
     message(FATAL_ERROR "${file} lacks \"${pattern}\":\n${text}")
   endif()
 endfunction()
+
+# expect_row(FILE NAME POINTS MAX STATUS [PROBLEMS]): FILE (a gradebook.csv of a
+# batch of one lesson) has NAME's row with POINTS of MAX, the lesson's STATUS
+# and (when given) the problems column PROBLEMS; POINTS may be a regular expression.
+function(expect_row file name points max status)
+  file(READ ${WORK}/out/${file} text)
+  set(problems "[^\"]*")
+  if(ARGC GREATER 5)
+    set(problems "${ARGV5}")
+  endif()
+  if(NOT text MATCHES "\n\"${name}\",\"?(${points})\"?,\"?${max}\"?,\"?[0-9.]+\"?,\"?[0-9]+\"?,\"?[0-9]+\"?,\"${problems}\",\"?(${points})\"?,\"${status}\"\n")
+    message(FATAL_ERROR "${file} lacks the row of ${name}: ${points} of ${max} points, ${status}, problems \"${problems}\":\n${text}")
+  endif()
+endfunction()

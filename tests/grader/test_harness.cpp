@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 #include <unistd.h>
 
 #include "harness/bundle.h"
@@ -201,6 +204,11 @@ const bool kStartedAsFakeRunner = [] {
   if (student != nullptr && fs::current_path().filename().string().find("-student-") != std::string::npos) {
     text = student;
   }
+  // WORKBOOK_TEST_RUNNER_STUDENT_SLEEP=S: the student's runs take S seconds first (a hang, for the time limits).
+  if (const char* sleep = std::getenv("WORKBOOK_TEST_RUNNER_STUDENT_SLEEP");
+      sleep != nullptr && fs::current_path().filename().string().find("-student-") != std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(sleep)));
+  }
   if (const char* pad = std::getenv("WORKBOOK_TEST_RUNNER_PAD")) {
     text = "{\"_status\": \"ok\", \"pad\": \"" + std::string(std::stoull(pad), 'x') + "\"}";
   }
@@ -242,6 +250,70 @@ workbook::Context context_in(const fs::path& dir) {
     ctx.share(info.dli_fname);
   }
   return ctx;
+}
+
+// Issue 20: a hang costs the reference's time x 20 (here with a floor of 0.05 s
+// instead of 10), not the check's minute, and the lesson's other runs then fail at once.
+TEST(RunLimit, AStudentsRunGetsTwentyTimesTheReferencesTimeThenTheLessonStopsAtOnce) {
+  const fs::path dir = fresh_dir("run-limit");
+  workbook::Context ctx = context_in(dir);
+  ctx.run_limit_floor_s = 0.05;  // under any reference run x 20 (a sandboxed start alone takes more than 2.5 ms)
+  ctx.current_check = "spins";
+  workbook::RunOptions hangs = runner_writes(R"({"_status": "ok"})");
+  hangs.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "60";
+  hangs.call = "spin()";
+  const auto t0 = std::chrono::steady_clock::now();
+  workbook::Run mine, ref;
+  const std::optional<workbook::Outcome> o = ctx.both("spin", Bundle{}, mine, ref, hangs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->verdict, workbook::Verdict::fail);
+  EXPECT_NE(o->message.find("did not finish within the time limit"), std::string::npos) << o->message;
+  EXPECT_NE(o->message.find("x the reference's own"), std::string::npos) << o->message;
+  EXPECT_LT(seconds, 20) << "the check's own limit (60 s) was used, not the reference's time";
+  EXPECT_NE(ctx.timed_out().find("spin() in check spins"), std::string::npos) << ctx.timed_out();
+  // The next run of the student's code is not even started.
+  const auto t1 = std::chrono::steady_clock::now();
+  const workbook::Run next = ctx.student("other", Bundle{}, hangs);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 1.0);
+  EXPECT_EQ(next.status, "crash");
+  EXPECT_NE(next.message.find("was not run: an earlier run of your code in this lesson did not finish in time (spin() "
+                              "in check spins"), std::string::npos) << next.message;
+  fs::remove_all(dir);
+}
+
+// A quick exercise's reference time never limits another exercise: a correct but
+// longer run of an exercise the reference has not run yet gets the check's own limit.
+TEST(RunLimit, AnotherExercisesReferenceTimeDoesNotLimitARun) {
+  const fs::path dir = fresh_dir("run-limit-other");
+  workbook::Context ctx = context_in(dir);
+  ctx.run_limit_floor_s = 0.05;
+  workbook::RunOptions takes_a_while = runner_writes(R"({"_status": "ok"})");
+  takes_a_while.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "2";
+  ASSERT_TRUE(ctx.reference("quick", Bundle{}, takes_a_while).ok());
+  const workbook::Run mine = ctx.student("long", Bundle{}, takes_a_while);
+  EXPECT_TRUE(mine.ok()) << mine.message;
+  EXPECT_TRUE(ctx.timed_out().empty());
+  fs::remove_all(dir);
+}
+
+// --deadline: a run gets what is left of it, then no run starts, and the lesson says so.
+TEST(RunLimit, TheDeadlineCutsARunThenNoneStarts) {
+  const fs::path dir = fresh_dir("deadline");
+  workbook::Context ctx = context_in(dir);
+  ctx.deadline_s = 3;
+  workbook::RunOptions slow = runner_writes(R"({"_status": "ok"})");
+  slow.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "60";
+  const auto t0 = std::chrono::steady_clock::now();
+  const workbook::Run cut = ctx.student("slow", Bundle{}, slow);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10);
+  EXPECT_NE(cut.message.find("(its limit: what was left of the time for grading this submission (--deadline))"),
+            std::string::npos) << cut.message;
+  EXPECT_TRUE(ctx.deadline_hit());
+  const workbook::Run none = ctx.reference("slow", Bundle{}, slow);
+  EXPECT_NE(none.message.find("was not run: the time for grading this submission ran out"), std::string::npos)
+      << none.message;
+  fs::remove_all(dir);
 }
 
 // An untouched lesson reads "not started": its stub is TODO in a timed check

@@ -76,6 +76,7 @@ struct Sample {
     r.total = 4;
     r.todo = 1;
     r.seconds = 3.25;
+    workbook::assign_points(r);  // as grade_lesson does
     results.push_back(r);
 
     workbook::LessonResult broken;
@@ -84,6 +85,7 @@ struct Sample {
     broken.problem = "exercise.cpp:3: error: expected ';' before '}' token";
     broken.checks.push_back(check("a", "fail", broken.status + ":\n" + broken.problem));
     broken.total = 1;
+    workbook::assign_points(broken);
     results.push_back(broken);
   }
 };

@@ -1,0 +1,48 @@
+// Grading whole submissions: one submission's lessons within a deadline, and a
+// class (--batch) into a gradebook that grows as each submission finishes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "grade.h"
+
+namespace workbook {
+
+// The seconds lesson k may take when `left` seconds remain for it and the
+// `later` lessons after it: all that is left but a reserve for each later lesson
+// (30 s, or an equal share when less is left), so that one slow lesson cannot
+// leave the next ones ungraded; but at least a minute, or all that is left (a
+// lesson given seconds could not even compile). Its compile and its checks'
+// runs are cut to it (GradeOptions::lesson_budget_s).
+double lesson_budget(double left, size_t later);
+
+// Grades `lessons` of `lessons_dir` one after another, all within `deadline_s`
+// seconds (0: no deadline); a lesson reached with no time left is "out of time".
+// `after_each` (if set) gets the results so far after each lesson.
+std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
+                                           const std::filesystem::path& lessons_dir,
+                                           const std::filesystem::path& build_dir, const std::filesystem::path& work,
+                                           const GradeOptions& options, double deadline_s,
+                                           const std::function<void(const std::vector<LessonResult>&)>& after_each = {});
+
+struct BatchOptions {
+  std::filesystem::path batch, out_dir, work;
+  int jobs = 1;
+  bool resume = false;     // go on with out_dir/gradebook.csv: its submissions are not graded again
+  bool seed_given = false;  // --seed was given (else --resume takes the gradebook's)
+  double deadline_s = 600;
+  std::string sandbox_warning;  // on top of every results.json, scoreboard, report and index.html
+};
+
+// Grades every submission folder of options.batch into options.out_dir:
+// gradebook.csv (a row appended as each submission finishes), NAME/results.json,
+// scoreboard.txt, report.html and junit.xml (rewritten after each lesson), and
+// index.html; prints progress on stderr and the class table at the end.
+int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const BatchOptions& batch,
+                GradeOptions options);
+
+}  // namespace workbook
