@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_helpers.h"  // first: kernels/math.h before tiny/ops.h
 #include "gpu/model/cost.h"
 #include "gpu/model/device_model.h"
 #include "gradcheck.h"
@@ -408,6 +409,42 @@ TEST(ConvEmulated, AConvolutionCostsItsGemmPlusTheIm2colBytes) {
                               model::kernel_ns(m, im2col) + model::kernel_ns(m, layout);
   EXPECT_NEAR(counters.modelled_kernel_ms * 1e6, static_cast<double>(expected_ns), 3.0);
   EXPECT_EQ(y.sizes(), (tiny::IntArrayRef{n, oc, h, w}));
+}
+
+// Big batches are cut into chunks whose columns fit conv_column_budget(): the
+// result and every gradient must not depend on where the cuts fall (the
+// weight's gradient accumulates over chunks with beta = 1).
+TEST(ConvChunks, ResultsDoNotDependOnTheColumnBudget) {
+  struct BudgetGuard {
+    int64_t saved = tiny::ops::conv_column_budget();
+    ~BudgetGuard() { tiny::ops::conv_column_budget() = saved; }
+  } guard;
+  std::vector<tiny::Device> devices = {tiny::Device("cpu")};
+  if (have_gpu()) devices.push_back(tiny::Device("cuda:0"));
+  for (const auto& device : devices) {
+    SCOPED_TRACE(device.str());
+    const Tensor x0 = tiny_test::uniform({7, 4, 6, 5}, -1, 1, 51, tiny::kFloat32);
+    const Tensor w0 = tiny_test::uniform({6, 2, 3, 3}, -1, 1, 52, tiny::kFloat32);
+    const Tensor b0 = tiny_test::uniform({6}, -1, 1, 53, tiny::kFloat32);
+    const Tensor g = tiny_test::uniform({7, 6, 3, 5}, -1, 1, 54, tiny::kFloat32);
+    const Conv2dOptions o = conv_opts({2, 1}, {1, 1}, {1, 1}, 2);
+    std::vector<std::vector<Tensor>> results;
+    // Per image: 18 rows x 15 columns = 270 elements. Whole batch, 3 images, 2, 1.
+    for (const int64_t budget : {int64_t(1) << 25, int64_t(3 * 270), int64_t(2 * 270 + 100), int64_t(1)}) {
+      tiny::ops::conv_column_budget() = budget;
+      Tensor x = x0.to(device).requires_grad_(true), w = w0.to(device).requires_grad_(true),
+             b = b0.to(device).requires_grad_(true);
+      Tensor y = F::conv2d(x, w, b, o);
+      y.backward(g.to(device));
+      results.push_back({y.cpu(), x.grad().cpu(), w.grad().cpu(), b.grad().cpu()});
+    }
+    for (size_t r = 1; r < results.size(); ++r) {
+      for (size_t k = 0; k < 4; ++k) {
+        // The output and grad_input are the same sums; grad_weight adds the chunks' partial products.
+        EXPECT_TRUE(tiny::allclose(results[r][k], results[0][k], 1e-5, 1e-5)) << "budget case " << r << " tensor " << k;
+      }
+    }
+  }
 }
 
 // ---- modules ---------------------------------------------------------------------------------------

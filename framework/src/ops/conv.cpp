@@ -7,7 +7,7 @@
 // grad_weight_g += grad_out_g @ cols_g^T (im2col recomputed from the saved
 // input, which is what PyTorch saves too: the columns are KH*KW times the
 // input), grad_cols_g = weight_g^T @ grad_out_g, then col2im. Chunks keep the
-// columns under kColumnBudget elements, so memory stays bounded for big
+// columns under conv_column_budget() elements, so memory stays bounded for big
 // images. On a GPU the GEMMs are cuBLAS's (no cuDNN); on the emulated GPU each
 // piece costs its modelled time: the GEMMs, im2col's and col2im's bytes and
 // the layout copies.
@@ -20,14 +20,21 @@
 #include "tiny/nn/conv.h"
 #include "tiny/nn/init.h"
 
+namespace tiny::ops {
+
+int64_t& conv_column_budget() {
+  static int64_t budget = int64_t(1) << 25;  // 128 MiB of float32 columns
+  return budget;
+}
+
+}  // namespace tiny::ops
+
 namespace tiny::nn::functional {
 
 namespace {
 
 using kernels::Conv2dGeometry;
 
-// At most this many elements of columns at a time (128 MiB of float32).
-constexpr int64_t kColumnBudget = int64_t(1) << 25;
 
 std::string pair_str(const std::array<int64_t, 2>& v) {
   return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
@@ -99,7 +106,7 @@ ConvPlan plan_conv(const Tensor& x4, const Tensor& weight, const Tensor& bias, c
   g.out_h = (ph - span_h) / o.stride[0] + 1;
   g.out_w = (pw - span_w) / o.stride[1] + 1;
   const int64_t per_image = std::max<int64_t>(1, g.col_rows() * g.out_h * g.out_w);
-  p.chunk = std::clamp<int64_t>(kColumnBudget / per_image, 1, std::max<int64_t>(1, p.n));
+  p.chunk = std::clamp<int64_t>(ops::conv_column_budget() / per_image, 1, std::max<int64_t>(1, p.n));
   return p;
 }
 

@@ -36,6 +36,9 @@ OpParams scalar_params(std::optional<Scalar> a, std::optional<Scalar> b);
 // a contiguous matrix) = alpha * a @ b + beta * out, by the device's GEMM; a
 // and b may be transposed views. No autograd: the building block of conv2d.
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
+// conv2d's im2col columns hold at most this many elements at a time (the
+// batch is cut into chunks); tests lower it to exercise the chunked path.
+int64_t& conv_column_budget();
 // Refuses in-place changes that autograd would have to record.
 void check_inplace(const Tensor& self, const Tensor& other, const char* op);
 
