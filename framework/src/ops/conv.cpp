@@ -2,8 +2,9 @@
 //
 // For a chunk of B images, im2col copies every input patch into a column of
 // cols [C*KH*KW, B*OH*OW]; each group's output rows are then one GEMM,
-// weight_g [OC/g, C/g*KH*KW] @ cols_g, onto rows pre-filled with the bias
-// (beta = 1), and a copy puts [OC, B, OH*OW] into the NCHW output. Backward:
+// weight_g [OC/g, C/g*KH*KW] @ cols_g, and one pointwise pass puts
+// [OC, B, OH*OW] into the NCHW output, adding the bias (a single image's GEMM
+// writes its output in place, onto the bias). Backward:
 // grad_weight_g += grad_out_g @ cols_g^T (im2col recomputed from the saved
 // input, which is what PyTorch saves too: the columns are KH*KW times the
 // input), grad_cols_g = weight_g^T @ grad_out_g, then col2im. Chunks keep the
@@ -127,19 +128,39 @@ Tensor to_rows(const Tensor& t, int64_t n0, int64_t count, int64_t oc, int64_t p
 
 Tensor conv2d_forward(const ConvPlan& p, const Tensor& x, const Tensor& w2d, const Tensor& bias) {
   const int64_t oc = p.out_channels, plane = p.plane(), ocg = p.out_per_group(), rg = p.rows_per_group();
-  Tensor out = make_tensor({p.n, oc, p.g.out_h, p.g.out_w}, x.dtype(), x.device());
+  const IntArrayRef out_shape{p.n, oc, p.g.out_h, p.g.out_w};
+  Tensor out;
   for (int64_t n0 = 0; n0 < p.n; n0 += p.chunk) {
     const int64_t count = std::min(p.chunk, p.n - n0);
     const Tensor cols = columns(p, x, n0, count);
-    // One image: its output is already [OC, OH*OW], the GEMM writes it in place.
-    Tensor rows = count == 1 ? out.select(0, n0).view({oc, plane}) : make_tensor({oc, count * plane}, x.dtype(), x.device());
-    if (bias.defined()) rows.copy_(bias.view({oc, 1}).expand({oc, count * plane}));
+    if (count == 1) {
+      // One image: its output is already [OC, OH*OW]; the GEMM adds onto the bias there (beta = 1).
+      if (!out.defined()) out = make_tensor(out_shape, x.dtype(), x.device());
+      const Tensor rows = out.select(0, n0).view({oc, plane});
+      if (bias.defined()) rows.copy_(bias.view({oc, 1}).expand({oc, plane}));
+      for (int64_t grp = 0; grp < p.groups; ++grp) {
+        ops::gemm_into(rows.narrow(0, grp * ocg, ocg), w2d.narrow(0, grp * ocg, ocg), cols.narrow(0, grp * rg, rg),
+                       1.0, bias.defined() ? 1.0 : 0.0);
+      }
+      continue;
+    }
+    const Tensor rows = make_tensor({oc, count * plane}, x.dtype(), x.device());
     for (int64_t grp = 0; grp < p.groups; ++grp) {
       ops::gemm_into(rows.narrow(0, grp * ocg, ocg), w2d.narrow(0, grp * ocg, ocg), cols.narrow(0, grp * rg, rg), 1.0,
-                     bias.defined() ? 1.0 : 0.0);
+                     0.0);
     }
-    if (count > 1) out.narrow(0, n0, count).view({count, oc, plane}).copy_(rows.view({oc, count, plane}).permute({1, 0, 2}));
+    // [OC, B, L] -> [B, OC, L], adding the bias on the way: one pass.
+    const Tensor images = rows.view({oc, count, plane}).permute({1, 0, 2});
+    Tensor y = bias.defined() ? images + bias.view({1, oc, 1}) : images.contiguous();
+    if (!y.is_contiguous()) y = y.contiguous();
+    if (count == p.n) {
+      out = y.view(out_shape);  // the whole batch in one chunk: this is the output
+    } else {
+      if (!out.defined()) out = make_tensor(out_shape, x.dtype(), x.device());
+      out.narrow(0, n0, count).view({count, oc, plane}).copy_(y);
+    }
   }
+  if (!out.defined()) out = make_tensor(out_shape, x.dtype(), x.device());  // an empty batch
   return out;
 }
 

@@ -66,6 +66,7 @@ class BatchNormBase : public Module {
   Tensor num_batches_tracked;      ///< int64 scalar, buffer "num_batches_tracked" (undefined without track_running_stats)
 
  protected:
+  /// @brief Registers the parameters and buffers PyTorch's `_BatchNorm.__init__` does; num_features must be > 0.
   BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                 bool track_running_stats);
   /// @brief Throws tiny::ShapeError when `x` has a rank this layer does not take.
