@@ -28,7 +28,8 @@ TINY_NUM_THREADS=$THREADS "$BUILD_DIR/bench/bench_conv" --benchmark_min_time="$M
 "$PYTHON" bench/peers/bench_torch_conv.py --threads "$THREADS" --min-time "$MIN_TIME" --repetitions "$REPS" >"$tmp/torch.jsonl"
 "$PYTHON" - "$tmp/tiny.json" "$tmp/torch.jsonl" "$THREADS" <<'PY'
 import json, sys
-tiny = {b["run_name"]: b["real_time"] for b in json.load(open(sys.argv[1]))["benchmarks"]
+# UseRealTime() names a row "<name>/real_time"; times are in ms (Unit(kMillisecond)).
+tiny = {b["run_name"].replace("/real_time", ""): b["real_time"] for b in json.load(open(sys.argv[1]))["benchmarks"]
         if b.get("aggregate_name") == "median"}
 rows = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 print("conv2d on this CPU, float32, %s threads, median ms per call (tiny: im2col + OpenBLAS; PyTorch %s: oneDNN)\n"
