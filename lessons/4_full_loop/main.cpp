@@ -3,8 +3,9 @@
 //   ./workbook run 4 --epochs 1 --limit 5000  (a quick look: 5,000 training images)
 //   ./workbook run 4 --device cpu             (the same on the CPU, without pinned memory)
 //   ./workbook run 4 --dataset digits         (the small 8x8 digits shipped in data/digits, 20 epochs)
+//   ./workbook run 4 --model cnn              (a small convolutional network instead: your loop trains it too)
 // Options: --epochs N, --limit N (training examples, 0 = all), --batch-size B, --lr LR,
-//          --seed S, --device auto|cpu|cuda:N, --dataset fashion-mnist|digits
+//          --seed S, --device auto|cpu|cuda:N, --dataset fashion-mnist|digits, --model mlp|cnn
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +30,7 @@ struct Options {
   uint64_t seed = 0;
   std::string device = "auto";
   std::string dataset = "fashion-mnist";
+  std::string model = "mlp";
 };
 
 bool parse(int argc, char** argv, Options& o) {
@@ -47,6 +49,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
     else if (arg == "--device") o.device = value;
     else if (arg == "--dataset") o.dataset = value;
+    else if (arg == "--model") o.model = value;
     else {
       std::fprintf(stderr, "unknown option %s\n", arg.c_str());
       return false;
@@ -54,6 +57,10 @@ bool parse(int argc, char** argv, Options& o) {
   }
   if (o.epochs < 0 || o.batch_size < 1 || o.limit < 0 || !(o.lr > 0)) {
     std::fprintf(stderr, "--epochs and --batch-size must be >= 1, --limit >= 0, --lr > 0\n");
+    return false;
+  }
+  if (o.model != "mlp" && o.model != "cnn") {
+    std::fprintf(stderr, "--model is mlp or cnn\n");
     return false;
   }
   if (o.dataset != "fashion-mnist" && o.dataset != "digits") {
@@ -80,6 +87,41 @@ class WithProgress : public tiny::data::Dataset {
   std::shared_ptr<tiny::data::Dataset> inner_;
   std::atomic<tiny::ProgressBar*> bar_{nullptr};
 };
+
+// Lays each flat image [B, side * side] out as [B, 1, side, side] for the
+// convolutions (PyTorch: x.view(-1, 1, 28, 28) at the top of forward).
+class ToImages : public nn::Module {
+ public:
+  explicit ToImages(int64_t side) : side_(side) {}
+  tiny::Tensor forward(const tiny::Tensor& x) override { return x.view({-1, 1, side_, side_}); }
+  std::string name() const override { return "ToImages"; }
+  std::string extra_repr() const override { return "side=" + std::to_string(side_); }
+
+ private:
+  int64_t side_;
+};
+
+// conv 3x3 -> BatchNorm2d -> ReLU (-> MaxPool2d 2), as in PyTorch's CNN tutorials.
+void conv_block(nn::Sequential& net, int64_t in, int64_t out, bool pool) {
+  net.push_back(std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions().set_padding(1)));
+  net.push_back(std::make_shared<nn::BatchNorm2d>(out));
+  net.push_back(std::make_shared<nn::ReLU>());
+  if (pool) net.push_back(std::make_shared<nn::MaxPool2d>(2));
+}
+
+// 28x28: 16, 32, 64 channels at 28, 14, 7 pixels; 8x8: the second pooling is left out.
+std::shared_ptr<nn::Sequential> make_cnn(int64_t features) {
+  const int64_t side = features == 784 ? 28 : 8;
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<ToImages>(side));
+  conv_block(*net, 1, 16, true);
+  conv_block(*net, 16, 32, side > 8);
+  conv_block(*net, 32, 64, false);
+  net->push_back(std::make_shared<nn::AdaptiveAvgPool2d>(1));
+  net->push_back(std::make_shared<nn::Flatten>());
+  net->push_back(std::make_shared<nn::Linear>(64, 10));
+  return net;
+}
 
 struct Data {
   std::string name;
@@ -115,7 +157,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: %s [--epochs N] [--limit N] [--batch-size B] [--lr LR] [--seed S] "
-                         "[--device auto|cpu|cuda:N] [--dataset fashion-mnist|digits]\n", argv[0]);
+                         "[--device auto|cpu|cuda:N] [--dataset fashion-mnist|digits] [--model mlp|cnn]\n", argv[0]);
     return 2;
   }
   try {
@@ -133,10 +175,13 @@ int main(int argc, char** argv) {
     }
     // The tutorial's MLP for 28x28 images; a smaller one sized to the 8x8 digits.
     const int64_t h1 = data.features == 784 ? 512 : 128, h2 = data.features == 784 ? 256 : 64;
-    auto model = std::make_shared<nn::Sequential>(
-        std::make_shared<nn::Linear>(data.features, h1), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2),
-        std::make_shared<nn::Linear>(h1, h2), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2),
-        std::make_shared<nn::Linear>(h2, 10));
+    auto model = o.model == "cnn"
+                     ? make_cnn(data.features)
+                     : std::make_shared<nn::Sequential>(
+                           std::make_shared<nn::Linear>(data.features, h1), std::make_shared<nn::ReLU>(),
+                           std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(h1, h2),
+                           std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2),
+                           std::make_shared<nn::Linear>(h2, 10));
     model->to(device);
     tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{o.lr});
 
