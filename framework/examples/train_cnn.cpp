@@ -25,6 +25,15 @@
 // accuracy is lower (a test holds the demo to its promise). On --device cuda
 // without an NVIDIA GPU the emulated GPU trains, and each epoch also prints
 // the modelled time of a real GPU (docs/performance_model.md).
+//
+// Measured on 2026-11-26 on a 2-vCPU Xeon (TINY_NUM_THREADS=2, seed 0, the
+// defaults otherwise), while other builds kept the machine's load near 10:
+//   --dataset digits --epochs 10        99.72% test accuracy, 9 s in all (~21 ms/step)
+//   --dataset fashion-mnist --epochs 2 --batch-size 64
+//                                       80.30% after epoch 1, 84.60% after epoch 2,
+//                                       470 s and 292 s per epoch (312-502 ms/step)
+// The same digits run on the emulated GPU (--device cuda) gives the same
+// losses and accuracies and a modelled H100 SXM step of 1.34 ms.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
