@@ -548,7 +548,19 @@ TEST(ConvErrors, BadInputsSayWhatAndHowToFix) {
   expect_error<tiny::ValueError>([&] { F::adaptive_avg_pool2d(x, {-1, 2}); },
                                  {"elements of output_size must be greater than or equal to 0"});
 
+  expect_error<tiny::DtypeError>([&] { F::max_pool2d(tiny::zeros({1, 2, 4, 4}, tiny::TensorOptions(tiny::kInt64)), 2); },
+                                 {"\"max_pool2d\" not implemented for 'int64'", "x.to(tiny::kFloat32)"});
+  expect_error<tiny::ValueError>([&] { F::avg_pool2d(x, {2, 2}, std::nullopt, {0, 0}, false, true, 0); },
+                                 {"divisor must be not zero"});
+
   tiny::nn::BatchNorm2d bn(3);
+  if (have_gpu()) {
+    expect_error<tiny::DeviceError>(
+        [&] { F::batch_norm(x.to(tiny::Device("cuda:0")), bn.running_mean, bn.running_var, Tensor(), Tensor(), true); },
+        {"Expected all tensors to be on the same device", "batch_norm"});
+  }
+  expect_error<tiny::ValueError>([&] { F::batch_norm(x, Tensor(), Tensor()); },
+                                 {"running_mean and running_var must be defined when training=false"});
   expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 3, 4})); }, {"expected 4D input (got 3D input)"});
   expect_error<tiny::ShapeError>([&] { tiny::nn::BatchNorm1d(3).forward(x); }, {"expected 2D or 3D input (got 4D input)"});
   expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 4, 3, 3})); }, {"running_mean should contain 4 elements not 3"});
