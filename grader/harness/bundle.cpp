@@ -8,6 +8,15 @@
 
 namespace workbook {
 
+void json_assert_failed(const char* condition) {
+  throw std::out_of_range(std::string("a value the check reads is missing or of another kind in the results "
+                                      "(nlohmann::json: ") + condition + ")");
+}
+
+}  // namespace workbook
+
+namespace workbook {
+
 namespace fs = std::filesystem;
 
 namespace {

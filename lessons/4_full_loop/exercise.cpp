@@ -8,26 +8,26 @@ using tiny::data::Batch;
 
 std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
                                                     int64_t batch_size, bool shuffle, bool pin_memory,
-                                                    tiny::Generator generator) {
-  TINY_TODO("lesson 4: fill a tiny::data::DataLoaderOptions (batch_size, shuffle, pin_memory, generator) and make the loader");
+                                                    int num_workers, tiny::Generator generator) {
+  TINY_TODO("lesson 4: a loader with these settings: batch size, order, pinned batches, workers, generator");
 }
 
 Batch to_device(const Batch& batch, const tiny::Device& device, bool non_blocking) {
-  TINY_TODO("lesson 4: copy both batch.data and batch.target to the device, passing non_blocking on");
+  TINY_TODO("lesson 4: the features and the labels on the device, non_blocking passed on");
 }
 
-double train_step(tiny::nn::Module& model, const Batch& batch, tiny::optim::Optimizer& optimizer,
-                  const tiny::Device& device) {
-  TINY_TODO("lesson 4: move the batch (non_blocking), zero_grad, forward, cross_entropy, backward, step; return loss.item()");
+tiny::Tensor train_step(tiny::nn::Module& model, const Batch& batch, tiny::optim::Optimizer& optimizer,
+                        const tiny::Device& device) {
+  TINY_TODO("lesson 4: one step on one batch; the loss comes back as it is on the device, without its graph");
 }
 
 double train_one_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                        const tiny::Device& device) {
-  TINY_TODO("lesson 4: train_step on every batch; return sum(loss * batch size) / number of examples");
+  TINY_TODO("lesson 4: every batch once; the mean loss per example, read from the device once, at the end");
 }
 
 EvalResult evaluate(tiny::nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device) {
-  TINY_TODO("lesson 4: eval mode and NoGradGuard; sum loss * batch size and correct predictions; train mode again");
+  TINY_TODO("lesson 4: eval mode, no graph, sums kept on the device; train mode again at the end");
 }
 
 }  // namespace lesson4

@@ -1,6 +1,7 @@
 /// @file lessons/4_full_loop/exercise.h
 /// @brief Lesson 4: the full training loop on a GPU: a DataLoader with pinned
-/// memory, batches copied with non_blocking, one epoch of training, and evaluation.
+/// memory and workers, batches copied with non_blocking, one epoch of training
+/// that waits for the GPU once, and evaluation.
 ///
 /// Implement these in exercise.cpp; `./workbook check 4` (or `ctest -R lesson_4`) checks them.
 #pragma once
@@ -17,14 +18,17 @@ namespace lesson4 {
 /// - `batch_size` examples per batch, the last batch may be shorter (no drop_last);
 /// - `shuffle`: a new order every epoch, drawn from `generator` (so a run can be repeated);
 /// - `pin_memory`: batches arrive in pinned (page-locked) host memory, so that
-///   `.to(device, non_blocking=true)` can copy them without the host waiting.
+///   `.to(device, non_blocking=true)` can copy them without the host waiting;
+/// - `num_workers`: threads that prepare the next batches while the loop trains
+///   on this one (0: the loop prepares each batch itself, and the GPU waits).
 ///
 /// PyTorch: `DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
-/// pin_memory=pin_memory, generator=generator)`. tiny's DataLoader cannot be copied,
-/// so return it in a `std::unique_ptr` (`std::make_unique<tiny::data::DataLoader>(dataset, options)`).
+/// pin_memory=pin_memory, num_workers=num_workers, generator=generator)`. tiny's
+/// DataLoader cannot be copied, so return it in a `std::unique_ptr`
+/// (`std::make_unique<tiny::data::DataLoader>(dataset, options)`).
 std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
                                                     int64_t batch_size, bool shuffle, bool pin_memory,
-                                                    tiny::Generator generator);
+                                                    int num_workers, tiny::Generator generator);
 
 /// @brief The batch with both its features (`batch.data`) and its labels (`batch.target`) on `device`.
 ///
@@ -35,12 +39,16 @@ std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::
 /// PyTorch: `x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)`.
 tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& device, bool non_blocking);
 
-/// @brief One optimisation step on one batch; returns the batch's loss as a plain number.
+/// @brief One optimisation step on one batch; returns the batch's loss, still on the device.
 ///
 /// The model and the optimizer's parameters are already on `device`; the batch is
 /// still where the loader made it (the CPU). In order: move the batch (to_device,
 /// non_blocking), clear the gradients left by the previous step, forward, the
 /// cross-entropy loss (mean over the batch), backward, optimizer step.
+///
+/// Return the loss as a tensor on `device`, without its autograd graph: reading
+/// it as a number here (`.item()`) would make the host wait for the GPU at every
+/// step, and keeping its graph would keep the step's activations alive.
 ///
 /// PyTorch:
 /// ```python
@@ -49,16 +57,19 @@ tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& 
 /// loss = F.cross_entropy(model(x), y)
 /// loss.backward()
 /// optimizer.step()
-/// return loss.item()
+/// return ...  # this batch's loss, for the epoch's sum: see above
 /// ```
-double train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
-                  const tiny::Device& device);
+tiny::Tensor train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
+                        const tiny::Device& device);
 
 /// @brief One pass over `loader` with train_step on every batch; returns the mean loss per example.
 ///
 /// The mean must weight each batch's loss by its number of examples: the last
 /// batch of an epoch is usually shorter, and must count for what it holds.
 /// (sum over batches of loss * batch size) / (number of examples).
+///
+/// Keep the running sum on the device and read it once, at the end of the
+/// epoch: one wait for the GPU per epoch, not one per step.
 double train_one_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                        const tiny::Device& device);
 
@@ -75,7 +86,8 @@ struct EvalResult {
 /// - no autograd graph: nothing here calls backward(), so record nothing
 ///   (`tiny::NoGradGuard`, PyTorch's `with torch.no_grad():`);
 /// - the loss is weighted by batch size, as in train_one_epoch; the prediction is
-///   the class with the largest logit (`logits.argmax(1)`).
+///   the class with the largest logit (`logits.argmax(1)`);
+/// - as in train_one_epoch, read the sums as numbers once, after the loop.
 EvalResult evaluate(tiny::nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device);
 
 }  // namespace lesson4

@@ -6,7 +6,7 @@
 #              today on the modelled H100 (the CPU column and the speedups are
 #              one machine's and are not compared)
 #   t4         the demo's GPU columns on the modelled T4, whole
-#   model_error  the demo's modelled H100 against the measured float32 products
+#   model_error  the demo on the modelled H200 against the same demo run on a real H200
 #   calibration  the summary line of PerfModel.Calibration, as docs/performance_model.md has it
 # (a region inside a "> " quote box is compared without the "> ").
 #
@@ -72,18 +72,25 @@ replace_region() {  # name, new content (file); inside a quote box, each line ge
   mv "$readme.new" "$readme"
 }
 
-# The modelled H100 (the demo's rows, file $1) against the measured float32 products (GPU time, events).
+# The demo's own table as a real H200 printed it (two machines, committed beside
+# the measurements) against the same demo on the modelled H200 (file $1): the
+# GPU column and the NO sync column, like for like, host costs included.
+measured_demo_rows() {  # the first table of the demo's output file $1
+  awk '/^ +n +cpu ms/ {table = 1; next} table && NF == 0 {exit} table {print}' "$1"
+}
 model_error_table() {
-  echo "| n | measured on the H100 (GPU time), ms | modelled (the demo), ms | error |"
-  echo "|---|---|---|---|"
-  local n measured
-  for n in 256 512 1024 2048 4096; do
-    measured=$(median "tiny/Gemm/float32/$n/$n/$n")
-    awk -v n="$n" -v measured="$measured" '$1 == n {
-      modelled = $3
-      printf "| %d | %.4f | %.4f | %+.1f%% |\n", n, measured / 1e3, modelled, 100 * (modelled - measured / 1e3) / (measured / 1e3)
-    }' "$1"
-  done
+  local dir first second
+  dir=$(dirname "$measurements")
+  first=$dir/h200-2026-11-26-demos.txt second=$dir/h200-2026-11-26-demo2-second-machine.txt
+  echo "| n | measured on an H200 (two machines), ms | modelled H200, ms | error | NO sync: measured, modelled, ms |"
+  echo "|---|---|---|---|---|"
+  awk 'FILENAME == ARGV[1] {a[$1] = $3; an[$1] = $8; next}
+       FILENAME == ARGV[2] {b[$1] = $3; bn[$1] = $8; next}
+       ($1 in a) && ($1 in b) {
+         mean = (a[$1] + b[$1]) / 2
+         printf "| %d | %.4f, %.4f | %.4f | %+.0f%% | %.4f, %.4f; %.4f |\n", $1, a[$1], b[$1], $3, 100 * ($3 - mean) / mean,
+                an[$1], bn[$1], $8
+       }' <(measured_demo_rows "$first") <(measured_demo_rows "$second") "$1"
 }
 
 failed=0
@@ -92,8 +99,9 @@ trap 'rm -rf "$tmp"' EXIT
 measured_table >"$tmp/measured"
 demo_rows h100-sxm >"$tmp/h100"
 demo_rows t4 >"$tmp/t4"
+demo_rows h200 >"$tmp/h200"
 { echo '```'; cat "$tmp/t4"; echo '```'; } >"$tmp/t4.block"
-model_error_table "$tmp/h100" >"$tmp/model_error"
+model_error_table "$tmp/h200" >"$tmp/model_error"
 grep -m1 'predicted rows:' "$model_page" | sed 's/^ *//' >"$tmp/calibration"
 [[ -s "$tmp/calibration" ]] || { echo "FAILED: no 'predicted rows:' line in $model_page" >&2; exit 1; }
 sed 's/^/    /' "$tmp/calibration" >"$tmp/calibration.block"
@@ -123,7 +131,7 @@ compare h100 "$tmp/h100.gpu" "$tmp/readme_h100.gpu" "the demo's GPU columns on t
 region t4 >"$tmp/readme_t4"
 compare t4 "$tmp/t4" "$tmp/readme_t4" "the demo's table on the modelled T4"
 region model_error >"$tmp/readme_model_error"
-compare model_error "$tmp/model_error" "$tmp/readme_model_error" "the demo's modelled H100 against $measurements"
+compare model_error "$tmp/model_error" "$tmp/readme_model_error" "the demo on the modelled H200 against its runs on a real one"
 region calibration | sed 's/^ *//' >"$tmp/readme_calibration"
 compare calibration "$tmp/calibration" "$tmp/readme_calibration" "$model_page's calibration summary"
 if [[ $failed -ne 0 ]]; then

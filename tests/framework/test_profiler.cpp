@@ -15,6 +15,7 @@
 
 #include "test_util.h"
 #include "tiny/cuda.h"
+#include "tiny/data/data.h"
 #include "tiny/nn/functional.h"
 #include "tiny/ops.h"
 #include "tiny/profiler.h"
@@ -119,6 +120,59 @@ TEST(Profiler, OpsAreHostRangesAroundTheirLaunches) {
                                             [&](double t) { return t >= start - 1e-3 && t <= end + 1e-3; });
     EXPECT_TRUE(holds_a_launch) << "linear at " << start << " us: its launches lie inside it";
   }
+}
+
+// A data set whose every batch declares 1 ms of host work (a transform).
+class OneMsPerBatch : public tiny::data::TensorDataset {
+ public:
+  OneMsPerBatch() : TensorDataset(tiny::arange(8).to(tiny::kFloat32), tiny::zeros({8}, tiny::kInt64)) {}
+  int64_t modelled_load_ns(const std::vector<int64_t>& indices) const override {
+    (void)indices;
+    return 1000000;
+  }
+};
+
+// The host ranges (us) of the loader's __next__ in one profiled epoch of 4 batches
+// whose loop spends 0.1 ms of launches each, keyed by name.
+std::map<std::string, std::vector<double>> loader_ranges(int num_workers) {
+  tiny::data::DataLoaderOptions options;
+  options.batch_size = 2;
+  options.num_workers = num_workers;
+  tiny::data::DataLoader loader(std::make_shared<OneMsPerBatch>(), options);
+  const tiny::Tensor x = tiny::zeros({1}, tiny::Device("cuda:0"));
+  tiny::cuda::synchronize(0);
+  tiny::profiler::profile prof;
+  for (const tiny::data::Batch& batch : loader) {
+    (void)batch;
+    for (int i = 0; i < 10; ++i) x.add_(1);  // about 57 us of launches
+  }
+  prof.stop();
+  std::map<std::string, std::vector<double>> ranges;
+  const json trace = json::parse(prof.chrome_trace());
+  for (const json& e : trace["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (e["ph"] == "X" && e["cat"] == "cpu_op" && name.rfind("enumerate(DataLoader)", 0) == 0) {
+      ranges[name].push_back(e["dur"].get<double>());
+    }
+  }
+  tiny::cuda::synchronize(0);
+  return ranges;
+}
+
+TEST(Profiler, TheLoadersWaitIsAHostRangeNamedAsPyTorchNamesIt) {
+  // No workers: the loop loads each batch itself, 1 ms each (one range per batch taken).
+  auto ranges = loader_ranges(0);
+  const std::vector<double>& single = ranges["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"];
+  ASSERT_EQ(single.size(), 4u) << "one range per batch";
+  for (size_t k = 0; k < 4; ++k) EXPECT_NEAR(single[k], 1000.0, 1.0) << "batch " << k << " costs its 1 ms";
+  EXPECT_EQ(ranges.count("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"), 0u);
+  // Four workers load all four batches at once from the epoch's start: the loop
+  // waits 1 ms for the first, then finds the others ready.
+  ranges = loader_ranges(4);
+  const std::vector<double>& multi = ranges["enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"];
+  ASSERT_EQ(multi.size(), 4u);
+  EXPECT_NEAR(multi[0], 1000.0, 1.0) << "the first batch is waited for";
+  for (size_t k = 1; k < 4; ++k) EXPECT_LT(multi[k], 1.0) << "batch " << k << " was ready";
 }
 
 TEST(Profiler, KeyAveragesSumsEachKernel) {

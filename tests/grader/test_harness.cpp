@@ -29,6 +29,16 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
+// A checker reads a run's results with const operator[]; results a student's
+// code forged may lack the key. grader/harness/json_assert.h makes that throw
+// (the check then reports an error) instead of aborting or reading past the end.
+TEST(Bundle, AMissingKeyInResultsThrowsInsteadOfCrashing) {
+  const nlohmann::json forged = nlohmann::json::parse(R"({"ms": 1.0})");
+  const nlohmann::json& values = forged;  // const, as a checker holds a Run's values
+  EXPECT_THROW((void)values["device"], std::out_of_range);
+  EXPECT_DOUBLE_EQ(values["ms"].get<double>(), 1.0);
+}
+
 TEST(Bundle, RoundTripKeepsValuesAndTheFactsOfEachTensor) {
   const fs::path dir = fresh_dir("roundtrip");
   Bundle b;

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "gpu/model/timeline.h"
+#include "gpu/model/trace.h"
 #include "tiny/autograd.h"
 #include "tiny/error.h"
 
@@ -127,6 +128,7 @@ class LoaderEpoch {
       }
     }
     const int64_t k = next_++;
+    const int64_t asked_at = gpu::model::host_now();
     if (workers_.empty()) {
       try {
         current_ = load(k);
@@ -135,6 +137,7 @@ class LoaderEpoch {
         rethrow_with_context(std::current_exception(), context(k, -1));
       }
       gpu::model::host_advance(modelled_cost(k));
+      trace_next(asked_at);
       return true;
     }
     Slot slot;
@@ -157,6 +160,7 @@ class LoaderEpoch {
     }
     current_ = std::move(slot.batch);
     wait_modelled(k);
+    trace_next(asked_at);
     return true;
   }
 
@@ -184,6 +188,20 @@ class LoaderEpoch {
     std::exception_ptr error;
     int worker = -1;
   };
+
+  // The profiler shows each batch the loop takes, as PyTorch's does (a
+  // record_function around the iterator's __next__, same name): the modelled
+  // time the loop spent loading the batch itself, or waiting for its worker.
+  void trace_next(int64_t asked_at) const {
+    if (!gpu::model::tracing()) return;
+    gpu::model::TraceEvent e;
+    e.kind = gpu::model::TraceEvent::Kind::cpu_op;
+    e.name = e.op = workers_.empty() ? "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+                                     : "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+    e.host_start_ns = asked_at;
+    e.host_end_ns = gpu::model::host_now();
+    gpu::model::trace(std::move(e));
+  }
 
   int64_t modelled_cost(int64_t k) const { return dataset_->modelled_load_ns(batches_[static_cast<size_t>(k)]); }
 

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/op_scope.h"
+#include "gpu/model/timeline.h"
 #include "runtime/cpu_allocator.h"  // format_bytes
 #include "tiny/error.h"
 
@@ -326,6 +327,7 @@ void CachingAllocator::event_done(const PendingEvent& pending) {
 // completed. Polling (not waiting) keeps allocate and free from blocking.
 void CachingAllocator::process_events() {
   if (pending_events_.empty()) return;
+  const model::UnmodelledHostWork polling;  // how many events are pending depends on real progress
   std::vector<PendingEvent> still_pending;
   for (const PendingEvent& pending : pending_events_) {
     if (runtime_.event_query(pending.event)) {

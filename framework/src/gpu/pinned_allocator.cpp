@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gpu/device_context.h"
+#include "gpu/model/timeline.h"
 
 namespace tiny::gpu {
 
@@ -61,7 +62,10 @@ class PinnedHostAllocator final : public Allocator {
   static size_t round(size_t n) { return (n + 511) / 512 * 512; }
 
   // Blocks whose copies have all run go back to the free lists (mutex_ held).
+  // The queries are free in modelled time: which blocks are done depends on how
+  // far the emulator's workers really got, and so does their number.
   void reclaim_finished() {
+    const model::UnmodelledHostWork polling;  // how many blocks are pending depends on real progress
     for (size_t i = 0; i < pending_.size();) {
       bool done = true;
       for (const Event& e : pending_[i].events) done = done && rt_.event_query(e);

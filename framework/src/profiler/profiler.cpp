@@ -290,7 +290,9 @@ std::string profile::key_averages(bool group_by_input_shape) const {
       << std::string(group_by_input_shape ? 150 : 113, '-') << "\n";
   for (const auto& [key, r] : sorted) {
     if (r.calls == 0) continue;  // an op whose scope opened before the recording
-    std::snprintf(line, sizeof line, "%-44s %8lld %11.3f us %11.3f us %11.3f us %11.3f us", key.first.c_str(),
+    // A name wider than its column is cut as PyTorch's table cuts it ("...").
+    const std::string name = key.first.size() > 44 ? key.first.substr(0, 41) + "..." : key.first;
+    std::snprintf(line, sizeof line, "%-44s %8lld %11.3f us %11.3f us %11.3f us %11.3f us", name.c_str(),
                   static_cast<long long>(r.calls), us(r.host_ns), us(r.host_ns) / r.calls, us(r.device_ns),
                   us(r.device_ns) / r.calls);
     out << line << (group_by_input_shape ? "  " + key.second : "") << "\n";

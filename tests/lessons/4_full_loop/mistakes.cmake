@@ -6,9 +6,9 @@ workbook_mistake(forgot_zero_grad CHECK train_step MESSAGE "the gradients were n
   REPLACE [=[// (no zero_grad: the gradients add up)]=])
 
 workbook_mistake(unweighted_mean CHECK train_one_epoch MESSAGE "you averaged per batch"
-  FIND [=[loss_sum += train_step(model, batch, optimizer, device) * static_cast<double>(n);
+  FIND [=[loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
     examples += n;]=]
-  REPLACE [=[loss_sum += train_step(model, batch, optimizer, device);
+  REPLACE [=[loss_sum.add_(train_step(model, batch, optimizer, device));
     examples += n > 0 ? 1 : 0;  // one per batch]=])
 
 workbook_mistake(labels_not_moved CHECK to_device MESSAGE "the labels are still on cpu: move them with .to(device) before the loss"
@@ -48,8 +48,8 @@ workbook_mistake(evaluate_grad_mode_off CHECK evaluate MESSAGE "left gradient re
   REPLACE [=[tiny::set_grad_enabled(false);]=])
 
 workbook_mistake(accuracy_in_percent CHECK evaluate MESSAGE "that is a percentage"
-  FIND [=[static_cast<double>(correct) / static_cast<double>(examples)}]=]
-  REPLACE [=[100.0 * static_cast<double>(correct) / static_cast<double>(examples)}]=])
+  FIND [=[static_cast<double>(correct.item<int64_t>()) / total}]=]
+  REPLACE [=[100.0 * static_cast<double>(correct.item<int64_t>()) / total}]=])
 
 workbook_mistake(features_not_moved CHECK to_device MESSAGE "the features (batch.data) are still on cpu"
   FIND [=[return {batch.data.to(device, non_blocking), batch.target.to(device, non_blocking)};]=]
@@ -73,3 +73,77 @@ workbook_mistake(zero_grad_at_end CHECK train_step MESSAGE "clears the gradients
   loss.backward();
   optimizer.step();
   optimizer.zero_grad();]=])
+
+# Right numbers, wrong speed. Each of these trains exactly as the reference
+# does; only the emulator's counters, the trace and the modelled clock see them.
+
+# The loop the PyTorch tutorials print: loss.item() every step, to add it up on
+# the host. Every step then waits for the GPU (a copy back and a synchronize).
+workbook_mistake(item_every_step CHECK epoch_copies_and_waits MESSAGE "a value read every step (.item(), .cpu())"
+  FIND [=[  tiny::Tensor loss_sum = tiny::zeros({}, device);  // on the device: adding to it queues work, never waits
+  int64_t examples = 0;
+  for (const Batch& batch : loader) {
+    const int64_t n = batch.target.size(0);  // the last batch may be short
+    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
+    examples += n;
+  }
+  if (examples == 0) return 0.0;
+  return loss_sum.item<double>() / static_cast<double>(examples);  // the epoch's one wait for the GPU]=]
+  REPLACE [=[  double loss_sum = 0.0;
+  int64_t examples = 0;
+  for (const Batch& batch : loader) {
+    const int64_t n = batch.target.size(0);
+    loss_sum += train_step(model, batch, optimizer, device).item<double>() * static_cast<double>(n);
+    examples += n;
+  }
+  if (examples == 0) return 0.0;
+  return loss_sum / static_cast<double>(examples);]=])
+
+# A NaN check in every step: right losses, a wait for the GPU per step.
+workbook_mistake(nan_check_every_step CHECK train_step MESSAGE "made the host wait for the GPU 4 time(s) in 4 steps"
+  FIND [=[  return loss.detach();  // no graph kept alive, and no .item(): reading it would make the host wait for the GPU]=]
+  REPLACE [=[  const double value = loss.item<double>();
+  if (value != value) throw tiny::ValueError("the loss is NaN");
+  return loss.detach();]=])
+
+# The loss brought to the host in the step (the value is right, the wait is not).
+workbook_mistake(loss_on_cpu CHECK train_step MESSAGE "makes the host wait for the GPU at every step"
+  FIND [=[  return loss.detach();  // no graph kept alive, and no .item(): reading it would make the host wait for the GPU]=]
+  REPLACE [=[  return loss.detach().cpu();]=])
+
+# The loss returned with its graph: right values, every step's activations kept alive by the epoch's sum.
+workbook_mistake(loss_with_graph CHECK train_step MESSAGE "with its autograd graph"
+  FIND [=[  return loss.detach();  // no graph kept alive, and no .item(): reading it would make the host wait for the GPU]=]
+  REPLACE [=[  return loss;]=])
+
+# A loader without workers: the same batches, loaded by the training loop itself.
+workbook_mistake(no_workers CHECK make_loader MESSAGE "with no workers the training loop prepares every batch itself"
+  FIND [=[options.num_workers = num_workers;  // the next batches load while the GPU trains on this one]=]
+  REPLACE [=[(void)num_workers;]=])
+# ... and the epoch_speed check, timed on the modelled clock, names it too
+# (workbook_mistake skips timed checks, so this entry runs it alone).
+add_test(NAME dev.mistake.4.no_workers_epoch_speed
+         COMMAND lesson_4_checks --student $<TARGET_FILE:lesson_4_mistake_no_workers>
+                 --reference $<TARGET_FILE:lesson_4_reference>
+                 --expect-fail "epoch_speed=no workers: your loop loaded every batch itself")
+set_tests_properties(dev.mistake.4.no_workers_epoch_speed PROPERTIES LABELS dev TIMEOUT 600)
+
+# Right answers written another way, which the checks (the timed one included)
+# must pass: a running sum made out of place (one more kernel a step, well
+# inside 1.1x), and an evaluation that reads its sums every batch (evaluate is
+# not timed: waiting there costs the test set's pass, not training).
+workbook_alternative(out_of_place_sum CHECKS train_one_epoch epoch_copies_and_waits epoch_speed
+  FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
+  REPLACE [=[    loss_sum = loss_sum + train_step(model, batch, optimizer, device) * static_cast<double>(n);]=])
+workbook_alternative(evaluate_item_per_batch CHECKS evaluate
+  FIND [=[    loss_sum.add_(F::cross_entropy(logits, on_device.target), static_cast<double>(n));
+    correct.add_((logits.argmax(1) == on_device.target).sum());]=]
+  REPLACE [=[    loss_sum.add_(F::cross_entropy(logits, on_device.target).item<double>() * static_cast<double>(n));
+    correct.add_((logits.argmax(1) == on_device.target).sum().item<int64_t>());]=])
+
+# The same mistake seen from train_one_epoch, whose in-place sum tiny's autograd refuses.
+add_test(NAME dev.mistake.4.loss_with_graph_epoch
+         COMMAND lesson_4_checks --student $<TARGET_FILE:lesson_4_mistake_loss_with_graph>
+                 --reference $<TARGET_FILE:lesson_4_reference> --no-timing
+                 --expect-fail "train_one_epoch=train_step should return loss.detach()")
+set_tests_properties(dev.mistake.4.loss_with_graph_epoch PROPERTIES LABELS dev TIMEOUT 600)

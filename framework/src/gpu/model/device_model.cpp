@@ -87,6 +87,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
     d.peak[math] = tflops * 1e12;
   }
   d.host_launch_ns = field<int64_t>(m, defaults, "host_launch_ns", at);
+  d.host_gemm_ns = field<int64_t>(m, defaults, "host_gemm_ns", at);
   d.host_copy_ns = field<int64_t>(m, defaults, "host_copy_ns", at);
   d.host_autograd_ns = field<int64_t>(m, defaults, "host_autograd_ns", at);
   d.launch_latency_ns = field<int64_t>(m, defaults, "launch_latency_ns", at);

@@ -44,6 +44,7 @@ struct DeviceModel {
 
   // Fixed costs, in nanoseconds.
   int64_t host_launch_ns = 0;     // the host's cost of dispatching one kernel (tiny's own, per launch)
+  int64_t host_gemm_ns = 0;       // ... extra for a matrix product (cuBLAS's own host side), beyond host_launch_ns
   int64_t host_copy_ns = 0;       // ... of one copy call
   int64_t host_autograd_ns = 0;   // ... of recording an op for backward, and of running its backward
   int64_t launch_latency_ns = 0;  // from the launch call to the kernel's start on an idle GPU

@@ -15,6 +15,8 @@ void host_advance(int64_t ns) { t_host_ns += ns; }
 void host_wait_until(int64_t t) { t_host_ns = std::max(t_host_ns, t); }
 void host_advance_autograd() { t_host_ns += g_host_autograd_ns.load(std::memory_order_relaxed); }
 void set_host_autograd_ns(int64_t ns) { g_host_autograd_ns.store(ns, std::memory_order_relaxed); }
+UnmodelledHostWork::~UnmodelledHostWork() { t_host_ns = saved_; }
+
 
 HostClockFork::HostClockFork() : start_(host_now()), latest_(host_now()) {}
 void HostClockFork::enter() const { t_host_ns = start_; }
@@ -75,7 +77,7 @@ Span DeviceTimeline::schedule(Engine& engine, int64_t stream, int64_t duration) 
 }
 
 Span DeviceTimeline::launch(int64_t stream, const KernelCost& cost) {
-  host_advance(model_->host_launch_ns);
+  host_advance(model_->host_launch_ns + (cost.work == Work::gemm ? model_->host_gemm_ns : 0));
   return schedule(compute_, stream, kernel_ns(*model_, cost));
 }
 

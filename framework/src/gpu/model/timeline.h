@@ -30,6 +30,22 @@ void host_advance_autograd();
 // Set by the emulated GPU when it starts, from its model.
 void set_host_autograd_ns(int64_t ns);
 
+// The allocators poll events to find blocks they may reuse; the answer depends
+// on how far the emulator's workers really got, so what the polling costs must
+// not reach the modelled clock (the threaded, blocking and deferred modes would
+// disagree, and a run would not time the same twice). The calling thread's
+// modelled clock is as it was when this scope began once it ends.
+class UnmodelledHostWork {
+ public:
+  UnmodelledHostWork() : saved_(host_now()) {}
+  ~UnmodelledHostWork();
+  UnmodelledHostWork(const UnmodelledHostWork&) = delete;
+  UnmodelledHostWork& operator=(const UnmodelledHostWork&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
 // Threads that do GPU work for a caller (DataParallel's replicas) start at the
 // caller's time, and the caller resumes at the latest of theirs when it joins
 // them, as real threads would.

@@ -1,0 +1,27 @@
+// Lesson 9: measure a training program on the GPU's clock, and the fixes of its bottlenecks.
+#include "exercise.h"
+
+namespace lesson9 {
+
+namespace F = tiny::nn::functional;
+
+Measurement measure(const std::function<void()>& step, int warmup, int steps, double flops_per_step, int device) {
+  TINY_TODO("lesson 9: warm up and wait; read host_time and modelled_kernel_ms; run the steps; wait; read both again");
+}
+
+std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
+                                                    tiny::Generator generator) {
+  TINY_TODO("lesson 9: choose batch_size, num_workers and pin_memory that keep the GPU busy; shuffle with the generator");
+}
+
+void train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
+                const tiny::Device& device, tiny::Tensor& loss_sum) {
+  TINY_TODO("lesson 9: non_blocking copies; zero_grad; bfloat16 autocast around forward and loss; backward; step; loss_sum += loss.detach()");
+}
+
+double train_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
+                   const tiny::Device& device) {
+  TINY_TODO("lesson 9: loss_sum = zeros on the device; train_step on every batch; one .item() at the end");
+}
+
+}  // namespace lesson9

@@ -1,0 +1,85 @@
+/// @file lessons/9_find_the_bottleneck/exercise.h
+/// @brief Lesson 9: find what keeps the GPU waiting in a training program
+/// (the profiler, GPU utilization, achieved TFLOP/s), and fix it one
+/// bottleneck at a time: DataLoader workers, no `.item()` per step, pinned
+/// memory with non_blocking copies, bfloat16, a batch that fills the GPU.
+///
+/// Implement these in exercise.cpp; `./workbook check 9` (or `ctest -R lesson_9`) checks them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "program.h"
+#include "tiny/tiny.h"
+
+namespace lesson9 {
+
+/// @brief What a stretch of training cost on the GPU's clock.
+struct Measurement {
+  double step_ms = 0;      ///< milliseconds per step, on the (modelled) host clock, the GPU's work included
+  double utilization = 0;  ///< GPU-Util: the share of that time in which any kernel ran, in [0, 1]
+  double tflops = 0;       ///< achieved TFLOP/s: the steps' FLOPs over their time
+};
+
+/// @brief Times `steps` calls of `step` on GPU `device`, after `warmup` calls that are not timed.
+///
+/// - Run `warmup` calls first (the first steps pay one-off costs: the loader's
+///   workers start, memory is allocated) and wait for the GPU to finish them.
+/// - Read the host's clock, `tiny::cuda::host_time()` (seconds), and the
+///   device's counters, `tiny::cuda::device_counters(device)`: their
+///   `modelled_kernel_ms` is the time kernels have run on the GPU so far.
+/// - Run the `steps` calls, wait for the GPU, read both again.
+/// - step_ms: the elapsed milliseconds / steps. utilization: the kernels' time
+///   in that stretch / the elapsed time (what nvidia-smi's GPU-Util reports).
+///   tflops: flops_per_step x steps / elapsed seconds / 1e12.
+///
+/// PyTorch: `torch.cuda.synchronize()` around `time.perf_counter()` for the
+/// time; `nvidia-smi` (or `torch.cuda.utilization()`) for GPU-Util.
+Measurement measure(const std::function<void()>& step, int warmup, int steps, double flops_per_step, int device);
+
+/// @brief The DataLoader the program should have had: shuffled from `generator`,
+/// with the batch size, workers and pinned memory that keep the GPU busy.
+///
+/// The program as given used `batch_size = 32`, no workers, pageable batches.
+/// Choose: `num_workers` (each worker transforms whole batches in the
+/// background; enough of them that the loop never waits for one),
+/// `pin_memory = true` (so copies can be non_blocking), and a `batch_size`
+/// large enough that the GPU, not the host's launches, sets the pace (at most 1024).
+///
+/// PyTorch: `DataLoader(dataset, batch_size=..., shuffle=True, num_workers=...,
+/// pin_memory=True, generator=generator)`.
+std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
+                                                    tiny::Generator generator);
+
+/// @brief One training step on `batch` (still on the host, pinned), adding its
+/// loss to `loss_sum` (a float32 scalar on `device`) without waiting for the GPU.
+///
+/// Copy the batch with non_blocking; zero_grad; forward and cross-entropy
+/// loss under bfloat16 autocast; backward and optimizer step outside it; add
+/// the loss, detached, to `loss_sum` on the GPU. No `.item()`, no `.cpu()`:
+/// each would make the host wait for the GPU at every step.
+///
+/// PyTorch:
+/// ```python
+/// x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+/// optimizer.zero_grad()
+/// with torch.autocast("cuda", dtype=torch.bfloat16):
+///     loss = F.cross_entropy(model(x), y)
+/// loss.backward()
+/// optimizer.step()
+/// loss_sum += loss.detach()
+/// ```
+void train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
+                const tiny::Device& device, tiny::Tensor& loss_sum);
+
+/// @brief One pass over `loader` with train_step; returns the mean loss per
+/// batch, read from the GPU once, at the end (one `.item()` per epoch).
+///
+/// PyTorch: `loss_sum = torch.zeros((), device=device)`, the loop,
+/// then `return loss_sum.item() / len(loader)`.
+double train_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
+                   const tiny::Device& device);
+
+}  // namespace lesson9

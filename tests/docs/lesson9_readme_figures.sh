@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Lesson 9's README shows the demo's tables on three modelled GPUs, each
+# between <!-- figures:NAME --> and <!-- /figures:NAME --> (NAME: l4, h100,
+# t4). Every figure in them is modelled time, the same on every machine, so
+# each table must be what the demo prints today, whole.
+#
+#   lesson9_readme_figures.sh DEMO README            (check; exit 1 shows what differs)
+#   lesson9_readme_figures.sh DEMO README --write    (rewrite the three tables in place)
+set -euo pipefail
+demo=$1 readme=$2 write=${3:-}
+
+# The demo's table (its header and rows) on GPU model $1.
+demo_table() {
+  TINY_EMULATED_GPU_MODEL=$1 TINY_EMULATED_GPUS=1 TINY_EMULATED_GPU_CLOCK=modelled TINY_FORCE_EMULATED_GPU=1 \
+    "$demo" | awk '/^program +step ms/ {table = 1} table && NF == 0 {exit} table {print}'
+}
+
+region() {
+  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" '
+    $0 == closing {inside = 0}
+    inside && $0 !~ /^```/ {print}
+    $0 == open {inside = 1}' "$readme"
+}
+
+replace_region() {  # name, new content (file)
+  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" -v file="$2" '
+    $0 == open {print; print "```"; while ((getline text < file) > 0) print text; print "```"; skip = 1; next}
+    $0 == closing {skip = 0}
+    !skip {print}' "$readme" >"$readme.new"
+  mv "$readme.new" "$readme"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+for pair in l4:l4 h100:h100-sxm t4:t4; do
+  name=${pair%%:*} model=${pair#*:}
+  demo_table "$model" >"$tmp/$name"
+  [[ -s "$tmp/$name" ]] || { echo "FAILED: the demo printed no table on $model" >&2; exit 1; }
+  if [[ "$write" == "--write" ]]; then replace_region "$name" "$tmp/$name"; fi
+  region "$name" >"$tmp/readme_$name"
+  if ! diff -q "$tmp/$name" "$tmp/readme_$name" >/dev/null; then
+    echo "FAILED: $readme's $name table differs from the demo's on $model (< demo, > README):" >&2
+    diff "$tmp/$name" "$tmp/readme_$name" | sed 's/^/    /' >&2 || true
+    failed=1
+  else
+    echo "$name: $(wc -l <"$tmp/$name") lines match the demo on $model"
+  fi
+done
+if [[ $failed -ne 0 ]]; then
+  echo "(regenerate: bash $0 DEMO README --write, then reread the text around the tables)" >&2
+  exit 1
+fi

@@ -1,0 +1,104 @@
+# Lesson 9's classic mistakes: each must fail its check with its message.
+# Most are right in every number they compute and wrong only in speed.
+
+# measure: the clock read before the GPU finished the steps.
+workbook_mistake(no_final_sync CHECK measure MESSAGE "the clock stopped before the GPU finished"
+  FIND [=[  tiny::cuda::synchronize(device);  // the host's clock now includes the GPU's work
+]=]
+  REPLACE [=[]=])
+
+# measure: the clock started before the warm-up.
+workbook_mistake(warmup_timed CHECK measure MESSAGE "The warm-up was timed too"
+  FIND [=[  for (int i = 0; i < warmup; ++i) step();  // one-off costs: workers starting, first allocations
+  tiny::cuda::synchronize(device);          // the warm-up's GPU work is not ours to time
+  const double start_s = tiny::cuda::host_time();
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;]=]
+  REPLACE [=[  const double start_s = tiny::cuda::host_time();
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
+  for (int i = 0; i < warmup; ++i) step();]=])
+
+# measure: no wait after the warm-up, so its queued GPU work is timed.
+workbook_mistake(no_start_sync CHECK measure MESSAGE "The warm-up was timed too"
+  FIND [=[  tiny::cuda::synchronize(device);          // the warm-up's GPU work is not ours to time
+]=]
+  REPLACE [=[]=])
+
+# measure: GPU-Util read from tiny::cuda::utilization(), whose window is the whole call.
+workbook_mistake(utilization_of_whole_call CHECK measure MESSAGE "tiny::cuda::utilization()'s over the whole call"
+  FIND [=[  m.utilization = kernels_ms / (elapsed_s * 1e3);  // GPU-Util: the share of the time any kernel ran]=]
+  REPLACE [=[  m.utilization = tiny::cuda::utilization(device);]=])
+
+# measure: milliseconds of kernels over seconds of clock.
+workbook_mistake(utilization_units CHECK measure MESSAGE "GPU-Util cannot exceed 100%"
+  FIND [=[  m.utilization = kernels_ms / (elapsed_s * 1e3);  // GPU-Util: the share of the time any kernel ran]=]
+  REPLACE [=[  m.utilization = kernels_ms / elapsed_s;]=])
+
+# train_step: .item() every step. Right numbers; the host waits for the GPU at every step.
+workbook_mistake(item_every_step CHECK train_step MESSAGE "the host waited for the GPU"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum.add_(loss.item<double>());  // "to watch the loss"]=])
+
+# train_step: the loss added with its graph. Right numbers; every step's graph kept alive.
+workbook_mistake(loss_with_graph CHECK train_step MESSAGE "holds the autograd graph"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum = loss_sum + loss;]=])
+
+# train_step: copies without non_blocking. Right numbers; the host waits for each copy.
+workbook_mistake(blocking_copies CHECK train_step MESSAGE "copy without non_blocking"
+  FIND [=[  const tiny::Tensor x = batch.data.to(device, /*non_blocking=*/true);  // pinned: the host does not wait
+  const tiny::Tensor y = batch.target.to(device, /*non_blocking=*/true);]=]
+  REPLACE [=[  const tiny::Tensor x = batch.data.to(device);
+  const tiny::Tensor y = batch.target.to(device);]=])
+
+# train_step: float32 where bfloat16 fits. The numbers agree to bfloat16's precision; the products are slow.
+workbook_mistake(no_autocast CHECK train_step MESSAGE "the products ran in float32"
+  FIND [=[    tiny::amp::autocast guard("cuda", tiny::kBFloat16);  // the products on the tensor cores
+]=]
+  REPLACE [=[]=])
+
+# train_epoch: reads the running loss every batch "to watch it". Right numbers; a wait per batch.
+workbook_mistake(item_every_batch CHECK train_epoch MESSAGE "once a batch or more"
+  FIND [=[    train_step(model, batch, optimizer, device, loss_sum);
+    ++batches;]=]
+  REPLACE [=[    train_step(model, batch, optimizer, device, loss_sum);
+    ++batches;
+    const double running = loss_sum.item<double>() / static_cast<double>(batches);  // "to watch it"
+    (void)running;]=])
+
+# make_loader: no workers. Right numbers; the loop transforms every batch itself while the GPU waits.
+workbook_mistake(no_workers CHECK fixed_program MESSAGE "The loop waited for the DataLoader"
+  FIND [=[  options.num_workers = 12;  // 1024 images x 8 us = 8.2 ms a batch; 12 workers deliver one every 0.68 ms]=]
+  REPLACE [=[  options.num_workers = 0;]=])
+
+# make_loader: too few workers for a batch of 1024.
+workbook_mistake(two_workers CHECK fixed_program MESSAGE "use more num_workers"
+  FIND [=[  options.num_workers = 12;  // 1024 images x 8 us = 8.2 ms a batch; 12 workers deliver one every 0.68 ms]=]
+  REPLACE [=[  options.num_workers = 2;]=])
+
+# make_loader: pageable batches. Right numbers; each copy holds the host.
+workbook_mistake(not_pinned CHECK fixed_program MESSAGE "Set pin_memory = true"
+  FIND [=[  options.pin_memory = true; // pinned batches: the copies can be non_blocking]=]
+  REPLACE [=[  options.pin_memory = false;]=])
+
+# make_loader: the tiny batch of the program as given. Right numbers; a fixed price per step paid for 32 images.
+workbook_mistake(tiny_batch CHECK fixed_program MESSAGE "raise batch_size"
+  FIND [=[  options.batch_size = 1024;  // enough work per launch that the GPU, not the host, sets the pace]=]
+  REPLACE [=[  options.batch_size = 32;]=])
+
+# A right answer written another way, which must pass (dev.alternative.9.*):
+# the GPU's own clock, events on the device's stream after the wait for the
+# warm-up, instead of host_time() around two synchronizes (lesson 2 teaches both).
+workbook_alternative(events CHECKS measure
+  FIND [=[  const double start_s = tiny::cuda::host_time();
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
+  for (int i = 0; i < steps; ++i) step();
+  tiny::cuda::synchronize(device);  // the host's clock now includes the GPU's work
+  const double elapsed_s = tiny::cuda::host_time() - start_s;]=]
+  REPLACE [=[  const tiny::cuda::Stream stream = tiny::cuda::current_stream(device);
+  tiny::cuda::Event start(true), stop(true);
+  start.record(stream);  // stamped once the warm-up's work has run
+  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
+  for (int i = 0; i < steps; ++i) step();
+  stop.record(stream);
+  stop.synchronize();
+  const double elapsed_s = start.elapsed_time(stop) / 1e3;]=])
