@@ -7,9 +7,10 @@
 //                                             on a side stream: ui.perfetto.dev, or the .html pages)
 //   ./workbook run 4 --device cpu             (the same on the CPU, without pinned memory)
 //   ./workbook run 4 --dataset digits         (the small 8x8 digits shipped in data/digits, 20 epochs)
+//   ./workbook run 4 --model cnn              (a small convolutional network instead: your loop trains it too)
 // Options: --epochs N, --limit N (training examples, 0 = all), --batch-size B, --lr LR,
 //          --seed S, --workers N, --device auto|cpu|cuda:N, --dataset fashion-mnist|digits,
-//          --trace FILE, --no-habits (skip the table of what each habit is worth)
+//          --model mlp|cnn, --trace FILE, --no-habits (skip the table of what each habit is worth)
 // On the emulated GPU the times are modelled: how long the same loop would take
 // on the GPU named by TINY_EMULATED_GPU_MODEL (default h100-sxm; also t4, l4, ...).
 #include <atomic>
@@ -39,6 +40,7 @@ struct Options {
   uint64_t seed = 0;
   std::string device = "auto";
   std::string dataset = "fashion-mnist";
+  std::string model = "mlp";
   int workers = 4;
   std::string trace;
   bool habits = true;
@@ -64,6 +66,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
     else if (arg == "--device") o.device = value;
     else if (arg == "--dataset") o.dataset = value;
+    else if (arg == "--model") o.model = value;
     else if (arg == "--workers") o.workers = std::atoi(value);
     else if (arg == "--trace") o.trace = value;
     else {
@@ -73,6 +76,10 @@ bool parse(int argc, char** argv, Options& o) {
   }
   if (o.epochs < 0 || o.batch_size < 1 || o.limit < 0 || !(o.lr > 0) || o.workers < 0) {
     std::fprintf(stderr, "--epochs and --batch-size must be >= 1, --limit and --workers >= 0, --lr > 0\n");
+    return false;
+  }
+  if (o.model != "mlp" && o.model != "cnn") {
+    std::fprintf(stderr, "--model is mlp or cnn\n");
     return false;
   }
   if (o.dataset != "fashion-mnist" && o.dataset != "digits") {
@@ -114,6 +121,41 @@ class TrainingImages : public tiny::data::Dataset {
   std::atomic<tiny::ProgressBar*> bar_{nullptr};
 };
 
+// Lays each flat image [B, side * side] out as [B, 1, side, side] for the
+// convolutions (PyTorch: x.view(-1, 1, 28, 28) at the top of forward).
+class ToImages : public nn::Module {
+ public:
+  explicit ToImages(int64_t side) : side_(side) {}
+  tiny::Tensor forward(const tiny::Tensor& x) override { return x.view({-1, 1, side_, side_}); }
+  std::string name() const override { return "ToImages"; }
+  std::string extra_repr() const override { return "side=" + std::to_string(side_); }
+
+ private:
+  int64_t side_;
+};
+
+// conv 3x3 -> BatchNorm2d -> ReLU (-> MaxPool2d 2), as in PyTorch's CNN tutorials.
+void conv_block(nn::Sequential& net, int64_t in, int64_t out, bool pool) {
+  net.push_back(std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions().set_padding(1)));
+  net.push_back(std::make_shared<nn::BatchNorm2d>(out));
+  net.push_back(std::make_shared<nn::ReLU>());
+  if (pool) net.push_back(std::make_shared<nn::MaxPool2d>(2));
+}
+
+// 28x28: 16, 32, 64 channels at 28, 14, 7 pixels; 8x8: the second pooling is left out.
+std::shared_ptr<nn::Sequential> make_cnn(int64_t features) {
+  const int64_t side = features == 784 ? 28 : 8;
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<ToImages>(side));
+  conv_block(*net, 1, 16, true);
+  conv_block(*net, 16, 32, side > 8);
+  conv_block(*net, 32, 64, false);
+  net->push_back(std::make_shared<nn::AdaptiveAvgPool2d>(1));
+  net->push_back(std::make_shared<nn::Flatten>());
+  net->push_back(std::make_shared<nn::Linear>(64, 10));
+  return net;
+}
+
 struct Data {
   std::string name;
   std::shared_ptr<tiny::data::Dataset> train, test;
@@ -142,8 +184,15 @@ tiny::Device pick_device(const std::string& requested) {
   return tiny::Device(requested);
 }
 
-// The tutorial's MLP for 28x28 images; a smaller one sized to the 8x8 digits.
-std::shared_ptr<nn::Sequential> make_model(int64_t features, const tiny::Device& device) {
+// The tutorial's MLP for 28x28 images, a smaller one sized to the 8x8 digits;
+// or, with kind "cnn", the small CNN of make_cnn.
+std::shared_ptr<nn::Sequential> make_model(int64_t features, const tiny::Device& device,
+                                           const std::string& kind = "mlp") {
+  if (kind == "cnn") {
+    auto cnn = make_cnn(features);
+    cnn->to(device);
+    return cnn;
+  }
   const int64_t h1 = features == 784 ? 512 : 128, h2 = features == 784 ? 256 : 64;
   auto model = std::make_shared<nn::Sequential>(
       std::make_shared<nn::Linear>(features, h1), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2),
@@ -194,7 +243,7 @@ void train_with_side_stream_copies(nn::Module& model, tiny::data::DataLoader& lo
 double habit_epoch_ms(const Habit& h, const std::shared_ptr<tiny::data::Dataset>& data, int64_t features,
                       const Options& o, const tiny::Device& device, const std::string& trace = "") {
   tiny::manual_seed(o.seed);
-  auto model = make_model(features, device);
+  auto model = make_model(features, device, o.model);
   tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{o.lr});
   auto loader = lesson4::make_loader(data, o.batch_size, /*shuffle=*/true, h.pin_memory, h.num_workers,
                                      tiny::Generator(o.seed));
@@ -277,7 +326,8 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: %s [--epochs N] [--limit N] [--batch-size B] [--lr LR] [--seed S] [--workers N] "
-                         "[--device auto|cpu|cuda:N] [--dataset fashion-mnist|digits] [--trace FILE] [--no-habits]\n",
+                         "[--device auto|cpu|cuda:N] [--dataset fashion-mnist|digits] [--model mlp|cnn] "
+                         "[--trace FILE] [--no-habits]\n",
                  argv[0]);
     return 2;
   }
@@ -296,7 +346,7 @@ int main(int argc, char** argv) {
       std::iota(first.begin(), first.end(), 0);
       data.train = std::make_shared<tiny::data::Subset>(data.train, first);
     }
-    auto model = make_model(data.features, device);
+    auto model = make_model(data.features, device, o.model);
     tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{o.lr});
 
     auto images = std::make_shared<TrainingImages>(data.train, data.features);

@@ -66,6 +66,10 @@ std::vector<std::pair<std::string, std::function<Tensor(Dtype)>>> lower_ops(cons
        [d](Dtype t) { return tiny::addmm(randn_on({3}, d, t), randn_on({4, 5}, d, t), randn_on({5, 3}, d, t)); }},
       {"linear",
        [d](Dtype t) { return F::linear(randn_on({4, 5}, d, t), randn_on({3, 5}, d, t), randn_on({3}, d, t)); }},
+      {"conv2d",
+       [d](Dtype t) {
+         return F::conv2d(randn_on({2, 3, 5, 5}, d, t), randn_on({4, 3, 3, 3}, d, t), randn_on({4}, d, t));
+       }},
   };
 }
 

@@ -584,6 +584,169 @@ TEST(CudaBackend, MlpTrainingStepsMatchTheCpu) {
   }
 }
 
+// ---- vision layers: conv2d, pooling, batch norm --------------------------------------
+
+// Convolutions are im2col + cuBLAS on the GPU and im2col + OpenBLAS on the CPU:
+// the GEMMs add in another order, so fp32 agrees to ~1e-6 of the sums'
+// magnitude (atol 2e-5 for outputs near 0 that sum 100+ products of size ~1).
+// im2col, col2im and the pooling gathers run the same code in the same order
+// on both, so max pooling (values, indices, gradients) is exact and average
+// pooling agrees to the last bit or so.
+TEST(CudaBackend, Conv2dMatchesTheCpuForEveryOption) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(11);
+  struct Geo {
+    std::vector<int64_t> x, w;
+    tiny::nn::Conv2dOptions o;
+    bool bias;
+  };
+  auto opts = [](std::array<int64_t, 2> s, std::array<int64_t, 2> p, std::array<int64_t, 2> d, int64_t g) {
+    tiny::nn::Conv2dOptions o;
+    o.stride = s, o.padding = p, o.dilation = d, o.groups = g;
+    return o;
+  };
+  const std::vector<Geo> geos = {
+      {{4, 3, 17, 13}, {8, 3, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {{2, 6, 15, 16}, {9, 2, 3, 2}, opts({2, 1}, {1, 2}, {1, 2}, 3), true},
+      {{3, 8, 9, 9}, {8, 1, 3, 3}, opts({1, 1}, {1, 1}, {1, 1}, 8), false},   // depthwise
+      {{2, 16, 7, 7}, {32, 16, 1, 1}, opts({1, 1}, {0, 0}, {1, 1}, 1), true},  // 1x1
+      {{1, 4, 12, 10}, {5, 4, 5, 4}, opts({3, 2}, {2, 0}, {2, 1}, 1), true},
+  };
+  // 16-bit: cuBLAS and OpenBLAS each round their float32 sums once, and may
+  // round one element to neighbouring values; col2im then adds up to kH*kW
+  // such elements, so an input gradient near 0 can differ by an ulp of the
+  // column values (bfloat16: 0.06 at magnitude 8), hence atol 0.1 there.
+  auto conv_tol = [](Dtype d) {
+    if (d == tiny::kFloat32) return Tol{1e-4, 2e-5};
+    if (d == tiny::kBFloat16) return Tol{4e-2, 1e-1};
+    if (d == tiny::kFloat16) return Tol{2e-2, 2e-2};
+    return tol_for(d);
+  };
+  for (const Geo& g : geos) {
+    const tiny::nn::Conv2dOptions o = g.o;
+    for (Dtype d : kFloatDtypes) {
+      const Tensor x = tiny::randn(g.x).to(d), w = (tiny::randn(g.w) * 0.3).to(d);
+      std::vector<Tensor> in = {x, w};
+      if (g.bias) in.push_back(tiny::randn({g.w[0]}).to(d));
+      expect_matches_cpu(name_of(d) + " conv2d x" + tiny::shape_str(g.x) + " w" + tiny::shape_str(g.w), in,
+                         [o](auto& v) { return F::conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), o); },
+                         conv_tol(d));
+    }
+  }
+  // Big enough that the columns are cut into several batch chunks (3 here).
+  const Tensor x = tiny::randn({16, 32, 128, 128}), w = tiny::randn({8, 32, 3, 3}) * 0.1;
+  expect_matches_cpu("conv2d in batch chunks", {x, w},
+                     [](auto& v) { return F::conv2d(v[0], v[1], Tensor(), tiny::nn::Conv2dOptions().set_padding(1)); },
+                     Tol{1e-4, 2e-5});
+}
+
+TEST(CudaBackend, PoolingMatchesTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(12);
+  using tiny::nn::Size2;
+  for (Dtype d : kFloatDtypes) {
+    const Tensor x = tiny::randn({3, 5, 19, 14}).to(d);
+    const Tensor xg = x.to(kGpu);
+    // Max pooling: the same values, indices and gradients, bit for bit.
+    for (bool ceil : {false, true}) {
+      auto [v_cpu, i_cpu] = F::max_pool2d_with_indices(x, {3, 2}, Size2{2, 2}, {1, 1}, {1, 2}, ceil);
+      auto [v_gpu, i_gpu] = F::max_pool2d_with_indices(xg, {3, 2}, Size2{2, 2}, {1, 1}, {1, 2}, ceil);
+      EXPECT_TRUE(same(v_gpu, v_cpu)) << name_of(d) << " max_pool2d values, ceil_mode " << ceil;
+      EXPECT_TRUE(same(i_gpu, i_cpu)) << name_of(d) << " max_pool2d indices, ceil_mode " << ceil;
+    }
+    const Tol t = d == tiny::kFloat32 ? Tol{1e-6, 1e-7} : tol_for(d);
+    expect_matches_cpu(name_of(d) + " max_pool2d", {x},
+                       [](auto& v) { return F::max_pool2d(v[0], {3, 3}, Size2{2, 2}, {1, 1}); }, Tol{0.0, 0.0});
+    expect_matches_cpu(name_of(d) + " avg_pool2d", {x},
+                       [](auto& v) { return F::avg_pool2d(v[0], {3, 3}, Size2{2, 1}, {1, 1}, true); }, t);
+    expect_matches_cpu(name_of(d) + " avg_pool2d without the padding", {x},
+                       [](auto& v) { return F::avg_pool2d(v[0], {2, 3}, Size2{2, 2}, {1, 1}, false, false); }, t);
+    expect_matches_cpu(name_of(d) + " avg_pool2d divisor_override", {x},
+                       [](auto& v) { return F::avg_pool2d(v[0], {2, 2}, std::nullopt, {0, 0}, false, true, 3); }, t);
+    for (const Size2 size : {Size2{1, 1}, Size2{5, 3}, Size2{25, 20}}) {
+      expect_matches_cpu(name_of(d) + " adaptive_avg_pool2d to " + std::to_string(size[0]) + "x" +
+                             std::to_string(size[1]),
+                         {x}, [size](auto& v) { return F::adaptive_avg_pool2d(v[0], size); }, t);
+    }
+  }
+}
+
+TEST(CudaBackend, BatchNormMatchesTheCpuWithRunningStatistics) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(13);
+  for (Dtype d : {tiny::kFloat32, tiny::kFloat64}) {
+    const Tol t = d == tiny::kFloat32 ? Tol{1e-5, 1e-5} : tol_for(d);
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{8, 6, 9, 7}, std::vector<int64_t>{33, 5},
+                                              std::vector<int64_t>{4, 3, 50}}) {
+      const int64_t c = shape[1];
+      const Tensor x = (tiny::randn(shape) * 2.0 + 1.0).to(d);
+      const Tensor rm_cpu = tiny::randn({c}).to(d), rv_cpu = (tiny::rand({c}) + 0.5).to(d);
+      const Tensor rm_gpu = rm_cpu.to(kGpu), rv_gpu = rv_cpu.to(kGpu);
+      const Tensor w = (tiny::rand({c}) + 0.5).to(d), b = tiny::randn({c}).to(d);
+      for (bool training : {true, false}) {
+        expect_matches_cpu(name_of(d) + " batch_norm " + tiny::shape_str(shape) + (training ? " train" : " eval"),
+                           {x, w, b},
+                           [&](auto& v) {
+                             const bool on_gpu = v[0].is_cuda();
+                             return F::batch_norm(v[0], on_gpu ? rm_gpu : rm_cpu, on_gpu ? rv_gpu : rv_cpu, v[1], v[2],
+                                                  training, 0.2);
+                           },
+                           t);
+      }
+      EXPECT_TRUE(close(rm_gpu, rm_cpu, t.rtol, t.atol)) << "running_mean";
+      EXPECT_TRUE(close(rv_gpu, rv_cpu, t.rtol, t.atol)) << "running_var";
+    }
+  }
+}
+
+TEST(CudaBackend, CnnTrainingStepsMatchTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  using tiny::nn::Conv2dOptions;
+  auto make = [] {
+    return std::make_shared<tiny::nn::Sequential>(
+        std::make_shared<tiny::nn::Conv2d>(1, 8, 3, Conv2dOptions().set_padding(1)),
+        std::make_shared<tiny::nn::BatchNorm2d>(8), std::make_shared<tiny::nn::ReLU>(),
+        std::make_shared<tiny::nn::MaxPool2d>(2),
+        std::make_shared<tiny::nn::Conv2d>(8, 16, 3, Conv2dOptions().set_padding(1).set_groups(2)),
+        std::make_shared<tiny::nn::BatchNorm2d>(16), std::make_shared<tiny::nn::ReLU>(),
+        std::make_shared<tiny::nn::AdaptiveAvgPool2d>(1), std::make_shared<tiny::nn::Flatten>(),
+        std::make_shared<tiny::nn::Linear>(16, 10));
+  };
+  tiny::manual_seed(14);
+  auto cpu_model = make();
+  auto gpu_model = make();
+  gpu_model->load_state_dict(cpu_model->state_dict());
+  gpu_model->to(kGpu);
+  tiny::optim::SGDOptions options;
+  options.lr = 0.05;
+  options.momentum = 0.9;
+  tiny::optim::SGD cpu_opt(cpu_model->parameters(), options);
+  tiny::optim::SGD gpu_opt(gpu_model->parameters(), options);
+  const Tensor x = tiny::randn({16, 1, 12, 12});
+  const Tensor y = tiny::randint(0, 10, {16});
+  const Tensor xg = x.to(kGpu), yg = y.to(kGpu);
+  for (int step = 0; step < 5; ++step) {
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    Tensor cpu_loss = F::cross_entropy((*cpu_model)(x), y);
+    Tensor gpu_loss = F::cross_entropy((*gpu_model)(xg), yg);
+    cpu_loss.backward();
+    gpu_loss.backward();
+    cpu_opt.step();
+    gpu_opt.step();
+    EXPECT_NEAR(gpu_loss.item<float>(), cpu_loss.item<float>(), 1e-4 * std::fabs(cpu_loss.item<float>()) + 1e-5)
+        << "step " << step;
+  }
+  const auto gpu_state = gpu_model->state_dict();
+  for (const auto& [name, v] : cpu_model->state_dict()) {
+    if (!v.is_floating_point()) {
+      EXPECT_TRUE(same(gpu_state.at(name), v)) << name;
+      continue;
+    }
+    EXPECT_TRUE(close(gpu_state.at(name), v.detach(), 1e-3, 1e-4)) << name;
+  }
+}
+
 // ---- memory, errors and the runtime's promises ---------------------------------------
 
 TEST(CudaBackend, MemoryStatisticsComeFromTheCachingAllocator) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/tensor_iterator.h"
+#include "kernels/conv_ops.h"
 #include "kernels/optimizer_ops.h"
 #include "kernels/pointwise_ops.h"
 #include "kernels/reduce_ops.h"
@@ -65,6 +66,17 @@ using NllForwardFn = void (*)(const Tensor& losses, const Tensor& log_probs, con
 using NllBackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target,
                                int64_t ignore_index);
 using RandomFn = void (*)(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b);
+// Convolution as im2col + GEMM (kernels/conv_ops.h): cols [C*KH*KW, B*OH*OW]
+// from a contiguous input [B, C, H, W], and back (col2im overwrites grad_input).
+using Im2colFn = void (*)(const Tensor& cols, const Tensor& input, const kernels::Conv2dGeometry& geometry);
+using Col2imFn = void (*)(const Tensor& grad_input, const Tensor& cols, const kernels::Conv2dGeometry& geometry);
+// 2-D max/average/adaptive-average pooling of contiguous [N*C, H, W] planes;
+// `indices` (int64, like `out`) is written by max pooling only (undefined otherwise).
+using Pool2dFn = void (*)(const Tensor& out, const Tensor& indices, const Tensor& input,
+                          const kernels::Pool2dGeometry& geometry);
+// grad_input (overwritten) from grad_out, and max pooling's indices.
+using Pool2dBackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                                  const kernels::Pool2dGeometry& geometry);
 // out[i, :] = weight[indices[i], :] (indices int64, any shape flattened; out contiguous [n, dim]).
 using EmbeddingFn = void (*)(const Tensor& out, const Tensor& weight, const Tensor& indices);
 // grad_weight[indices[i], :] += grad_out[i, :] (deterministic order; padding_idx rows skipped when >= 0).
@@ -106,6 +118,10 @@ extern DispatchStub<SoftmaxBackwardFn> softmax_backward_stub;
 extern DispatchStub<NllForwardFn> nll_forward_stub;
 extern DispatchStub<NllBackwardFn> nll_backward_stub;
 extern DispatchStub<RandomFn> random_stub;
+extern DispatchStub<Im2colFn> im2col_stub;
+extern DispatchStub<Col2imFn> col2im_stub;
+extern DispatchStub<Pool2dFn> pool2d_stub;
+extern DispatchStub<Pool2dBackwardFn> pool2d_backward_stub;
 extern DispatchStub<EmbeddingFn> embedding_stub;
 extern DispatchStub<EmbeddingBackwardFn> embedding_backward_stub;
 extern DispatchStub<SgdStepFn> sgd_step_stub;

@@ -93,6 +93,10 @@ Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
 
 }  // namespace
 
+void ops::gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  tiny::gemm_into(out, a, b, alpha, beta);
+}
+
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = amp::detail::lower(a_in), b = amp::detail::lower(b_in);
   check_mm(a, b, "mm");

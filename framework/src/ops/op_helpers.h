@@ -32,6 +32,13 @@ Tensor reduce_grad(const Tensor& grad, const Tensor& input);
 // Kernel parameters from numbers, keeping integers exact.
 OpParams scalar_params(const Scalar& a);
 OpParams scalar_params(std::optional<Scalar> a, std::optional<Scalar> b);
+// out (row-major [m, n] with row stride n: contiguous, or a block of rows of
+// a contiguous matrix) = alpha * a @ b + beta * out, by the device's GEMM; a
+// and b may be transposed views. No autograd: the building block of conv2d.
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
+// conv2d's im2col columns hold at most this many elements at a time (the
+// batch is cut into chunks); tests lower it to exercise the chunked path.
+int64_t& conv_column_budget();
 // Refuses in-place changes that autograd would have to record.
 void check_inplace(const Tensor& self, const Tensor& other, const char* op);
 

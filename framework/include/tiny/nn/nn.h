@@ -3,7 +3,9 @@
 #pragma once
 
 #include "tiny/nn/activation.h"
+#include "tiny/nn/batchnorm.h"
 #include "tiny/nn/container.h"
+#include "tiny/nn/conv.h"
 #include "tiny/nn/embedding.h"
 #include "tiny/nn/functional.h"
 #include "tiny/nn/init.h"
@@ -13,3 +15,4 @@
 #include "tiny/nn/normalization.h"
 #include "tiny/nn/parallel/comm.h"
 #include "tiny/nn/parallel/data_parallel.h"
+#include "tiny/nn/pooling.h"

@@ -26,5 +26,6 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
 void register_embedding_kernels();  // embedding_kernels.cpp
 void register_optimizer_kernels();  // optimizer_kernels.cpp
 void register_amp_kernels();        // amp_kernels.cpp
+void register_conv_kernels();       // conv_kernels.cpp
 
 }  // namespace tiny::cpu

@@ -21,6 +21,7 @@ void register_cpu_kernels() {
   cpu::register_embedding_kernels();
   cpu::register_optimizer_kernels();
   cpu::register_amp_kernels();
+  cpu::register_conv_kernels();
 }
 
 }  // namespace tiny

@@ -33,6 +33,13 @@ void nll_backward_kernel(const Tensor& grad_input, const Tensor& grad_losses, co
                          int64_t ignore_index);
 // random.cu
 void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double a, double b);
+// conv.cu
+void im2col_kernel(const Tensor& cols, const Tensor& input, const kernels::Conv2dGeometry& geometry);
+void col2im_kernel(const Tensor& grad_input, const Tensor& cols, const kernels::Conv2dGeometry& geometry);
+void pool2d_kernel(const Tensor& out, const Tensor& indices, const Tensor& input,
+                   const kernels::Pool2dGeometry& geometry);
+void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                            const kernels::Pool2dGeometry& geometry);
 // embedding.cu
 void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& indices);
 void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices,

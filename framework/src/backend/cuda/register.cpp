@@ -21,6 +21,10 @@ void register_cuda_kernels() {
   nll_forward_stub.table[cuda] = &cuda_backend::nll_forward_kernel;
   nll_backward_stub.table[cuda] = &cuda_backend::nll_backward_kernel;
   random_stub.table[cuda] = &cuda_backend::random_kernel;
+  im2col_stub.table[cuda] = &cuda_backend::im2col_kernel;
+  col2im_stub.table[cuda] = &cuda_backend::col2im_kernel;
+  pool2d_stub.table[cuda] = &cuda_backend::pool2d_kernel;
+  pool2d_backward_stub.table[cuda] = &cuda_backend::pool2d_backward_kernel;
   embedding_stub.table[cuda] = &cuda_backend::embedding_kernel;
   embedding_backward_stub.table[cuda] = &cuda_backend::embedding_backward_kernel;
   sgd_step_stub.table[cuda] = &cuda_backend::sgd_step_kernel;

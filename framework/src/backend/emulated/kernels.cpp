@@ -189,6 +189,45 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const
          });
 }
 
+// im2col reads each input element once (caches serve the overlapping
+// windows) and writes every column entry; col2im reads every column entry and
+// writes each input element. A convolution then costs its GEMMs plus these bytes.
+void im2col(const Tensor& cols, const Tensor& input, const kernels::Conv2dGeometry& g) {
+  const auto fn = im2col_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(cols), "im2col", cost_of({input, cols}),
+         [fn, c = worker_view(cols), i = worker_view(input), g] { fn(c, i, g); });
+}
+
+void col2im(const Tensor& grad_input, const Tensor& cols, const kernels::Conv2dGeometry& g) {
+  const auto fn = col2im_stub.table[static_cast<int>(Backend::CPU)];
+  launch(device_index(grad_input), "col2im", cost_of({cols, grad_input}),
+         [fn, gi = worker_view(grad_input), c = worker_view(cols), g] { fn(gi, c, g); });
+}
+
+// Pooling reads its input once and writes its output (and max pooling's
+// indices); the backward reads the output gradient (and indices) and writes
+// the input gradient. Windows are summed or compared at one FLOP an element.
+void pool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const kernels::Pool2dGeometry& g) {
+  const auto fn = pool2d_stub.table[static_cast<int>(Backend::CPU)];
+  KernelCost cost = cost_of({input, out, indices});
+  cost.flops = static_cast<double>(out.numel()) * static_cast<double>(g.kernel_h * g.kernel_w);
+  const char* name = g.kind == kernels::PoolKind::Max ? "max_pool2d"
+                     : g.kind == kernels::PoolKind::Avg ? "avg_pool2d" : "adaptive_avg_pool2d";
+  launch(device_index(out), name, cost,
+         [fn, o = worker_view(out), x = worker_view(indices), i = worker_view(input), g] { fn(o, x, i, g); });
+}
+
+void pool2d_backward(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                     const kernels::Pool2dGeometry& g) {
+  const auto fn = pool2d_backward_stub.table[static_cast<int>(Backend::CPU)];
+  const char* name = g.kind == kernels::PoolKind::Max ? "max_pool2d_backward"
+                     : g.kind == kernels::PoolKind::Avg ? "avg_pool2d_backward" : "adaptive_avg_pool2d_backward";
+  launch(device_index(grad_input), name, cost_of({grad_out, indices, grad_input}),
+         [fn, gi = worker_view(grad_input), go = worker_view(grad_out), x = worker_view(indices), g] {
+           fn(gi, go, x, g);
+         });
+}
+
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, const kernels::SgdParams& p) {
   const auto fn = sgd_step_stub.table[static_cast<int>(Backend::CPU)];
   // Reads and writes the parameter (and the momentum buffer), reads the gradient.
@@ -256,6 +295,10 @@ void register_emulated_kernels() {
   nll_forward_stub.table[emulated] = &nll_forward;
   nll_backward_stub.table[emulated] = &nll_backward;
   random_stub.table[emulated] = &random;
+  im2col_stub.table[emulated] = &im2col;
+  col2im_stub.table[emulated] = &col2im;
+  pool2d_stub.table[emulated] = &pool2d;
+  pool2d_backward_stub.table[emulated] = &pool2d_backward;
   embedding_stub.table[emulated] = &embedding;
   embedding_backward_stub.table[emulated] = &embedding_backward;
   sgd_step_stub.table[emulated] = &sgd_step;
