@@ -382,29 +382,37 @@ TEST(DistributedDataParallel, DifferentModelsOnTheRanksAreNamed) {
   }
 }
 
+// Real threads on a real clock: on a loaded machine a rank can be descheduled
+// long enough that one step shows no overlap, so the step is run up to three
+// times; a DDP that all-reduced only after backward would fail all three.
 TEST(DistributedDataParallel, FirstAllReduceStartsBeforeTheLastGradientIsReady) {
-  fs::path out = fresh_dir("overlap") / "events.txt";
-  auto outcomes = run_ranks(2, {"overlap", out.string()}, file_init("overlap"));
-  for (const auto& o : outcomes) ASSERT_TRUE(o.ok()) << describe(outcomes);
-  std::ifstream in(out);
-  size_t buckets = 0;
-  in >> buckets;
-  EXPECT_GE(buckets, 3u);
-  double first_start = -1, last_ready = -1;
-  int kind;
-  int64_t index;
-  double us;
-  size_t ends = 0;
-  while (in >> kind >> index >> us) {
-    if (kind == 1 && first_start < 0) first_start = us;
-    if (kind == 0) last_ready = std::max(last_ready, us);
-    if (kind == 2) ++ends;
+  std::string why;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fs::path out = fresh_dir("overlap") / "events.txt";
+    auto outcomes = run_ranks(2, {"overlap", out.string()}, file_init("overlap"));
+    for (const auto& o : outcomes) ASSERT_TRUE(o.ok()) << describe(outcomes);
+    std::ifstream in(out);
+    size_t buckets = 0;
+    in >> buckets;
+    EXPECT_GE(buckets, 3u);
+    double first_start = -1, last_ready = -1;
+    int kind;
+    int64_t index;
+    double us;
+    size_t ends = 0;
+    while (in >> kind >> index >> us) {
+      if (kind == 1 && first_start < 0) first_start = us;
+      if (kind == 0) last_ready = std::max(last_ready, us);
+      if (kind == 2) ++ends;
+    }
+    EXPECT_EQ(ends, buckets);
+    ASSERT_GE(first_start, 0);
+    fs::remove_all(out.parent_path());
+    if (first_start < last_ready) return;
+    why += "attempt " + std::to_string(attempt + 1) + ": bucket 0's all-reduce started at " +
+           std::to_string(first_start) + " us, after the last gradient (" + std::to_string(last_ready) + " us)\n";
   }
-  EXPECT_EQ(ends, buckets);
-  ASSERT_GE(first_start, 0);
-  EXPECT_LT(first_start, last_ready) << "bucket 0's all-reduce started at " << first_start
-                                     << " us, after the last gradient (" << last_ready << " us): no overlap";
-  fs::remove_all(out.parent_path());
+  ADD_FAILURE() << "no overlap in three steps:\n" << why;
 }
 
 // ---- tinyrun -----------------------------------------------------------------------
