@@ -18,21 +18,9 @@ demo_table() {
   echo '```'
 }
 
-# The lines between the markers of region $1 in the README, fences included.
-region() {
-  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" '
-    $0 == closing {inside = 0}
-    inside {print}
-    $0 == open {inside = 1}' "$readme"
-}
-
-replace_region() {  # name, new content (file)
-  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" -v file="$2" '
-    $0 == open {print; while ((getline text < file) > 0) print text; skip = 1; next}
-    $0 == closing {skip = 0}
-    !skip {print}' "$readme" >"$readme.new"
-  mv "$readme.new" "$readme"
-}
+# region and replace_region: the README's figures between their markers.
+fence=no
+source "$(dirname "${BASH_SOURCE[0]}")/readme_regions.sh"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -15,20 +15,8 @@ demo_table() {
     "$demo" | awk '/^program +step ms/ {table = 1} table && NF == 0 {exit} table {print}'
 }
 
-region() {
-  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" '
-    $0 == closing {inside = 0}
-    inside && $0 !~ /^```/ {print}
-    $0 == open {inside = 1}' "$readme"
-}
-
-replace_region() {  # name, new content (file)
-  awk -v open="<!-- figures:$1 -->" -v closing="<!-- /figures:$1 -->" -v file="$2" '
-    $0 == open {print; print "```"; while ((getline text < file) > 0) print text; print "```"; skip = 1; next}
-    $0 == closing {skip = 0}
-    !skip {print}' "$readme" >"$readme.new"
-  mv "$readme.new" "$readme"
-}
+# region and replace_region: the README's figures between their markers.
+source "$(dirname "${BASH_SOURCE[0]}")/readme_regions.sh"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
