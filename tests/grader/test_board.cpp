@@ -2,6 +2,8 @@
 // report, and the compiler's warnings about their own file.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -154,6 +156,30 @@ TEST(Scoreboard, FitsAHundredColumnsAndSaysWhatTheTimeColumnMeans) {
   EXPECT_NE(text.find("-: no timed check"), std::string::npos) << text;
   EXPECT_NE(text.find("GPU work: what your code made the GPU do in all the lesson's checks"), std::string::npos) << text;
   EXPECT_NE(text.find("--seed 484945355128"), std::string::npos) << text;
+}
+
+// The scoreboard's header is the longest title plus 40 columns (titles are
+// never cut): every lesson's own title must keep it within 80.
+TEST(Scoreboard, EveryLessonsTitleKeepsTheHeaderWithinEightyColumns) {
+  int lessons = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(WORKBOOK_LESSONS_DIR)) {
+    const std::filesystem::path file = entry.path() / "lesson.json";
+    if (!std::filesystem::exists(file)) continue;
+    const json doc = json::parse(std::ifstream(file));
+    const std::string title = doc.at("title").get<std::string>();
+    const workbook::Lesson l = lesson(std::stoi(entry.path().filename().string()), title);  // "7_amp" -> 7
+    std::ostringstream out;
+    workbook::print_scoreboard(out, {counted(l, {})}, 1, false);
+    std::string header;
+    for (const std::string& line : lines_of(out.str())) {
+      if (line.rfind("  #", 0) == 0) header = line;
+    }
+    ASSERT_NE(header.find("lesson"), std::string::npos) << out.str();
+    EXPECT_LE(header.size(), 80u) << file << ": the title \"" << title << "\" (" << title.size()
+                                  << " characters) makes the scoreboard " << header.size() << " columns wide";
+    ++lessons;
+  }
+  EXPECT_GE(lessons, 9);
 }
 
 // "Well done" over zero checks (a grade that stopped early, every check
