@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -128,8 +129,11 @@ Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uin
     tiny::profiler::TimelineOptions t;
     t.title = s.what;
     prof->export_timeline_html(html, t);
-    r.profile = "\n" + s.what + ": the trace is " + profile_path + " (and " + html + "); key_averages:\n" +
-                prof->key_averages();
+    namespace fs = std::filesystem;
+    r.profile = "\n" + s.what + ": the trace is " + fs::absolute(profile_path).string() + " (and " +
+                fs::absolute(html).string() + "); key_averages over its " + std::to_string(kWarmup) +
+                " warm-up and " + std::to_string(steps) + " timed steps (divide by " + std::to_string(kWarmup + steps) +
+                " for one step):\n" + prof->key_averages();
   }
   return r;
 }
