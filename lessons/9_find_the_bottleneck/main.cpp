@@ -35,22 +35,6 @@ struct Stage {
   bool yours = false;  // your make_loader and train_step
 };
 
-// The next batch, starting a new epoch when one ends (as a training script's outer loop does).
-class Feed {
- public:
-  explicit Feed(tiny::data::DataLoader& loader) : loader_(loader) {}
-  Batch next() {
-    if (!it_ || *it_ == loader_.end()) it_ = loader_.begin();
-    Batch batch = **it_;
-    ++*it_;
-    return batch;
-  }
-
- private:
-  tiny::data::DataLoader& loader_;
-  std::optional<tiny::data::DataLoader::Iterator> it_;
-};
-
 // The program's step as it was given, with the fixes a stage has made.
 void given_step(tiny::nn::Module& model, const Batch& batch, tiny::optim::Optimizer& optimizer, const Stage& s,
                 tiny::Tensor& loss_sum, double& loss_host) {
@@ -99,7 +83,7 @@ Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uin
     o.generator = tiny::Generator(seed);
     loader = std::make_unique<tiny::data::DataLoader>(images, o);
   }
-  Feed feed(*loader);
+  lesson9::Feed feed(*loader);
   tiny::Tensor loss_sum = tiny::zeros({}, kGpu);
   double loss_host = 0;
   int done = 0;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tiny/tiny.h"
@@ -54,5 +55,22 @@ inline std::shared_ptr<tiny::nn::Sequential> make_model() {
 /// multiply-add forward, twice that backward (the input's and the weights'
 /// gradients), so 6 x the weights. What "achieved TFLOP/s" divides.
 constexpr double kFlopsPerImage = 6.0 * (kPixels * kHidden + kHidden * kClasses);
+
+/// The next batch, starting a new epoch when one ends (as a training script's
+/// outer loop does): the demo's and the checks' programs take their batches so.
+class Feed {
+ public:
+  explicit Feed(tiny::data::DataLoader& loader) : loader_(loader) {}
+  tiny::data::Batch next() {
+    if (!it_ || *it_ == loader_.end()) it_ = loader_.begin();
+    tiny::data::Batch batch = **it_;
+    ++*it_;
+    return batch;
+  }
+
+ private:
+  tiny::data::DataLoader& loader_;
+  std::optional<tiny::data::DataLoader::Iterator> it_;
+};
 
 }  // namespace lesson9

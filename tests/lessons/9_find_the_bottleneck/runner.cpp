@@ -65,22 +65,6 @@ std::unique_ptr<tiny::optim::SGD> make_sgd(const tiny::nn::Module& model) {
   return std::make_unique<tiny::optim::SGD>(model.parameters(), options);
 }
 
-// The next batch, starting a new epoch when one ends.
-class Feed {
- public:
-  explicit Feed(tiny::data::DataLoader& loader) : loader_(loader) {}
-  Batch next() {
-    if (!it_ || *it_ == loader_.end()) it_ = loader_.begin();
-    Batch batch = **it_;
-    ++*it_;
-    return batch;
-  }
-
- private:
-  tiny::data::DataLoader& loader_;
-  std::optional<tiny::data::DataLoader::Iterator> it_;
-};
-
 }  // namespace
 
 // measure() on a step the check chooses; the glue notes how often the step ran,
@@ -183,7 +167,7 @@ WORKBOOK_EXERCISE(program) {
   out.values["num_workers"] = o.num_workers;
   out.values["pin_memory"] = o.pin_memory;
   if (o.batch_size > 1024) return;  // the check says why; nothing is run
-  Feed feed(*loader);
+  lesson9::Feed feed(*loader);
   tiny::Tensor loss_sum = tiny::zeros({}, kGpu);
   const auto step = [&] { lesson9::train_step(*model, feed.next(), *optimizer, kGpu, loss_sum); };
   for (int i = 0; i < in.values.at("warmup").get<int>(); ++i) step();
