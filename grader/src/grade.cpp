@@ -270,7 +270,8 @@ void assign_points(LessonResult& r) {
     return;
   }
   std::string unknown;
-  for (const auto& [name, points] : l.check_points) {
+  for (const auto& entry : l.check_points) {
+    const std::string& name = entry.first;  // a named reference: C++17 lambdas cannot capture structured bindings
     const bool known = std::any_of(r.checks.begin(), r.checks.end(), [&](const CheckResult& c) { return c.name == name; });
     if (!known) unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
   }
