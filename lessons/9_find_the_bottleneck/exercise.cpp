@@ -6,7 +6,7 @@ namespace lesson9 {
 namespace F = tiny::nn::functional;
 
 Measurement measure(const std::function<void()>& step, int warmup, int steps, double flops_per_step, int device) {
-  TINY_TODO("lesson 9: warm up and wait; read host_time and modelled_kernel_ms; run the steps; wait; read both again");
+  TINY_TODO("lesson 9: time the timed steps' work on the GPU, and only theirs (exercise.h says what to return)");
 }
 
 std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
@@ -16,12 +16,12 @@ std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::
 
 void train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
                 const tiny::Device& device, tiny::Tensor& loss_sum) {
-  TINY_TODO("lesson 9: non_blocking copies; zero_grad; bfloat16 autocast around forward and loss; backward; step; loss_sum += loss.detach()");
+  TINY_TODO("lesson 9: a step in which the host never waits, the products run in bfloat16, the loss adds up on the GPU");
 }
 
 double train_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                    const tiny::Device& device) {
-  TINY_TODO("lesson 9: loss_sum = zeros on the device; train_step on every batch; one .item() at the end");
+  TINY_TODO("lesson 9: train_step on every batch; the mean loss per batch, with as few waits as an epoch allows");
 }
 
 }  // namespace lesson9

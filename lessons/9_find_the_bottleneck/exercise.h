@@ -25,15 +25,15 @@ struct Measurement {
 
 /// @brief Times `steps` calls of `step` on GPU `device`, after `warmup` calls that are not timed.
 ///
-/// - Run `warmup` calls first (the first steps pay one-off costs: the loader's
-///   workers start, memory is allocated) and wait for the GPU to finish them.
-/// - Read the host's clock, `tiny::cuda::host_time()` (seconds), and the
-///   device's counters, `tiny::cuda::device_counters(device)`: their
-///   `modelled_kernel_ms` is the time kernels have run on the GPU so far.
-/// - Run the `steps` calls, wait for the GPU, read both again.
-/// - step_ms: the elapsed milliseconds / steps. utilization: the kernels' time
-///   in that stretch / the elapsed time (what nvidia-smi's GPU-Util reports).
-///   tflops: flops_per_step x steps / elapsed seconds / 1e12.
+/// - The warm-up calls pay one-off costs (the loader's workers start, memory
+///   is allocated) and must not be timed, nor may their GPU work, still queued
+///   when they return, be counted in your window.
+/// - All of the timed calls' GPU work must be in the window.
+/// - The clock is the host's, `tiny::cuda::host_time()` (seconds); the GPU's
+///   busy time so far is `tiny::cuda::device_counters(device).modelled_kernel_ms`.
+/// - step_ms: the window's milliseconds / steps. utilization: the kernels' time
+///   in the window / the window (what nvidia-smi's GPU-Util reports).
+///   tflops: flops_per_step x steps / the window's seconds / 1e12.
 ///
 /// PyTorch: `torch.cuda.synchronize()` around `time.perf_counter()` for the
 /// time; `nvidia-smi` (or `torch.cuda.utilization()`) for GPU-Util.
@@ -56,29 +56,25 @@ std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::
 /// @brief One training step on `batch` (still on the host, pinned), adding its
 /// loss to `loss_sum` (a float32 scalar on `device`) without waiting for the GPU.
 ///
-/// Copy the batch with non_blocking; zero_grad; forward and cross-entropy
-/// loss under bfloat16 autocast; backward and optimizer step outside it; add
-/// the loss, detached, to `loss_sum` on the GPU. No `.item()`, no `.cpu()`:
-/// each would make the host wait for the GPU at every step.
+/// Lesson 4's step, with three of the program's problems gone; what it must achieve:
+/// - the host never waits for the GPU inside the step: nothing reads a
+///   value back, and the batch's copies are queued like kernels, not held
+///   until they finish (the batch is pinned; the copy must be told it may return early);
+/// - the matrix products run in bfloat16 on the tensor cores, while the
+///   gradients and the optimizer's update stay in float32 (which of the
+///   step's parts belong inside lesson 7's guard, and which must not?);
+/// - the loss still adds up, on the GPU, without keeping each step's graph alive.
 ///
-/// PyTorch:
-/// ```python
-/// x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-/// optimizer.zero_grad()
-/// with torch.autocast("cuda", dtype=torch.bfloat16):
-///     loss = F.cross_entropy(model(x), y)
-/// loss.backward()
-/// optimizer.step()
-/// loss_sum += loss.detach()
-/// ```
+/// PyTorch has the same three tools: `non_blocking=True`, `torch.autocast`, and
+/// a tensor accumulator with `.detach()` in place of `.item()`.
 void train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
                 const tiny::Device& device, tiny::Tensor& loss_sum);
 
 /// @brief One pass over `loader` with train_step; returns the mean loss per
-/// batch, read from the GPU once, at the end (one `.item()` per epoch).
+/// batch, read from the GPU once, at the end.
 ///
-/// PyTorch: `loss_sum = torch.zeros((), device=device)`, the loop,
-/// then `return loss_sum.item() / len(loader)`.
+/// Where, in the whole epoch, must the host wait for the GPU, and how many
+/// times? PyTorch: the accumulator made on the device, the loop, one read.
 double train_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                    const tiny::Device& device);
 

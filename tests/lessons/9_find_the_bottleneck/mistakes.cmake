@@ -39,6 +39,18 @@ workbook_mistake(item_every_step CHECK train_step MESSAGE "the host waited for t
   REPLACE [=[  loss_sum.add_(loss.item<double>());  // "to watch the loss"]=])
 
 # train_step: the loss added with its graph. Right numbers; every step's graph kept alive.
+# The same .item() seen from train_epoch: the loop is right, so the message must blame train_step
+# (a probe runs one train_step alone), not tell the student to move a read the loop never made.
+workbook_mistake(item_every_step_blamed_on_step CHECK train_epoch MESSAGE "the waits are in train_step"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum.add_(loss.item<double>());  // "to watch the loss"]=])
+
+# And from the whole program: on the modelled L4 that .item() costs about 1% of the step, within
+# the speed check's 10%, so only the synchronization counter can fail it.
+workbook_mistake(item_every_step_in_fast_program CHECK fixed_program MESSAGE "a .item() or .cpu() in the step"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum.add_(loss.item<double>());  // "to watch the loss"]=])
+
 workbook_mistake(loss_with_graph CHECK train_step MESSAGE "holds the autograd graph"
   FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
   REPLACE [=[  loss_sum = loss_sum + loss;]=])
