@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     std::printf("\nmatrix product n x n, float32, ms per product (after a warm-up)\n");
     std::printf("  cpu: this CPU's clock (std::chrono)\n  %s\n", gpu_clock.c_str());
     std::printf("%6s %11s %11s %8s %9s %12s %9s %9s\n", "n", "cpu ms", (gpu.str() + " ms").c_str(), "TFLOP/s",
-                "speedup", "with copies", "speedup", "NO sync");
+                "speedup", "+copies ms", "+copies x", "NO sync");
     int64_t looks_unsynchronized = 0;  // the largest n whose product timed like the NO sync column
     for (const int64_t n : sizes) {
       const int reps = n <= 256 ? 10 : n <= 1024 ? 3 : 1;

@@ -60,7 +60,7 @@ region() {
     line == open {inside = 1}' "$readme"
 }
 
-# The GPU columns of a table: n, GPU ms, TFLOP/s, with copies, NO sync.
+# The GPU columns of a table: n, GPU ms, TFLOP/s, +copies ms, NO sync.
 gpu_columns() { awk '{print $1, $3, $4, $6, $8}'; }
 
 replace_region() {  # name, new content (file); inside a quote box, each line gets its "> "
@@ -127,7 +127,7 @@ region measured >"$tmp/readme_measured"
 compare measured "$tmp/measured" "$tmp/readme_measured" "$measurements"
 gpu_columns <"$tmp/h100" >"$tmp/h100.gpu"
 region h100 | awk '/^ +n +cpu ms/ {table = 1} table && NF > 0' | gpu_columns >"$tmp/readme_h100.gpu"
-compare h100 "$tmp/h100.gpu" "$tmp/readme_h100.gpu" "the demo's GPU columns on the modelled H100 (n, ms, TFLOP/s, with copies, NO sync)"
+compare h100 "$tmp/h100.gpu" "$tmp/readme_h100.gpu" "the demo's GPU columns on the modelled H100 (n, ms, TFLOP/s, +copies ms, NO sync)"
 region t4 >"$tmp/readme_t4"
 compare t4 "$tmp/t4" "$tmp/readme_t4" "the demo's table on the modelled T4"
 region model_error >"$tmp/readme_model_error"
