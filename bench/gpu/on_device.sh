@@ -2,7 +2,9 @@
 # The one command a lent GPU machine runs (docs/gpu_testing.md), after
 # bench/gpu/pack.sh made .gpu/ here and the device tool carried it there:
 #
-#   bench/gpu/on_device.sh OUT_DIR
+#   bench/gpu/on_device.sh OUT_DIR                (everything below: about 4 minutes on an H200)
+#   bench/gpu/on_device.sh OUT_DIR --tests-only   (ctest -L gpu and the memcheck only: about a
+#                                                  minute, for a session with little device time left)
 #
 # It unpacks the build, then runs bench/gpu/run.sh (the GPU-only tests, the
 # calibration rows through tiny and PyTorch, the training and AMP steps), the
@@ -12,7 +14,13 @@
 # torch_calibration.json, sanitizer.txt and demos.txt.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-OUT_DIR=${1:?usage: bench/gpu/on_device.sh OUT_DIR}
+OUT_DIR=${1:?usage: bench/gpu/on_device.sh OUT_DIR [--tests-only]}
+tests_only=0
+case ${2:-} in
+  "") ;;
+  --tests-only) tests_only=1 ;;
+  *) echo "on_device.sh: unknown option '$2' (the one option is --tests-only)" >&2; exit 2 ;;
+esac
 cd "$ROOT"
 [[ -f .gpu/pack.tar.xz && -f .gpu/libs.tar.xz ]] || { echo "on_device.sh: no .gpu/: run bench/gpu/pack.sh here first" >&2; exit 1; }
 tar xJf .gpu/pack.tar.xz && mkdir -p /tmp/tiny-libs && tar xJf .gpu/libs.tar.xz -C /tmp/tiny-libs || exit 1
@@ -20,18 +28,26 @@ export LD_LIBRARY_PATH=/tmp/tiny-libs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BUILD=$ROOT/build/default
 mkdir -p "$OUT_DIR"
 status=0
-bench/gpu/run.sh "$OUT_DIR" || status=1
+if [[ $tests_only == 1 ]]; then
+  unset TINY_FORCE_EMULATED_GPU
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u +%Y-%m-%dT%H:%M:%SZ; } >"$OUT_DIR/machine.txt" 2>&1
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 4 --timeout 120 >"$OUT_DIR/log.txt" 2>&1 || status=1
+  tail -4 "$OUT_DIR/log.txt"
+else
+  bench/gpu/run.sh "$OUT_DIR" || status=1
+fi
 
-# The kernels added since the last run on a GPU, under memcheck.
+# The kernels added since the last run on a GPU, under memcheck (MEMCHECK_FILTER: a gtest filter).
 {
   echo "== compute-sanitizer memcheck ($(date -u +%H:%M:%S))"
   timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/tiny_gpu_tests" \
-    --gtest_filter='CudaBackend.Conv2d*:CudaBackend.Pooling*:CudaBackend.BatchNorm*:CudaBackend.Cnn*:MatmulPrecision.*'
+    --gtest_filter="${MEMCHECK_FILTER:-CudaBackend.Conv2d*:CudaBackend.Pooling*:CudaBackend.BatchNorm*:CudaBackend.Cnn*:MatmulPrecision.*}"
   echo "exit status $?"
 } >"$OUT_DIR/sanitizer.txt" 2>&1 || true
 tail -3 "$OUT_DIR/sanitizer.txt"
 grep -q '^exit status 0$' "$OUT_DIR/sanitizer.txt" || status=1
 
+[[ $tests_only == 1 ]] && exit $status
 # The demos, on the real GPU, for the figures the lessons quote.
 {
   for demo in "solution_2_demo" "solution_4_demo --dataset digits --epochs 5" "solution_7_demo"; do

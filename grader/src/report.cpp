@@ -212,17 +212,35 @@ std::string counters_table(const json& counters) {
       }
     }
   }
-  std::ostringstream o;
-  o << "<table class=\"counters\"><thead><tr><th>GPU counter (all devices)</th><th>yours</th><th>reference</th>"
-       "</tr></thead><tbody>";
+  // Only what differs is shown; the rows that agree fold away, and rows at zero in both are left out
+  // (a report of one student once ran to 18,000 px, most of it tables of zeros).
+  std::ostringstream differ, same;
+  int n_differ = 0, n_same = 0, n_zero = 0;
   for (const std::string& key : keys) {
     const double y = sum("yours", key), r = sum("reference", key);
+    if (y == 0 && r == 0) {
+      ++n_zero;
+      continue;
+    }
     const bool bytes = key.find("bytes") != std::string::npos || key.find("memory") != std::string::npos;
     auto cell = [&](double v) { return fixed(v, 0) + (bytes && v >= 1024 ? " (" + human_bytes(v) + ")" : ""); };
+    std::ostringstream& o = y != r ? differ : same;
+    ++(y != r ? n_differ : n_same);
     o << "<tr" << (y != r ? " class=\"diff\"" : "") << "><td>" << esc(key) << "</td><td>" << cell(y) << "</td><td>"
       << cell(r) << "</td></tr>";
   }
-  return o.str() + "</tbody></table>\n";
+  const std::string head = "<thead><tr><th>GPU counter (all devices)</th><th>yours</th><th>reference</th></tr></thead>";
+  std::string out;
+  if (n_differ > 0) out += "<table class=\"counters\">" + head + "<tbody>" + differ.str() + "</tbody></table>\n";
+  if (n_same > 0 || n_zero > 0) {
+    out += "<details class=\"counters\"><summary>" +
+           (n_differ == 0 ? std::string("every GPU counter equals the reference's: ") : std::string()) +
+           std::to_string(n_same) + " equal" + (n_zero > 0 ? ", " + std::to_string(n_zero) + " at zero in both" : "") +
+           "</summary>";
+    if (n_same > 0) out += "<table class=\"counters same\">" + head + "<tbody>" + same.str() + "</tbody></table>";
+    out += "</details>\n";
+  }
+  return out;
 }
 
 std::vector<std::pair<double, double>> curve_points(const json& values) {
@@ -332,6 +350,7 @@ pre{background:#f6f8fa;padding:.5em .7em;border-radius:4px;overflow-x:auto;white
 pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
 .timelines svg{max-width:100%;height:auto}
+details.counters summary{color:#57606a;font-size:.9em;cursor:pointer;margin:.3em 0}
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
 
