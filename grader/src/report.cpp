@@ -101,9 +101,10 @@ struct Mark {
   std::string label, color;
 };
 
-// A line plot: axes with min/max labels, one polyline per series, marks as vertical ticks, a legend.
+// A line plot: titled axes with min/max labels, one polyline per series, marks as vertical ticks
+// (labelled on the plot in staggered rows when few, listed under it when many), a legend.
 std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
-                      bool bytes, bool y_from_zero, const std::string& x_unit) {
+                      bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
   for (const Series& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -125,16 +126,21 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
     << "<text x=\"" << L - 4 << "\" y=\"" << T + 8 << "\" text-anchor=\"end\">" << esc(ylabel(y1)) << "</text>"
     << "<text x=\"" << L - 4 << "\" y=\"" << B << "\" text-anchor=\"end\">" << esc(ylabel(y0)) << "</text>"
     << "<text x=\"" << L << "\" y=\"" << B + 16 << "\" text-anchor=\"middle\">" << num(x0, 4) << "</text>"
-    << "<text x=\"" << W - R << "\" y=\"" << B + 16 << "\" text-anchor=\"end\">" << num(x1, 4)
-    << (x_unit.empty() ? "" : " " + esc(x_unit)) << "</text>";
-  for (const Mark& m : marks) {
+    << "<text x=\"" << W - R << "\" y=\"" << B + 16 << "\" text-anchor=\"end\">" << num(x1, 4) << "</text>"
+    << "<text x=\"" << fixed((L + W - R) / 2, 1) << "\" y=\"" << B + 16 << "\" text-anchor=\"middle\" "
+    << "font-weight=\"600\">" << esc(x_title) << "</text>"
+    << "<text transform=\"translate(12 " << fixed((T + B) / 2, 1) << ") rotate(-90)\" text-anchor=\"middle\" "
+    << "font-weight=\"600\">" << esc(y_title) << "</text>";
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const Mark& m = marks[i];
     const double x = px(m.x);
     o << "<g><title>" << esc(m.label) << "</title><line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\""
       << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
       << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
       << "\" stroke=\"" << m.color << "\"/>";
-    if (marks.size() <= 12) {  // more would overlap: their labels are in the tooltips
-      o << "<text x=\"" << fixed(x + 3, 1) << "\" y=\"" << T + 9 << "\" font-size=\"9\">" << esc(m.label) << "</text>";
+    if (marks.size() <= 12) {  // three staggered rows, so that neighbours do not overwrite each other
+      o << "<text x=\"" << fixed(x + 3, 1) << "\" y=\"" << T + 9 + 11 * static_cast<double>(i % 3)
+        << "\" font-size=\"9\">" << esc(m.label) << "</text>";
     }
     o << "</g>";
   }
@@ -154,7 +160,13 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       << H - 10 << "\">" << esc(s.label) << "</text>";
     legend_x += 30 + 6 * s.label.size();
   }
-  return o.str() + "</svg></figure>\n";
+  o << "</svg>";
+  if (marks.size() > 12) {  // too many to label on the plot: listed, in order, readable without hovering
+    o << "<details class=\"marks\"><summary>" << marks.size() << " markers</summary><ul>";
+    for (const Mark& m : marks) o << "<li>" << num(m.x, 4) << " " << esc(x_title) << ": " << esc(m.label) << "</li>";
+    o << "</ul></details>";
+  }
+  return o.str() + "</figure>\n";
 }
 
 // Horizontal bars: the median of your rounds and of the reference's, and the ratio.
@@ -272,7 +284,7 @@ std::string memory_plot(const json& memory) {
     series.push_back(allocated);
     series.push_back(reserved);
   }
-  return line_plot("GPU memory over time", series, marks, true, true, "ms");
+  return line_plot("GPU memory over time", series, marks, true, true, "time (ms)", "GPU memory");
 }
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo; "" when it cannot be read.
@@ -464,10 +476,13 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       if (d.contains("curves") && d["curves"].is_object()) {
         for (const auto& [name, curve] : d["curves"].items()) {
           if (!curve.is_object()) continue;
+          // "loss per step": the quantity on the y axis, the steps on the x axis.
+          const size_t per = name.find(" per ");
           o << line_plot(name,
                          {{"yours", kYours, false, curve_points(curve.value("yours", json::array()))},
                           {"reference", kReference, true, curve_points(curve.value("reference", json::array()))}},
-                         {}, false, false, "");
+                         {}, false, false, per == std::string::npos ? "point" : name.substr(per + 5),
+                         per == std::string::npos ? name : name.substr(0, per));
         }
       }
       if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);

@@ -128,6 +128,10 @@ TEST(Report, PlotsTheDetailsThatAreThere) {
   EXPECT_NE(html.find("<title>GPU memory over time</title>"), std::string::npos);
   EXPECT_GE(count(html, "<polyline"), 2u + 4u);  // the curve's two lines and memory's four
   EXPECT_EQ(count(html, "<svg"), 3u);
+  // Titled axes: "loss per step" plots loss against step; memory against time.
+  EXPECT_NE(html.find("font-weight=\"600\">step</text>"), std::string::npos);
+  EXPECT_NE(html.find("rotate(-90)\" text-anchor=\"middle\" font-weight=\"600\">loss</text>"), std::string::npos);
+  EXPECT_NE(html.find("font-weight=\"600\">time (ms)</text>"), std::string::npos);
   // Counters summed over devices; only synchronizations differ (13 vs 8): the one row shown. The
   // rows that agree fold into a <details>, and those at zero in both are only counted.
   const std::string table = between(html, "<table class=\"counters\">", "</table>");
@@ -143,6 +147,28 @@ TEST(Report, PlotsTheDetailsThatAreThere) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
 
   if (const char* path = std::getenv("WORKBOOK_REPORT_SAMPLE")) std::ofstream(path) << html;
+}
+
+TEST(Report, ManyMarkersAreListedUnderThePlotNotOnlyInTooltips) {
+  workbook::Lesson lesson;
+  lesson.number = 8;
+  lesson.title = "memory";
+  workbook::LessonResult r;
+  r.lesson = &lesson;
+  r.status = "passed";
+  json points = json::array();
+  for (int i = 0; i < 20; ++i) {
+    points.push_back({{"t", i}, {"allocated", 1000 * i}, {"reserved", 2000 * i}, {"marker", "step " + std::to_string(i)}});
+  }
+  json details;
+  details["memory"] = {{"yours", points}, {"reference", json::array()}};
+  r.checks.push_back(check("peak", "pass", "", details));
+  const std::string html = workbook::html_report({r}, 1, "markers");
+  const std::string list = between(html, "<details class=\"marks\">", "</details>");
+  EXPECT_NE(list.find("<summary>20 markers</summary>"), std::string::npos) << list;
+  EXPECT_EQ(count(list, "<li>"), 20u);
+  EXPECT_NE(list.find("<li>19 time (ms): yours: step 19</li>"), std::string::npos) << list;
+  EXPECT_EQ(count(html, "font-size=\"9\">yours: step"), 0u);  // not drawn over each other on the plot
 }
 
 TEST(Report, NoResultsStillMakeAPage) {
