@@ -1,5 +1,6 @@
 // Lesson 8: GPU memory pitfalls: no graph kept alive, evaluation without a graph,
-// gradient accumulation, and the caching allocator's figures.
+// gradient accumulation, a step's memory from its parts, activation
+// checkpointing, and the caching allocator's figures.
 #include "exercise.h"
 
 #include <algorithm>
@@ -24,6 +25,14 @@ double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& opti
 
 FreeReport free_and_measure(tiny::Tensor tensor) {
   TINY_TODO("lesson 8: read allocated and reserved of the tensor's device; free the tensor; read; empty_cache; read");
+}
+
+StepMemory predict_step_memory(const tiny::nn::Sequential& model, int64_t batch_size) {
+  TINY_TODO("lesson 8: parameters and gradients: the bytes of every parameter; Adam's states; activations: what backward needs of each layer's output");
+}
+
+tiny::Tensor checkpointed_forward(tiny::nn::Sequential& model, const tiny::Tensor& x) {
+  TINY_TODO("lesson 8: run the blocks in order; wrap each deep block (not the first, whose input needs no grad, nor the output layer) in tiny::utils::checkpoint");
 }
 
 }  // namespace lesson8
