@@ -20,8 +20,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(8, "8_memory_pitfalls");
-// What lesson 8 is about: the peak of GPU memory.
-WORKBOOK_LESSON_COUNTERS("max_memory_allocated");
+// What lesson 8 is about: the peak of GPU memory, and allocations the cache did not serve.
+WORKBOOK_LESSON_COUNTERS("max_memory_allocated", "device_mallocs");
 
 namespace {
 

@@ -153,3 +153,15 @@ workbook_mistake(checkpoint_nothing CHECK checkpoint_fits MESSAGE "your forward 
 workbook_mistake(checkpoint_detached_input CHECK checkpoint_gradients MESSAGE "got no gradient from backward()"
   FIND [=[    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);]=]
   REPLACE [=[    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h.detach().requires_grad_(true));]=])
+
+# Right answers written another way, which must pass.
+workbook_alternative(checkpoint_sequential CHECKS checkpoint_gradients checkpoint_fits
+  FIND [=[  const int64_t last = static_cast<int64_t>(model.size()) - 1;
+  tiny::Tensor h = (*model[0])(x);  // x requires no grad: checkpoint could not reach this block's parameters
+  for (int64_t i = 1; i < last; ++i) {
+    const std::shared_ptr<tiny::nn::Module> block = model[i];
+    // Keeps only h; backward runs the block again, recording, and back-propagates through it.
+    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);
+  }
+  return (*model[last])(h);  // the logits are needed right away: nothing to save]=]
+  REPLACE [=[  return tiny::utils::checkpoint_sequential(model, static_cast<int>(model.size()), x);]=])
