@@ -28,11 +28,11 @@ FreeReport free_and_measure(tiny::Tensor tensor) {
 }
 
 StepMemory predict_step_memory(const tiny::nn::Sequential& model, int64_t batch_size) {
-  TINY_TODO("lesson 8: parameters and gradients: the bytes of every parameter; Adam's states; activations: what backward needs of each layer's output");
+  TINY_TODO("lesson 8: add up, in bytes, the parameters, their gradients, what Adam keeps per parameter, and the activations backward() will need");
 }
 
 tiny::Tensor checkpointed_forward(tiny::nn::Sequential& model, const tiny::Tensor& x) {
-  TINY_TODO("lesson 8: run the blocks in order; wrap each deep block (not the first, whose input needs no grad, nor the output layer) in tiny::utils::checkpoint");
+  TINY_TODO("lesson 8: run the model's blocks in order, checkpointing (tiny::utils::checkpoint) those where it saves memory and can reach the parameters");
 }
 
 }  // namespace lesson8
