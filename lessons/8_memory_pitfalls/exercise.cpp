@@ -1,5 +1,6 @@
 // Lesson 8: GPU memory pitfalls: no graph kept alive, evaluation without a graph,
-// gradient accumulation, and the caching allocator's figures.
+// gradient accumulation, a step's memory from its parts, activation
+// checkpointing, and the caching allocator's figures.
 #include "exercise.h"
 
 #include <algorithm>
@@ -24,6 +25,14 @@ double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& opti
 
 FreeReport free_and_measure(tiny::Tensor tensor) {
   TINY_TODO("lesson 8: read allocated and reserved of the tensor's device; free the tensor; read; empty_cache; read");
+}
+
+StepMemory predict_step_memory(const tiny::nn::Sequential& model, int64_t batch_size) {
+  TINY_TODO("lesson 8: add up, in bytes, the parameters, their gradients, what Adam keeps per parameter, and the activations backward() will need");
+}
+
+tiny::Tensor checkpointed_forward(tiny::nn::Sequential& model, const tiny::Tensor& x) {
+  TINY_TODO("lesson 8: run the model's blocks in order, checkpointing (tiny::utils::checkpoint) those where it saves memory and can reach the parameters");
 }
 
 }  // namespace lesson8

@@ -1,7 +1,8 @@
 /// @file lessons/8_memory_pitfalls/exercise.h
 /// @brief Lesson 8: GPU memory pitfalls: a training loop that keeps no graph
 /// alive, evaluation without a graph, a batch too big for the GPU trained by
-/// gradient accumulation, and reading the caching allocator's figures.
+/// gradient accumulation or fitted by activation checkpointing, a step's peak
+/// memory predicted from its parts, and reading the caching allocator's figures.
 ///
 /// Implement these in exercise.cpp; `./workbook check 8` (or `ctest -R lesson_8`) checks them.
 #pragma once
@@ -79,5 +80,42 @@ struct FreeReport {
 /// A Tensor is a shared handle: its memory goes back to the allocator when the
 /// last handle goes (`tensor = tiny::Tensor();`, PyTorch's `del tensor`).
 FreeReport free_and_measure(tiny::Tensor tensor);
+
+/// @brief A training step's memory, part by part, in bytes.
+struct StepMemory {
+  size_t parameters = 0;        ///< the model's weights and biases
+  size_t gradients = 0;         ///< their .grad() tensors, after backward()
+  size_t optimizer_states = 0;  ///< what the optimizer keeps per parameter between steps
+  size_t activations = 0;       ///< the tensors the forward pass saves for backward() (the batch itself not counted)
+  /// @brief The sum of the four parts: the step's predicted peak of memory_allocated (above its batch).
+  size_t total() const { return parameters + gradients + optimizer_states + activations; }
+};
+
+/// @brief Predicts the peak memory of one training step of `model` with
+/// tiny::optim::Adam on a float32 batch of `batch_size` rows, from its parts.
+///
+/// `model` is a Sequential of nn::Linear layers with an nn::ReLU after each but
+/// the last. Work out what each part holds, in bytes, from the model's
+/// parameters (their numel() and element_size()) and its layers' widths
+/// (Sequential::at<nn::Linear>(i)->weight is [out_features, in_features]):
+/// what Adam keeps for each parameter (PyTorch's `optimizer.state[p]`), and
+/// which tensors of the forward pass are still needed by backward() when it
+/// starts. The checks compare each part with the reference and your total with
+/// `max_memory_allocated` of a real step.
+///
+/// PyTorch: `sum(p.numel() * p.element_size() for p in model.parameters())`.
+StepMemory predict_step_memory(const tiny::nn::Sequential& model, int64_t batch_size);
+
+/// @brief The forward pass of `model` on `x` with activation checkpointing:
+/// returns the logits, as `model(x)` would, keeping far fewer activations for backward.
+///
+/// `model` is a Sequential of blocks: a first block (Linear, ReLU), blocks of
+/// four Linear+ReLU layers, then the output Linear. A batch whose activations
+/// do not all fit on the GPU fits when the deep blocks keep only their input
+/// and recompute the rest during backward() (tiny::utils::checkpoint, PyTorch's
+/// `torch.utils.checkpoint.checkpoint`). The gradients must be exactly those of
+/// `model(x)`. Think about which blocks gain from it and which cannot use it
+/// (checkpoint needs an input that requires grad, as PyTorch's reentrant checkpoint does).
+tiny::Tensor checkpointed_forward(tiny::nn::Sequential& model, const tiny::Tensor& x);
 
 }  // namespace lesson8

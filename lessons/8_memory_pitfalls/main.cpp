@@ -5,6 +5,9 @@
 // keeps its loss tensors; evaluate's peak; a batch too big for the GPU recovered from
 // tiny::OutOfMemoryError by halving the micro-batch (your accumulate_and_step);
 // and what free / empty_cache do to allocated and reserved (your free_and_measure).
+// Then the speed story, in modelled time on the emulated GPU: throughput and peak
+// memory against the batch size ("increase the batch until memory runs out,
+// then back off"), and what gradient accumulation costs against one big batch.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +44,77 @@ struct Watched : nn::Module {
   int step = 0;
 };
 
+// One Adam step of `model` on (x, y).
+void adam_step(nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& x, const tiny::Tensor& y) {
+  optimizer.zero_grad();
+  F::cross_entropy(model(x), y).backward();
+  optimizer.step();
+}
+
+// Step time (modelled ms), images per second and peak memory against the
+// batch size, doubling it until a step runs out of memory.
+void batch_size_table(const tiny::Device& device, const std::string& gpu) {
+  std::printf("6. Throughput and peak memory against the batch size: Adam steps of the MLP, modelled on the %s:\n",
+              gpu.c_str());
+  std::printf("   %6s %9s %11s %15s %9s\n", "batch", "step ms", "images/s", "peak allocated", "reserved");
+  int64_t fits = 0;
+  for (int64_t batch = 32; batch <= 8192; batch *= 2) {
+    tiny::cuda::empty_cache();  // each row starts from an empty cache: its reserved is its own
+    try {
+      tiny::manual_seed(1);
+      auto model = std::make_shared<Watched>();
+      model->to(device);
+      tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{1e-3});
+      const tiny::Tensor x = tiny::randn({batch, 256}).to(device), y = tiny::randint(0, 10, {batch}).to(device);
+      adam_step(*model, optimizer, x, y);  // the first step makes Adam's states
+      tiny::cuda::synchronize(0);
+      tiny::cuda::reset_peak_memory_stats(0);
+      constexpr int kSteps = 5;
+      const double start = tiny::cuda::host_time();
+      for (int k = 0; k < kSteps; ++k) adam_step(*model, optimizer, x, y);
+      tiny::cuda::synchronize(0);  // the clock is read once the GPU is done
+      const double ms = (tiny::cuda::host_time() - start) * 1e3 / kSteps;
+      std::printf("   %6lld %9.3f %11.0f %11.2f MiB %5.0f MiB\n", static_cast<long long>(batch), ms,
+                  static_cast<double>(batch) / ms * 1e3, mib(tiny::cuda::max_memory_allocated(0)),
+                  mib(tiny::cuda::memory_reserved(0)));
+      fits = batch;
+    } catch (const tiny::OutOfMemoryError&) {
+      std::printf("   %6lld  out of memory (the allocator freed its cache and retried first)\n",
+                  static_cast<long long>(batch));
+      break;
+    }
+  }
+  tiny::cuda::empty_cache();
+  std::printf("   back off: %lld is the largest batch that fits; leave headroom below it (a longer input, a\n"
+              "   fragmented cache), and past the point where images/s stops growing a bigger batch buys nothing.\n",
+              static_cast<long long>(fits));
+}
+
+// One update on `total` examples: one batch, then micro-batches (your accumulate_and_step), in modelled time.
+void accumulation_cost(const tiny::Device& device, const std::string& gpu, int64_t total) {
+  std::printf("\n7. One update on %lld examples, one batch against micro-batches (your accumulate_and_step), "
+              "modelled on the %s:\n", static_cast<long long>(total), gpu.c_str());
+  std::printf("   %12s %11s %9s %15s\n", "micro-batch", "update ms", "vs one", "peak allocated");
+  double one = 0;
+  for (int64_t micro = total; micro >= total / 16; micro /= 4) {
+    tiny::manual_seed(1);
+    auto model = std::make_shared<Watched>();
+    model->to(device);
+    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{1e-3});
+    const tiny::Tensor x = tiny::randn({total, 256}).to(device), y = tiny::randint(0, 10, {total}).to(device);
+    lesson8::accumulate_and_step(*model, optimizer, x, y, micro);  // Adam's states
+    tiny::cuda::synchronize(0);
+    tiny::cuda::reset_peak_memory_stats(0);
+    const double start = tiny::cuda::host_time();
+    lesson8::accumulate_and_step(*model, optimizer, x, y, micro);
+    tiny::cuda::synchronize(0);
+    const double ms = (tiny::cuda::host_time() - start) * 1e3;
+    if (micro == total) one = ms;
+    std::printf("   %5lld x %-4lld %11.3f %8.2fx %11.2f MiB\n", static_cast<long long>(total / micro),
+                static_cast<long long>(micro), ms, ms / one, mib(tiny::cuda::max_memory_allocated(0)));
+  }
+}
+
 std::vector<tiny::data::Batch> make_batches(int count, int64_t rows, const tiny::Device& device) {
   std::vector<tiny::data::Batch> batches;
   for (int k = 0; k < count; ++k) {
@@ -56,8 +130,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--batch") == 0) big_batch = std::atoll(argv[i + 1]);
   }
-  // Before the first GPU call: a small GPU, so that its limits show.
+  // Before the first GPU call: a small GPU, so that its limits show, and each op
+  // done before the next is queued, so that every memory figure is the same on
+  // every run (the modelled times are the same in every mode).
   setenv("TINY_EMULATED_GPU_MEMORY", "64MiB", /*overwrite=*/0);
+  setenv("TINY_LAUNCH_BLOCKING", "1", /*overwrite=*/0);
   try {
     tiny::manual_seed(0);
     if (!tiny::cuda::is_available()) {
@@ -140,6 +217,13 @@ int main(int argc, char** argv) {
       show("after empty_cache", r.after_empty_cache);
     }
     std::printf("\n%s", tiny::cuda::memory_summary(0).c_str());
+
+    if (tiny::cuda::is_emulated(0)) {
+      const std::string gpu = tiny::cuda::get_device_properties(0).modelled_gpu;
+      std::printf("\n");
+      batch_size_table(device, gpu);
+      accumulation_cost(device, gpu, 1024);
+    }
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n(fill in lessons/8_memory_pitfalls/exercise.cpp, then run ./workbook check 8)\n", e.what());
     return 1;

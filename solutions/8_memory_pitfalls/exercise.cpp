@@ -1,5 +1,6 @@
 // Lesson 8: GPU memory pitfalls: no graph kept alive, evaluation without a graph,
-// gradient accumulation, and the caching allocator's figures.
+// gradient accumulation, a step's memory from its parts, activation
+// checkpointing, and the caching allocator's figures.
 #include "exercise.h"
 
 #include <algorithm>
@@ -78,6 +79,37 @@ FreeReport free_and_measure(tiny::Tensor tensor) {
   tiny::cuda::empty_cache();  // the cache gives whole free segments back to the device
   report.after_empty_cache = read();
   return report;
+  // END SOLUTION
+}
+
+StepMemory predict_step_memory(const tiny::nn::Sequential& model, int64_t batch_size) {
+  // BEGIN SOLUTION: add up, in bytes, the parameters, their gradients, what Adam keeps per parameter, and the activations backward() will need
+  StepMemory m;
+  for (const tiny::Tensor& p : model.parameters()) m.parameters += static_cast<size_t>(p.numel()) * p.element_size();
+  m.gradients = m.parameters;             // one .grad() the size of each parameter
+  m.optimizer_states = 2 * m.parameters;  // Adam: exp_avg and exp_avg_sq per parameter
+  // Each ReLU's output is saved for backward (by the ReLU and by the next
+  // Linear, one tensor); a Linear's output before its ReLU is gone once the
+  // ReLU has run, and the logits are batch x classes, next to nothing.
+  for (size_t i = 0; i + 1 < model.size(); ++i) {
+    if (const auto linear = std::dynamic_pointer_cast<tiny::nn::Linear>(model[static_cast<int64_t>(i)])) {
+      m.activations += static_cast<size_t>(batch_size * linear->out_features) * sizeof(float);
+    }
+  }
+  return m;
+  // END SOLUTION
+}
+
+tiny::Tensor checkpointed_forward(tiny::nn::Sequential& model, const tiny::Tensor& x) {
+  // BEGIN SOLUTION: run the model's blocks in order, checkpointing (tiny::utils::checkpoint) those where it saves memory and can reach the parameters
+  const int64_t last = static_cast<int64_t>(model.size()) - 1;
+  tiny::Tensor h = (*model[0])(x);  // x requires no grad: checkpoint could not reach this block's parameters
+  for (int64_t i = 1; i < last; ++i) {
+    const std::shared_ptr<tiny::nn::Module> block = model[i];
+    // Keeps only h; backward runs the block again, recording, and back-propagates through it.
+    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);
+  }
+  return (*model[last])(h);  // the logits are needed right away: nothing to save
   // END SOLUTION
 }
 

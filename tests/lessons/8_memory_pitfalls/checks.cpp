@@ -20,8 +20,8 @@ using workbook::Run;
 using workbook::RunOptions;
 
 WORKBOOK_LESSON(8, "8_memory_pitfalls");
-// What lesson 8 is about: the peak of GPU memory.
-WORKBOOK_LESSON_COUNTERS("max_memory_allocated");
+// What lesson 8 is about: the peak of GPU memory, and allocations the cache did not serve.
+WORKBOOK_LESSON_COUNTERS("max_memory_allocated", "device_mallocs");
 
 namespace {
 
@@ -457,4 +457,240 @@ WORKBOOK_CHECK(free_and_measure, "free_and_measure() reads memory_allocated and 
     return Outcome::fail(call + ": the readings differ from the expected ones" + figures);
   }
   return Outcome::pass();
+}
+
+// ---------------------------------------------------------------- the allocator's cache
+
+WORKBOOK_CHECK(cache_reused, "train_epoch() lets the caching allocator reuse its blocks (no empty_cache() in the loop)") {
+  // Batches of 512: each activation (2 MiB) is a large-pool block, in a 20 MiB
+  // segment of its own that the cache keeps from step to step (with batches of
+  // 64 every block fits beside the weights, and nothing could be given back).
+  Bundle in;
+  put_model(in, ctx, /*momentum=*/0.9);
+  put_batches(in, ctx, 8, 6, 512);
+  Run mine, ref;
+  if (auto early = ctx.both("train_epoch", in, mine, ref, memory_options())) return *early;
+  // Allocations the cache could not serve went to the device (cudaMalloc on a
+  // real GPU: slow, and it synchronizes); segments given back show as drops of
+  // memory_reserved in the timeline.
+  const uint64_t mallocs = mine.counters().value("device_mallocs", uint64_t{0});
+  const uint64_t ref_mallocs = ref.counters().value("device_mallocs", uint64_t{0});
+  const int64_t frees = mine.out.values.value("segment_frees", int64_t{0});
+  ctx.details["device mallocs (allocations the cache did not serve)"] = {{"yours", mallocs}, {"reference", ref_mallocs}};
+  if (frees > 0 && mallocs > ref_mallocs) {
+    return Outcome::fail("your loop gave " + std::to_string(frees) + " segments back to the GPU during the epoch, and " +
+                         std::to_string(mallocs) + " allocations went to the device instead of the cache (the "
+                         "reference: " + std::to_string(ref_mallocs) + "): that is "
+                         "empty_cache() every step. It lowers memory_reserved and nothing else: the next step asks the "
+                         "device again for the same memory (cudaMalloc, which is slow and synchronizes). Let the "
+                         "cache keep its blocks; call tiny::cuda::empty_cache() only to hand memory to another "
+                         "process, or to read memory_reserved after freeing");
+  }
+  if (mallocs > ref_mallocs + 2) {
+    return Outcome::fail(std::to_string(mallocs) + " allocations went to the device, not the cache (the reference: " +
+                         std::to_string(ref_mallocs) + "): something in your loop keeps asking for new memory; "
+                         "memory_summary() shows which sizes");
+  }
+  return Outcome::pass(std::to_string(mallocs) + " device mallocs, none given back: the cache served every step");
+}
+
+// ---------------------------------------------------------------- a step's memory from its parts
+
+namespace {
+
+// The prediction must be within this of the measured peak. The prediction
+// counts what is alive at the end of the forward pass; the real peak comes in
+// backward(), where short-lived tensors (the gradient flowing back through a
+// layer, before and after its ReLU) take the place of the activations already
+// freed, and the allocator rounds each block up to 512 bytes: here the two
+// differ by about 2%. Each part is at least 9 MiB of a 48 MiB step, so a part
+// left out is always seen.
+constexpr double kPredictTolerance = 0.05;
+
+std::string mib(double bytes) {
+  std::ostringstream s;
+  s.precision(bytes >= 10 * 1024 * 1024 ? 1 : 2);
+  s << std::fixed << bytes / (1024.0 * 1024.0) << " MiB";
+  return s.str();
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(predict_step_memory, "predict_step_memory() predicts an Adam step's peak memory from its parts") {
+  using namespace lesson8_checks;
+  Bundle in;
+  tiny::manual_seed(ctx.seed);
+  in.put_state("init", make_predict_mlp()->state_dict());
+  tiny::Generator g = ctx.generator(6);
+  in.put("inputs", tiny::randn({kPredictBatch, kPredictFeatures}, {}, g));
+  in.put("targets", tiny::randint(0, kClasses, {kPredictBatch}, tiny::TensorOptions(tiny::kInt64), g));
+  in.values["batch_size"] = kPredictBatch;
+  const Run mine = ctx.student("predict_step_memory", in, memory_options());
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  Bundle measured = in;
+  measured.values["measure"] = true;
+  const Run ref = ctx.reference("predict_step_memory", measured, memory_options());
+  if (!ref.ok()) return Outcome::error("the workbook's measured step failed (a bug in the workbook): " + ref.message);
+  const nlohmann::json& v = mine.out.values;
+  const nlohmann::json& w = ref.out.values;
+  const double peak = w["measured_peak"].get<double>();
+  const double params = w["parameters"].get<double>();
+  const std::string model = "the 256-1024-1024-1024-10 MLP with Adam, a batch of " + std::to_string(kPredictBatch);
+  ctx.details["step memory (bytes)"] = {{"yours", v}, {"reference", w}};
+
+  const double ref_error = (w["total"].get<double>() - peak) / peak;
+  if (std::fabs(ref_error) > kPredictTolerance) {
+    return Outcome::error("the reference's prediction, " + mib(w["total"].get<double>()) + ", is not within " +
+                          "5% of the measured peak, " + mib(peak) + " (a bug in the workbook: the model or tiny's "
+                          "memory use changed)");
+  }
+  const auto got = [&](const char* part) { return v[part].get<double>(); };
+  const auto want = [&](const char* part) { return w[part].get<double>(); };
+  const auto near = [](double a, double b) { return std::fabs(a - b) <= 0.02 * b + 4096; };
+  if (!near(got("parameters"), want("parameters"))) {
+    return Outcome::fail(model + ": you predicted " + mib(got("parameters")) + " of parameters, they hold " +
+                         mib(params) + ": sum numel() * element_size() over model.parameters(), weights and biases");
+  }
+  if (got("gradients") == 0) {
+    return Outcome::fail(model + ": you left out the gradients: backward() gives every parameter a .grad() of its "
+                         "own size, " + mib(params) + " here, alive until the next zero_grad()");
+  }
+  if (!near(got("gradients"), want("gradients"))) {
+    return Outcome::fail(model + ": you predicted " + mib(got("gradients")) + " of gradients, expected " +
+                         mib(want("gradients")) + ": one .grad() per parameter, the parameter's size");
+  }
+  if (got("optimizer_states") == 0) {
+    return Outcome::fail(model + ": you left out Adam's two states: 2 x " + mib(params) + " (exp_avg and exp_avg_sq, "
+                         "each the size of the parameters, kept from step to step; SGD without momentum keeps none)");
+  }
+  if (near(got("optimizer_states"), params)) {
+    return Outcome::fail(model + ": you counted one optimizer state, " + mib(params) + "; Adam keeps two per "
+                         "parameter (exp_avg and exp_avg_sq, PyTorch's optimizer.state[p]): 2 x " + mib(params));
+  }
+  if (!near(got("optimizer_states"), want("optimizer_states"))) {
+    return Outcome::fail(model + ": you predicted " + mib(got("optimizer_states")) + " of optimizer states, expected " +
+                         mib(want("optimizer_states")) + ": what does Adam keep per parameter?");
+  }
+  const double acts = want("activations"), one_layer = acts / kPredictLayers;
+  if (got("activations") == 0) {
+    return Outcome::fail(model + ": you left out the activations kept for backward: " + mib(acts) + " here (" +
+                         std::to_string(kPredictLayers) + " hidden layers x " + mib(one_layer) + "), the largest "
+                         "part, and the one that grows with the batch");
+  }
+  if (!near(got("activations"), acts)) {
+    std::string why = "count one batch x width float tensor per hidden layer: each ReLU's output, which the next "
+                      "Linear saves too (one tensor, not two); the output before the ReLU is freed once the ReLU "
+                      "has run, and the logits are batch x 10";
+    if (near(got("activations"), 2 * acts)) why = "you counted each hidden layer twice, before and after its ReLU: " + why;
+    return Outcome::fail(model + ": you predicted " + mib(got("activations")) + " of activations, expected " +
+                         mib(acts) + ": " + why);
+  }
+  const double total = got("total");
+  const double error = (total - peak) / peak;
+  if (std::fabs(error) > kPredictTolerance) {
+    return Outcome::fail(model + ": your parts add up to " + mib(total) + ", the measured peak "
+                         "(max_memory_allocated, less the batch) is " + mib(peak) + ": total() must be their sum");
+  }
+  std::ostringstream pct;
+  pct.precision(1);
+  pct << std::fixed << 100 * error;
+  return Outcome::pass("predicted " + mib(total) + ", max_memory_allocated " + mib(peak) + " (" + pct.str() + "%)");
+}
+
+// ---------------------------------------------------------------- activation checkpointing
+
+namespace {
+
+// Under this capacity the checkpointing MLP's step does not fit without
+// checkpointing (it reserves 48 MiB) and fits with it (28 MiB).
+constexpr const char* kCheckpointCapacity = "40MiB";
+
+Bundle checkpoint_inputs(const Context& ctx) {
+  using namespace lesson8_checks;
+  Bundle in;
+  tiny::manual_seed(ctx.seed);
+  in.put_state("init", make_checkpoint_mlp()->state_dict());
+  tiny::Generator g = ctx.generator(7);
+  in.put("inputs", tiny::randn({kCheckpointBatch, kCheckpointFeatures}, {}, g));
+  in.put("targets", tiny::randint(0, kClasses, {kCheckpointBatch}, tiny::TensorOptions(tiny::kInt64), g));
+  return in;
+}
+
+}  // namespace
+
+WORKBOOK_CHECK(checkpoint_gradients, "checkpointed_forward() gives exactly the gradients of the model without checkpointing") {
+  const Bundle in = checkpoint_inputs(ctx);
+  const Run mine = ctx.student("checkpointed_step", in, memory_options());
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run plain = ctx.reference("plain_step", in, memory_options());
+  if (!plain.ok()) return Outcome::error("the workbook's step without checkpointing failed (a bug in the workbook): " + plain.message);
+  const double loss = mine.out.values["loss"].get<double>(), want = plain.out.values["loss"].get<double>();
+  if (!close(loss, want)) {
+    return Outcome::fail("the loss of your forward is " + number_text(loss) + ", model(x)'s " + number_text(want) +
+                         ": run every block, in order, and return the output layer's logits");
+  }
+  const tiny::StateDict init = in.state("init");
+  for (const auto& entry : init) {
+    const std::string& name = entry.first;
+    if (!mine.out.has("grad." + name)) {
+      return Outcome::fail(name + " got no gradient from backward(): the chain from the loss back to it is cut. A "
+                           "checkpointed block must get the previous block's output itself (not a .detach()ed copy) "
+                           "and run with grad mode on, or backward() cannot reach the blocks before it");
+    }
+    if (auto why = workbook::differ("the gradient of " + name, mine.out.tensor("grad." + name),
+                                    plain.out.tensor("grad." + name), 1e-5, 1e-7)) {
+      return Outcome::fail(*why + "\n(checkpointing recomputes the same forward: the gradients are those of model(x))");
+    }
+  }
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(checkpoint_fits, "checkpointed_forward() fits a step that runs out of memory without checkpointing") {
+  const Bundle in = checkpoint_inputs(ctx);
+  const RunOptions limited = memory_options(kCheckpointCapacity);
+  const Run mine = ctx.student("checkpointed_step", in, limited);
+  if (mine.status == "todo" || mine.status == "crash") return *ctx.unless_ok(mine);
+  const Run plain = ctx.reference("plain_step", in, limited);
+  if (!is_oom(plain)) {
+    return Outcome::error("the step without checkpointing fitted in " + std::string(kCheckpointCapacity) +
+                          " (a bug in the workbook): " + plain.message);
+  }
+  const Run ref = ctx.reference("checkpointed_step", in, limited);
+  if (!ref.ok()) return Outcome::error("the reference failed under the " + std::string(kCheckpointCapacity) + " limit (a bug in the workbook): " + ref.message);
+  const size_t ref_peak = as_size(ref.out.values["peak_above_start"]);
+  const std::string limit = "a batch of " + std::to_string(lesson8_checks::kCheckpointBatch) + " under a " +
+                            std::string(kCheckpointCapacity) + " capacity (TINY_EMULATED_GPU_MEMORY)";
+  // The probe: the same step with no limit, yours beside model(x)'s.
+  const auto keeps_everything = [&](size_t* peak, size_t* plain_peak) {
+    const Run a = ctx.student("checkpointed_step", in, memory_options());
+    const Run b = ctx.reference("plain_step", in, memory_options());
+    if (!a.ok() || !b.ok()) return false;
+    *peak = as_size(a.out.values["peak_above_start"]);
+    *plain_peak = as_size(b.out.values["peak_above_start"]);
+    return *peak * 10 >= *plain_peak * 9;
+  };
+  const auto peaks = [&](size_t peak, size_t plain_peak) {
+    return "peak " + mib(static_cast<double>(peak)) + " above the model and batch, model(x)'s " +
+           mib(static_cast<double>(plain_peak)) + ", the reference's " + mib(static_cast<double>(ref_peak));
+  };
+  const std::string advice = "wrap each deep block in tiny::utils::checkpoint (it keeps the block's input only and "
+                             "runs the block again in backward()); the first block's input needs no grad, so "
+                             "checkpoint cannot reach its parameters there";
+  size_t peak = 0, plain_peak = 0;
+  if (is_oom(mine)) {
+    if (keeps_everything(&peak, &plain_peak)) {
+      return Outcome::fail(limit + ": your step ran out of memory, as model(x) does: your forward keeps every "
+                           "block's activations (" + peaks(peak, plain_peak) + "); " + advice);
+    }
+    return Outcome::fail(limit + ": your step ran out of memory, the reference's fits (peak " +
+                         mib(static_cast<double>(ref_peak)) + "):\n  " + mine.message);
+  }
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const size_t mine_peak = as_size(mine.out.values["peak_above_start"]);
+  if (mine_peak > ref_peak * 5 / 4 + 64 * 1024) {
+    return Outcome::fail(limit + ": your step fits, just: its peak is " + mib(static_cast<double>(mine_peak)) +
+                         ", the reference's " + mib(static_cast<double>(ref_peak)) + "; " + advice);
+  }
+  return Outcome::pass("peak " + mib(static_cast<double>(mine_peak)) + " above the model and batch; without "
+                       "checkpointing the step runs out of memory");
 }

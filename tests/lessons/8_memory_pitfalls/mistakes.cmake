@@ -116,3 +116,52 @@ workbook_mistake(tensor_not_freed CHECK free_and_measure MESSAGE "the tensor is 
 workbook_mistake(current_device_read CHECK free_and_measure MESSAGE "these are the figures of the other GPU"
   FIND [=[  const int device = tensor.device().index();]=]
   REPLACE [=[  const int device = tiny::cuda::current_device();]=])
+
+# Right in every number (losses, weights, flat memory_allocated), wrong only in
+# what the allocator's counters and the reserved-memory timeline show.
+workbook_mistake(empty_cache_every_step CHECK cache_reused MESSAGE "that is empty_cache() every step"
+  FIND [=[    optimizer.step();
+    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=]
+  REPLACE [=[    optimizer.step();
+    tiny::cuda::empty_cache();  // "free the GPU memory" after every step
+    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=])
+
+workbook_mistake(predict_without_adam_states CHECK predict_step_memory MESSAGE "you left out Adam's two states: 2 x 9.05 MiB"
+  FIND [=[  m.optimizer_states = 2 * m.parameters;  // Adam: exp_avg and exp_avg_sq per parameter]=]
+  REPLACE [=[]=])
+
+workbook_mistake(predict_one_adam_state CHECK predict_step_memory MESSAGE "Adam keeps two per parameter"
+  FIND [=[  m.optimizer_states = 2 * m.parameters;  // Adam: exp_avg and exp_avg_sq per parameter]=]
+  REPLACE [=[  m.optimizer_states = m.parameters;]=])
+
+workbook_mistake(predict_without_gradients CHECK predict_step_memory MESSAGE "you left out the gradients"
+  FIND [=[  m.gradients = m.parameters;             // one .grad() the size of each parameter]=]
+  REPLACE [=[]=])
+
+workbook_mistake(predict_without_activations CHECK predict_step_memory MESSAGE "you left out the activations kept for backward"
+  FIND [=[      m.activations += static_cast<size_t>(batch_size * linear->out_features) * sizeof(float);]=]
+  REPLACE [=[]=])
+
+workbook_mistake(predict_activations_twice CHECK predict_step_memory MESSAGE "you counted each hidden layer twice"
+  FIND [=[      m.activations += static_cast<size_t>(batch_size * linear->out_features) * sizeof(float);]=]
+  REPLACE [=[      m.activations += 2 * static_cast<size_t>(batch_size * linear->out_features) * sizeof(float);]=])
+
+workbook_mistake(checkpoint_nothing CHECK checkpoint_fits MESSAGE "your forward keeps every block's activations"
+  FIND [=[    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);]=]
+  REPLACE [=[    h = (*block)(h);]=])
+
+workbook_mistake(checkpoint_detached_input CHECK checkpoint_gradients MESSAGE "got no gradient from backward()"
+  FIND [=[    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);]=]
+  REPLACE [=[    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h.detach().requires_grad_(true));]=])
+
+# Right answers written another way, which must pass.
+workbook_alternative(checkpoint_sequential CHECKS checkpoint_gradients checkpoint_fits
+  FIND [=[  const int64_t last = static_cast<int64_t>(model.size()) - 1;
+  tiny::Tensor h = (*model[0])(x);  // x requires no grad: checkpoint could not reach this block's parameters
+  for (int64_t i = 1; i < last; ++i) {
+    const std::shared_ptr<tiny::nn::Module> block = model[i];
+    // Keeps only h; backward runs the block again, recording, and back-propagates through it.
+    h = tiny::utils::checkpoint([block](const tiny::Tensor& input) { return (*block)(input); }, h);
+  }
+  return (*model[last])(h);  // the logits are needed right away: nothing to save]=]
+  REPLACE [=[  return tiny::utils::checkpoint_sequential(model, static_cast<int>(model.size()), x);]=])

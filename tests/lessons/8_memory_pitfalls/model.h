@@ -66,4 +66,49 @@ struct ProbedMLP : tiny::nn::Module {
   tiny::cuda::MemoryTimeline* timeline = nullptr;  ///< when set and recording: a marker at each forward pass
 };
 
+// The MLP whose step memory predict_step_memory() predicts: 256-1024-1024-1024-10.
+// With a batch of 1024, its parameters (9.1 MiB, and as much again for the
+// gradients, twice for Adam) and its activations (12 MiB) are each far above
+// the prediction's tolerance, so a part left out always shows.
+constexpr int64_t kPredictFeatures = 256, kPredictHidden = 1024, kPredictLayers = 3, kPredictBatch = 1024;
+
+/// @brief Linear+ReLU layers then the output Linear, as predict_step_memory() expects.
+inline std::shared_ptr<tiny::nn::Sequential> make_predict_mlp() {
+  auto model = std::make_shared<tiny::nn::Sequential>();
+  int64_t width = kPredictFeatures;
+  for (int64_t l = 0; l < kPredictLayers; ++l) {
+    model->push_back(std::make_shared<tiny::nn::Linear>(width, kPredictHidden));
+    model->push_back(std::make_shared<tiny::nn::ReLU>());
+    width = kPredictHidden;
+  }
+  model->push_back(std::make_shared<tiny::nn::Linear>(width, kClasses));
+  return model;
+}
+
+// The MLP checkpointed_forward() runs: a first block (Linear, ReLU), three
+// blocks of four Linear+ReLU layers of 256, the output Linear. With a batch of
+// 2048 each activation is 2 MiB (a large-pool block): without checkpointing a
+// step reserves 48 MiB, with the three deep blocks checkpointed 28 MiB.
+constexpr int64_t kCheckpointFeatures = 128, kCheckpointWidth = 256, kCheckpointBlocks = 3, kCheckpointDepth = 4;
+constexpr int64_t kCheckpointBatch = 2048;
+
+/// @brief The Sequential of blocks that checkpointed_forward() expects.
+inline std::shared_ptr<tiny::nn::Sequential> make_checkpoint_mlp() {
+  using tiny::nn::Linear;
+  using tiny::nn::ReLU;
+  auto model = std::make_shared<tiny::nn::Sequential>();
+  model->push_back(std::make_shared<tiny::nn::Sequential>(std::make_shared<Linear>(kCheckpointFeatures, kCheckpointWidth),
+                                                          std::make_shared<ReLU>()));
+  for (int64_t b = 0; b < kCheckpointBlocks; ++b) {
+    auto block = std::make_shared<tiny::nn::Sequential>();
+    for (int64_t d = 0; d < kCheckpointDepth; ++d) {
+      block->push_back(std::make_shared<Linear>(kCheckpointWidth, kCheckpointWidth));
+      block->push_back(std::make_shared<ReLU>());
+    }
+    model->push_back(block);
+  }
+  model->push_back(std::make_shared<Linear>(kCheckpointWidth, kClasses));
+  return model;
+}
+
 }  // namespace lesson8_checks

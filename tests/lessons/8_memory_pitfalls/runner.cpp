@@ -114,6 +114,11 @@ WORKBOOK_EXERCISE(train_epoch) {
   timeline.stop();
   model->timeline = nullptr;
   out.values["timeline"] = plot_points(timeline);
+  // Segments given back to the device during the epoch: empty_cache() at work
+  // (a training loop that reuses its cache gives none back).
+  int64_t segment_frees = 0;
+  for (const tiny::cuda::MemorySample& s : timeline.samples()) segment_frees += s.kind == "segment_free" ? 1 : 0;
+  out.values["segment_frees"] = segment_frees;
   out.values["mean_loss"] = log.mean_loss;
   out.values["losses"] = log.losses;
   record_calls(*model, out);
@@ -201,4 +206,76 @@ WORKBOOK_EXERCISE(free_and_measure) {
   const int other = 1 - device.index();
   out.values["other_device"] = {{"allocated", tiny::cuda::memory_allocated(other)},
                                 {"reserved", tiny::cuda::memory_reserved(other)}};
+}
+
+namespace {
+
+// A model of model.h's on cuda:0, from the checker's initial weights.
+std::shared_ptr<tiny::nn::Sequential> load_sequential(std::shared_ptr<tiny::nn::Sequential> model, const workbook::Bundle& in) {
+  model->load_state_dict(in.state("init"));
+  model->to(kGpu);
+  return model;
+}
+
+size_t bytes_of(const tiny::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+}  // namespace
+
+// predict_step_memory for the 256-1024-1024-1024-10 MLP, then (trusted code)
+// the real thing: three Adam steps on a batch of that size, and the peak of
+// memory_allocated during the third (the optimizer's states exist by then),
+// less the batch's own bytes.
+WORKBOOK_EXERCISE(predict_step_memory) {
+  auto model = load_sequential(lesson8_checks::make_predict_mlp(), in);
+  const int64_t batch = in.values.at("batch_size").get<int64_t>();
+  const lesson8::StepMemory m = lesson8::predict_step_memory(*model, batch);
+  out.values["parameters"] = m.parameters;
+  out.values["gradients"] = m.gradients;
+  out.values["optimizer_states"] = m.optimizer_states;
+  out.values["activations"] = m.activations;
+  out.values["total"] = m.total();
+  if (!in.values.value("measure", false)) return;
+  const tiny::Tensor x = in.tensor("inputs").to(kGpu), y = in.tensor("targets").to(kGpu);
+  tiny::optim::Adam adam(model->parameters(), tiny::optim::AdamOptions{1e-3});
+  for (int step = 0; step < 3; ++step) {
+    if (step == 2) start_peak();
+    adam.zero_grad();
+    F::cross_entropy((*model)(x), y).backward();
+    adam.step();
+  }
+  tiny::cuda::synchronize(0);
+  out.values["measured_peak"] = tiny::cuda::max_memory_allocated(0) - bytes_of(x) - bytes_of(y);
+}
+
+namespace {
+
+// One step's forward and backward of the checkpointing MLP on the batch, by
+// `forward`: the gradients (as "grad.<name>"), the loss, and the peak of
+// memory_allocated above the model and the batch.
+template <typename Forward>
+void checkpoint_step(const workbook::Bundle& in, workbook::Bundle& out, Forward forward) {
+  auto model = load_sequential(lesson8_checks::make_checkpoint_mlp(), in);
+  const tiny::Tensor x = in.tensor("inputs").to(kGpu), y = in.tensor("targets").to(kGpu);
+  const size_t base = start_peak();
+  tiny::Tensor loss = F::cross_entropy(forward(*model, x), y);
+  loss.backward();
+  out.values["peak_above_start"] = peak_above(base);
+  out.values["loss"] = loss.item<double>();
+  for (auto& [name, p] : model->named_parameters()) {
+    if (p.grad().defined()) out.put("grad." + name, p.grad());
+  }
+}
+
+}  // namespace
+
+// The student's checkpointed_forward in one training step's forward and backward.
+WORKBOOK_EXERCISE(checkpointed_step) {
+  checkpoint_step(in, out, [](tiny::nn::Sequential& model, const tiny::Tensor& x) {
+    return lesson8::checkpointed_forward(model, x);
+  });
+}
+
+// Trusted: the same step without checkpointing (every activation kept).
+WORKBOOK_EXERCISE(plain_step) {
+  checkpoint_step(in, out, [](tiny::nn::Sequential& model, const tiny::Tensor& x) { return model(x); });
 }
