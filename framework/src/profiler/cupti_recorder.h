@@ -11,7 +11,9 @@
 // says so at run time.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "gpu/model/trace.h"
 #include "profiler/gpu_activity.h"
@@ -53,5 +55,10 @@ bool cupti_built();
 // (`pretend`) whatever the device runtime is, and the once-per-process
 // message about missing GPU rows may be printed again.
 void pretend_real_gpu_for_testing(bool pretend);
+// Tests only: while set, a profile on a (pretended) real GPU takes the GPU's
+// records from `fake` (given the host's recording, so that it can link its
+// calls to the ops' ids) instead of CUPTI. An empty function restores CUPTI.
+using FakeGpuRecorder = std::function<CuptiRecording(const std::vector<gpu::model::TraceEvent>& host)>;
+void fake_gpu_recorder_for_testing(FakeGpuRecorder fake);
 
 }  // namespace tiny::profiler::detail

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -45,6 +46,13 @@ namespace {
 
 std::atomic<bool> g_pretend_real_gpu{false};
 std::atomic<bool> g_said_gpu_missing{false};
+std::mutex g_fake_mutex;
+detail::FakeGpuRecorder g_fake;  // guarded by g_fake_mutex
+
+detail::FakeGpuRecorder fake_recorder() {
+  std::lock_guard<std::mutex> lock(g_fake_mutex);
+  return g_fake;
+}
 
 // Once per process, as a warning should be: the trace's metadata says it every time.
 void say_gpu_rows_missing(const std::string& why) {
@@ -61,6 +69,10 @@ void pretend_real_gpu_for_testing(bool pretend) {
   g_pretend_real_gpu.store(pretend);
   g_said_gpu_missing.store(false);
 }
+void fake_gpu_recorder_for_testing(FakeGpuRecorder fake) {
+  std::lock_guard<std::mutex> lock(g_fake_mutex);
+  g_fake = std::move(fake);
+}
 }  // namespace detail
 
 profile::profile() : profile(ProfileOptions{}) {}
@@ -72,7 +84,7 @@ profile::profile(const ProfileOptions& options) : recording_(std::make_shared<Re
     gpu::model::start_trace(options.record_shapes);
   } else {
     gpu::model::start_trace(options.record_shapes, detail::cupti_op_hooks());  // throws if one is open
-    r.gpu_missing = detail::cupti_start();
+    r.gpu_missing = fake_recorder() ? "" : detail::cupti_start();
     r.cupti = r.gpu_missing.empty();
     if (!r.cupti) say_gpu_rows_missing(r.gpu_missing);
   }
@@ -82,7 +94,7 @@ profile::profile(const ProfileOptions& options) : recording_(std::make_shared<Re
 profile::~profile() {
   if (!recording_->recording) return;
   gpu::model::stop_trace();
-  if (recording_->cupti) (void)detail::cupti_stop();
+  if (recording_->cupti && !fake_recorder()) (void)detail::cupti_stop();
 }
 
 void profile::stop() {
@@ -91,7 +103,8 @@ void profile::stop() {
   r.events = gpu::model::stop_trace();
   r.recording = false;
   if (!r.cupti) return;
-  detail::CuptiRecording gpu = detail::cupti_stop();
+  const detail::FakeGpuRecorder fake = fake_recorder();
+  detail::CuptiRecording gpu = fake ? fake(r.events) : detail::cupti_stop();
   if (!gpu.error.empty()) {
     r.cupti = false;
     r.gpu_missing = gpu.error;
