@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -94,6 +95,11 @@ TEST(ProfilerOnGpu, CuptiRecordsKernelsCopiesAndWaitsOnTheHostsClock) {
   for (int round = 0; round < 2; ++round) {  // a second profile records as the first did
     SCOPED_TRACE("profile " + std::to_string(round + 1));
     const Profiled p = profile_work();
+    // TINY_PROFILER_TRACE_OUT=dir keeps the trace and the table, to look at (bench/gpu/on_device.sh).
+    if (const char* dir = std::getenv("TINY_PROFILER_TRACE_OUT"); dir != nullptr && round == 0) {
+      std::ofstream(std::string(dir) + "/cupti_trace.json") << p.trace.dump(1);
+      std::ofstream(std::string(dir) + "/cupti_key_averages.txt") << p.table;
+    }
     const json& other = p.trace["otherData"];
     ASSERT_FALSE(other.contains("gpu_rows_missing"))
         << "CUPTI did not record: " << other["gpu_rows_missing"].get<std::string>();
