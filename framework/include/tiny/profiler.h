@@ -1,6 +1,6 @@
 /// @file
 /// @brief tiny::profiler: what ran where and when, on the modelled GPU's clock
-/// (PyTorch's `torch.profiler`).
+/// or, on a real GPU, as CUPTI measured it (PyTorch's `torch.profiler`).
 #pragma once
 
 #include <memory>
@@ -49,8 +49,23 @@ struct TimelineOptions {
 /// track per host thread, each stream's kernels on a track of its own, copies
 /// on their copy engine's track, with an arrow from each launch to its
 /// kernel. Profiles cannot overlap: opening a second one while one records
-/// throws tiny::Error. (On a real GPU nothing is recorded yet: CUPTI is not
-/// wired in.)
+/// throws tiny::Error.
+///
+/// On a real GPU the same scope measures (Kineto's way): the host's ops on the
+/// host's steady clock, and each kernel, memcpy and memset with its real
+/// device start and end from CUPTI's Activity API, on its stream's track, its
+/// kernel name demangled, linked by CUPTI's correlation id to the runtime or
+/// driver call that launched it (the arrow) and to the op that made that call
+/// (key_averages()'s device time). CUPTI's timestamps are put on the host's
+/// clock by reading both clocks when the profile starts and stops. libcupti is
+/// loaded with dlopen when the first profile opens (`TINY_CUPTI_LIBRARY`
+/// names the file; otherwise the loader's path, then the CUDA toolkit's
+/// folder); when it cannot be loaded or fails, only the host's side is
+/// recorded, and the reason and its fix are printed once on stderr and kept
+/// in the trace (`otherData.gpu_rows_missing`) and under key_averages(). stop()
+/// waits for the GPUs there (not counted as a synchronization), so that
+/// the work queued inside the profile is in it. docs/performance_model.md,
+/// "On a real GPU".
 ///
 ///     tiny::profiler::profile prof;
 ///     for (int i = 0; i < 5; ++i) step();

@@ -128,7 +128,7 @@ class LoaderEpoch {
       }
     }
     const int64_t k = next_++;
-    const int64_t asked_at = gpu::model::host_now();
+    const int64_t asked_at = gpu::model::trace_now();  // the trace's clock: modelled, or the host's on a real GPU
     if (workers_.empty()) {
       try {
         current_ = load(k);
@@ -199,7 +199,7 @@ class LoaderEpoch {
     e.name = e.op = workers_.empty() ? "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
                                      : "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
     e.host_start_ns = asked_at;
-    e.host_end_ns = gpu::model::host_now();
+    e.host_end_ns = gpu::model::trace_now();
     gpu::model::trace(std::move(e));
   }
 

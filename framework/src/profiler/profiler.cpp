@@ -1,18 +1,26 @@
 // tiny::profiler: the recording of gpu/model/trace.h, exported as a Chrome
 // trace (Kineto's shape, as PyTorch writes it) and summed as key_averages.
+// On the emulated GPU every time is modelled; on a real GPU the host's side is
+// timed with the host's clock and the GPU's comes from CUPTI
+// (cupti_recorder.h), merged in when the profile stops (gpu_activity.h).
 #include "tiny/profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/device_context.h"
 #include "gpu/model/timeline.h"
 #include "gpu/model/trace.h"
 #include "io/atomic_file.h"
+#include "profiler/cupti_recorder.h"
 #include "tiny/cuda.h"
 #include "tiny/error.h"
 
@@ -26,25 +34,89 @@ constexpr const char* kProfilerStep = "ProfilerStep";
 
 struct profile::Recording {
   bool recording = true;
+  bool real_gpu = false;      // on a real GPU: the host's clock, and the GPU's rows from CUPTI
+  bool cupti = false;         // CUPTI records (or recorded) the GPU's work
+  std::string gpu_missing;    // on a real GPU without the GPU's rows: why, and how to fix it
+  uint64_t dropped = 0;       // records CUPTI dropped
   int64_t step_start_ns = 0;  // the host's time where the current step began
   std::vector<TraceEvent> events;
 };
 
+namespace {
+
+std::atomic<bool> g_pretend_real_gpu{false};
+std::atomic<bool> g_said_gpu_missing{false};
+std::mutex g_fake_mutex;
+detail::FakeGpuRecorder g_fake;  // guarded by g_fake_mutex
+
+detail::FakeGpuRecorder fake_recorder() {
+  std::lock_guard<std::mutex> lock(g_fake_mutex);
+  return g_fake;
+}
+
+// Once per process, as a warning should be: the trace's metadata says it every time.
+void say_gpu_rows_missing(const std::string& why) {
+  if (g_said_gpu_missing.exchange(true)) return;
+  std::cerr << "tiny::profiler: the GPU's kernels, copies and memsets are not in this profile (only the host's "
+               "ops are): "
+            << why << "\n";
+}
+
+}  // namespace
+
+namespace detail {
+void pretend_real_gpu_for_testing(bool pretend) {
+  g_pretend_real_gpu.store(pretend);
+  g_said_gpu_missing.store(false);
+}
+void fake_gpu_recorder_for_testing(FakeGpuRecorder fake) {
+  std::lock_guard<std::mutex> lock(g_fake_mutex);
+  g_fake = std::move(fake);
+}
+}  // namespace detail
+
 profile::profile() : profile(ProfileOptions{}) {}
 
 profile::profile(const ProfileOptions& options) : recording_(std::make_shared<Recording>()) {
-  gpu::model::start_trace(options.record_shapes);
-  recording_->step_start_ns = gpu::model::host_now();
+  Recording& r = *recording_;
+  r.real_gpu = g_pretend_real_gpu.load() || gpu::device_runtime_is_cuda();
+  if (!r.real_gpu) {
+    gpu::model::start_trace(options.record_shapes);
+  } else {
+    gpu::model::start_trace(options.record_shapes, detail::cupti_op_hooks());  // throws if one is open
+    r.gpu_missing = fake_recorder() ? "" : detail::cupti_start();
+    r.cupti = r.gpu_missing.empty();
+    if (!r.cupti) say_gpu_rows_missing(r.gpu_missing);
+  }
+  r.step_start_ns = gpu::model::trace_now();
 }
 
 profile::~profile() {
-  if (recording_->recording) gpu::model::stop_trace();
+  if (!recording_->recording) return;
+  gpu::model::stop_trace();
+  if (recording_->cupti && !fake_recorder()) (void)detail::cupti_stop();
 }
 
 void profile::stop() {
-  if (!recording_->recording) return;
-  recording_->events = gpu::model::stop_trace();
-  recording_->recording = false;
+  Recording& r = *recording_;
+  if (!r.recording) return;
+  r.events = gpu::model::stop_trace();
+  r.recording = false;
+  if (!r.cupti) return;
+  const detail::FakeGpuRecorder fake = fake_recorder();
+  detail::CuptiRecording gpu = fake ? fake(r.events) : detail::cupti_stop();
+  if (!gpu.error.empty()) {
+    r.cupti = false;
+    r.gpu_missing = gpu.error;
+    say_gpu_rows_missing(gpu.error);
+    return;
+  }
+  r.dropped = gpu.activities.dropped;
+  r.events = detail::merge_gpu_activities(std::move(r.events), gpu.activities, gpu.clock);
+  if (r.dropped > 0) {
+    std::cerr << "tiny::profiler: CUPTI dropped " << r.dropped
+              << " records (its buffers were full): the trace misses some of the GPU's work; profile fewer steps\n";
+  }
 }
 
 void profile::step() {
@@ -53,7 +125,7 @@ void profile::step() {
   e.kind = Kind::cpu_op;
   e.name = kProfilerStep;
   e.host_start_ns = recording_->step_start_ns;
-  e.host_end_ns = gpu::model::host_now();
+  e.host_end_ns = gpu::model::trace_now();
   recording_->step_start_ns = e.host_end_ns;
   gpu::model::trace(std::move(e));
 }
@@ -88,7 +160,8 @@ double us(int64_t ns) { return static_cast<double>(ns) * 1e-3; }
 // then the collective engine (NCCL's kernels run on a stream of their own, and
 // overlap the compute stream's kernels: Perfetto draws overlapping slices
 // only on separate tracks).
-int64_t device_track(const TraceEvent& e) {
+int64_t device_track(const TraceEvent& e, bool real_gpu) {
+  if (real_gpu) return e.stream;  // a real GPU's work, copies too, on its stream's track (CUPTI's stream id), as Kineto
   if (e.kind == Kind::memcpy_to_device) return 1000;
   if (e.kind == Kind::memcpy_to_host) return 1001;
   if (e.kind == Kind::collective) return 1002;
@@ -129,6 +202,21 @@ std::string shapes_string(const TraceEvent& e) {
   return out + "]";
 }
 
+// "cuda:0 NVIDIA H200" for each real device the recording used.
+std::string real_devices(const std::vector<TraceEvent>& recorded) {
+  std::map<int, bool> used;
+  for (const TraceEvent& e : recorded) {
+    if (e.kind != Kind::cpu_op && e.kind != Kind::synchronize) used[e.device] = true;
+  }
+  std::string out;
+  for (const auto& [device, seen] : used) {
+    if (device < 0 || device >= cuda::device_count()) continue;
+    out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(device) + " " +
+           cuda::get_device_name(device);
+  }
+  return out;
+}
+
 // "cuda:0 (modelled on an H100 SXM)" for each emulated device the recording used.
 std::string modelled_devices(const std::vector<TraceEvent>& recorded) {
   std::map<int, bool> used;
@@ -153,6 +241,7 @@ std::string profile::chrome_trace() const {
   std::map<std::pair<int, int64_t>, bool> tracks;  // (pid, tid) seen
   std::map<int, bool> threads;
   int64_t flow = 0;
+  const bool real = recording_->real_gpu;
   for (const TraceEvent& e : recording_->events) {
     threads[e.thread] = true;
     if (e.kind == Kind::cpu_op && e.name == kProfilerStep) {  // prof.step()'s range, as Kineto writes it
@@ -166,29 +255,37 @@ std::string profile::chrome_trace() const {
                  {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}};
       json args = json::object();
       add_inputs(e, args);
+      if (e.correlation != 0) args["External id"] = e.correlation;  // what its launches carry in CUPTI
       if (!args.empty()) op["args"] = args;
       events.push_back(std::move(op));
       continue;
     }
     if (e.kind == Kind::synchronize) {
+      json args = json::object();
+      if (e.device >= 0) args["device"] = e.device;  // (a real GPU's synchronize calls do not say)
+      if (e.correlation != 0) args["correlation"] = e.correlation;
       events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
-                        {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)},
-                        {"args", {{"device", e.device}}}});
+                        {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
       continue;
     }
     const int pid = device_pid(e.device);
-    const int64_t tid = device_track(e);
+    const int64_t tid = device_track(e, real);
     tracks[{pid, tid}] = true;
     ++flow;
-    json args = {{"device", e.device}, {"stream", e.stream}, {"correlation", flow}, {"bytes", e.bytes}};
+    // The flow's id is the trace's own count; "correlation" is CUPTI's id of the call on a real GPU.
+    const uint64_t correlation = e.correlation != 0 ? e.correlation : static_cast<uint64_t>(flow);
+    json args = {{"device", e.device}, {"stream", e.stream}, {"correlation", correlation}, {"bytes", e.bytes}};
     if (e.op[0] != '\0') args["op"] = e.op;
     if (e.flops > 0) args["flops"] = e.flops;
     if (e.kind == Kind::memcpy_to_device || e.kind == Kind::memcpy_to_host) args["pinned"] = e.pinned;
-    events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", runtime_call(e.kind)}, {"pid", kHostPid},
-                      {"tid", e.thread}, {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)},
-                      {"args", {{"correlation", flow}}}});
+    if (e.launch_known) {
+      events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.call != nullptr ? e.call : runtime_call(e.kind)},
+                        {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
+                        {"dur", us(e.host_end_ns - e.host_start_ns)}, {"args", {{"correlation", correlation}}}});
+    }
     events.push_back({{"ph", "X"}, {"cat", category(e.kind)}, {"name", e.name}, {"pid", pid}, {"tid", tid},
                       {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
+    if (!e.launch_known) continue;  // CUPTI reported the work without its call: no launch to draw an arrow from
     // The arrow from the launch to the work (Kineto's "ac2g" flow).
     events.push_back({{"ph", "s"}, {"cat", "ac2g"}, {"name", "ac2g"}, {"id", flow}, {"pid", kHostPid},
                       {"tid", e.thread}, {"ts", us(e.host_start_ns)}});
@@ -196,7 +293,8 @@ std::string profile::chrome_trace() const {
                       {"tid", tid}, {"ts", us(e.start_ns)}});
   }
   // Names of the processes and tracks, as Perfetto shows them.
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"args", {{"name", "host (modelled)"}}}});
+  events.push_back(
+      {{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"args", {{"name", real ? "host" : "host (modelled)"}}}});
   for (const auto& [thread, seen] : threads) {
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", kHostPid}, {"tid", thread},
                       {"args", {{"name", "host thread " + std::to_string(thread)}}}});
@@ -205,15 +303,26 @@ std::string profile::chrome_trace() const {
   for (const auto& [track, seen] : tracks) {
     if (!devices[track.first]) {
       devices[track.first] = true;
+      const int device = track.first - 1;
+      const std::string what =
+          !real ? "(modelled)"
+                : device < cuda::device_count() ? "(" + cuda::get_device_name(device) + ", measured by CUPTI)" : "";
       events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", track.first},
-                        {"args", {{"name", "cuda:" + std::to_string(track.first - 1) + " (modelled)"}}}});
+                        {"args", {{"name", "cuda:" + std::to_string(device) + " " + what}}}});
     }
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.first}, {"tid", track.second},
                       {"args", {{"name", track_name(track.second)}}}});
   }
   json other = {{"clock", "modelled (tiny's emulated GPU: docs/performance_model.md)"}};
-  const std::string modelled = modelled_devices(recording_->events);
+  const std::string modelled = real ? real_devices(recording_->events) : modelled_devices(recording_->events);
   if (!modelled.empty()) other["devices"] = modelled;
+  if (real) {
+    other["clock"] = "measured: the host's steady clock, from the process's first reading; the GPU's times from "
+                     "CUPTI, put on the host's clock (cuptiGetTimestamp read against it when the profile started "
+                     "and stopped)";
+    if (!recording_->gpu_missing.empty()) other["gpu_rows_missing"] = recording_->gpu_missing;
+    if (recording_->dropped > 0) other["cupti_dropped_records"] = recording_->dropped;
+  }
   const json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
   return trace.dump();
 }
@@ -297,7 +406,14 @@ std::string profile::key_averages(bool group_by_input_shape) const {
                   us(r.device_ns) / r.calls);
     out << line << (group_by_input_shape ? "  " + key.second : "") << "\n";
   }
-  out << "(modelled times on the emulated GPU: docs/performance_model.md)\n";
+  if (!recording_->real_gpu) {
+    out << "(modelled times on the emulated GPU: docs/performance_model.md)\n";
+  } else if (recording_->cupti) {
+    out << "(measured: host times on the host's clock, device times by CUPTI)\n";
+  } else {
+    out << "(host times on the host's clock; no device times, the GPU's work was not recorded: "
+        << recording_->gpu_missing << ")\n";
+  }
   return out.str();
 }
 

@@ -1,6 +1,7 @@
 #include "gpu/model/trace.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "core/op_scope.h"
@@ -16,7 +17,14 @@ std::mutex g_mutex;
 std::vector<TraceEvent> g_events;  // guarded by g_mutex
 std::atomic<int> g_next_thread{0};
 std::atomic<bool> g_record_shapes{false};
+std::atomic<const RealGpuTracing*> g_real_gpu{nullptr};  // set while a recording on a real GPU is open
+std::atomic<uint64_t> g_next_op_id{0};
 thread_local int t_thread = -1;
+// The open outermost op on this thread, on a real GPU: its id, and the hooks
+// that pushed it (kept, so that the op pops what it pushed even when the
+// recording stops while it runs).
+thread_local uint64_t t_op_id = 0;
+thread_local const RealGpuTracing* t_pushed = nullptr;
 // The open outermost op's inputs on this thread (record_shapes): only the
 // outermost scope reports, so one is enough.
 thread_local std::vector<std::vector<int64_t>> t_input_dims;
@@ -24,6 +32,16 @@ thread_local std::vector<const char*> t_input_types;
 }  // namespace
 
 bool tracing() { return g_tracing.load(std::memory_order_relaxed); }
+
+int64_t real_host_ns() {
+  using clock = std::chrono::steady_clock;
+  static const clock::time_point origin = clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - origin).count();
+}
+
+int64_t trace_now() {
+  return g_real_gpu.load(std::memory_order_relaxed) != nullptr ? real_host_ns() : host_now();
+}
 
 void trace(TraceEvent event) {
   if (t_thread < 0) t_thread = g_next_thread.fetch_add(1);
@@ -61,7 +79,14 @@ int64_t op_entered(const Tensor* const* inputs, size_t n) {
       t_input_types.push_back(trace_type_name(t.dtype()));
     }
   }
-  return host_now();
+  const RealGpuTracing* real = g_real_gpu.load(std::memory_order_relaxed);
+  if (real == nullptr) return host_now();
+  t_op_id = g_next_op_id.fetch_add(1) + 1;
+  if (real->push_op != nullptr) {
+    real->push_op(t_op_id);
+    t_pushed = real;
+  }
+  return real_host_ns();
 }
 
 void op_exited(const char* name, int64_t entered) {
@@ -69,7 +94,13 @@ void op_exited(const char* name, int64_t entered) {
   e.kind = TraceEvent::Kind::cpu_op;
   e.name = e.op = name;
   e.host_start_ns = entered;
-  e.host_end_ns = host_now();
+  e.host_end_ns = trace_now();
+  e.correlation = t_op_id;
+  t_op_id = 0;
+  if (t_pushed != nullptr) {
+    t_pushed->pop_op();
+    t_pushed = nullptr;
+  }
   if (g_record_shapes.load(std::memory_order_relaxed)) {
     e.input_dims = std::move(t_input_dims);
     e.input_types = std::move(t_input_types);
@@ -82,13 +113,14 @@ void op_exited(const char* name, int64_t entered) {
 const tiny::detail::OpTraceHooks g_op_hooks{op_entered, op_exited};
 }  // namespace
 
-void start_trace(bool record_shapes) {
+void start_trace(bool record_shapes, const RealGpuTracing* real_gpu) {
   std::lock_guard<std::mutex> lock(g_mutex);
   TINY_CHECK(!g_tracing.load(), Error, "a tiny::profiler::profile is already recording: profiles cannot nest or "
              "overlap (torch.profiler's neither); stop() the first one, or let it go out of scope, before opening "
              "another");
   g_events.clear();
   g_record_shapes.store(record_shapes);
+  g_real_gpu.store(real_gpu);
   g_tracing.store(true);
   tiny::detail::op_trace_hooks.store(&g_op_hooks);
 }
@@ -97,6 +129,7 @@ std::vector<TraceEvent> stop_trace() {
   std::lock_guard<std::mutex> lock(g_mutex);
   tiny::detail::op_trace_hooks.store(nullptr);
   g_tracing.store(false);
+  g_real_gpu.store(nullptr);
   return std::move(g_events);
 }
 

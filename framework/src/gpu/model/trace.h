@@ -3,6 +3,11 @@
 // modelled times here while a profile is open, and each outermost op scope
 // (core/op_scope.h) its host range. Cheap when none is: one
 // relaxed atomic load per call.
+//
+// On a real GPU the same recording holds the host's side (ops, steps, the
+// loader's waits) timed with the host's steady clock (trace_now()); the GPU's
+// side comes from CUPTI (profiler/cupti_recorder.h) and is merged in when the
+// profile stops (profiler/gpu_activity.h).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,12 @@ struct TraceEvent {
   int64_t bytes = 0;
   double flops = 0;
   bool pinned = false;
+  // Real GPU only (0 / nullptr / true on the emulated one). A cpu_op: the id
+  // its launches carry as CUPTI's external correlation. Device work: CUPTI's
+  // correlation id of the runtime or driver call that queued it.
+  uint64_t correlation = 0;
+  const char* call = nullptr;  // that call's name ("cudaLaunchKernel", "cuLaunchKernelEx"); a literal or interned
+  bool launch_known = true;    // false: CUPTI reported the work but not the call (no launch slice, no arrow)
   // A cpu_op recorded with record_shapes: each input's sizes ([] for an
   // undefined tensor) and its dtype as PyTorch's traces name it ("float").
   std::vector<std::vector<int64_t>> input_dims;
@@ -35,9 +46,27 @@ struct TraceEvent {
 
 bool tracing();
 void trace(TraceEvent event);  // fills in `thread`
+
+// What a recording on a real GPU adds: each op's id is pushed as CUPTI's
+// external correlation while the op runs, so the GPU work it queues can be
+// traced back to it.
+struct RealGpuTracing {
+  void (*push_op)(uint64_t id);
+  void (*pop_op)();
+};
+// The host's time for a trace: the calling thread's modelled clock
+// (host_now()) on the emulated GPU; while a recording on a real GPU is open,
+// real_host_ns().
+int64_t trace_now();
+// The host's steady clock (CLOCK_MONOTONIC), in nanoseconds since this
+// process first read it: a real GPU's trace starts near 0, as a modelled one.
+int64_t real_host_ns();
 // Starts recording (with each op's input shapes when `record_shapes`); throws
-// tiny::Error when a recording is already open.
-void start_trace(bool record_shapes = false);
+// tiny::Error when a recording is already open. With `real_gpu` the recording
+// is on a real GPU: host times come from real_host_ns(), and each op calls
+// push_op/pop_op around itself (both null when CUPTI is missing: the host's
+// side alone is recorded). `real_gpu` must outlive the recording.
+void start_trace(bool record_shapes = false, const RealGpuTracing* real_gpu = nullptr);
 // Stops recording and returns what was recorded, in order of issue.
 std::vector<TraceEvent> stop_trace();
 
