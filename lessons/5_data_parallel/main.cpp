@@ -11,8 +11,8 @@
 // would take on the GPU named by TINY_EMULATED_GPU_MODEL (default h100-sxm).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -153,11 +153,14 @@ Timing time_steps(const std::vector<int64_t>& widths, int64_t batch_size, const 
     t.busy_ms[device] = ms / steps;
   }
   if (!trace.empty()) {
-    prof.export_chrome_trace(trace);
-    const std::string html = trace.substr(0, trace.rfind('.')) + ".html";
-    prof.export_timeline_html(html);
+    // Absolute paths: ./workbook runs the demo from the repository's root, not from where you typed.
+    const std::filesystem::path json = std::filesystem::absolute(trace);
+    std::filesystem::path html = json;
+    html.replace_extension(".html");
+    prof.export_chrome_trace(json.string());
+    prof.export_timeline_html(html.string());
     std::printf("(trace of %d DataParallel steps of %s: %s for ui.perfetto.dev, %s for any browser)\n", steps,
-                widths_text(widths).c_str(), trace.c_str(), html.c_str());
+                widths_text(widths).c_str(), json.c_str(), html.c_str());
   }
   return t;
 }
