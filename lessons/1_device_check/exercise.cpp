@@ -12,7 +12,7 @@ std::vector<tiny::Device> available_devices() {
 }
 
 tiny::Device choose_device(const std::string& requested) {
-  TINY_TODO("lesson 1: turn \"cpu\", \"auto\", \"cuda\" or \"cuda:N\" into a device, falling back to cpu without a GPU");
+  TINY_TODO("lesson 1: \"auto\" falls back to the CPU; otherwise parse with tiny::Device and check that GPU exists");
 }
 
 DeviceDescription describe_device(const tiny::Device& device) {

@@ -23,15 +23,17 @@ std::vector<tiny::Device> available_devices();
 
 /// @brief The device to train on, from what the user asked for.
 ///
+/// - `"auto"`: the current GPU when a GPU is available, otherwise the CPU. This is the only fallback.
+/// - anything else is parsed by `tiny::Device`, as `torch.device` parses it: text that is not a device
+///   (`"gpu"`, `"cuda:x"`, an index too long to be a number) throws its tiny::ValueError.
 /// - `"cpu"`: the CPU.
-/// - `"cuda"` or `"auto"`: `cuda:0` when a GPU is available, otherwise the CPU (the fallback).
-/// - `"cuda:N"`: that GPU when a GPU is available, otherwise the CPU (the fallback);
-///   when GPUs exist but N is not one of them, throw a tiny::DeviceError whose
-///   message names the request and the devices that exist (a typo must not
-///   silently train on the CPU).
-/// - anything else: throw a tiny::ValueError that names the text and the accepted forms.
+/// - `"cuda"`: the current GPU (`torch.device("cuda")` means the current device); `"cuda:N"`: GPU N.
+///   With no GPU at all, throw a tiny::DeviceError that says so and what to ask for instead
+///   (the user asked for a GPU by name: training on the CPU would hide that there is none).
+///   When GPUs exist but N is not one of them, throw a tiny::DeviceError whose message
+///   names the request and the devices that exist (a typo must not silently train on the CPU).
 ///
-/// PyTorch: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+/// PyTorch: `torch.device("cuda" if torch.cuda.is_available() else "cpu")` for "auto", `torch.device(requested)` otherwise.
 tiny::Device choose_device(const std::string& requested);
 
 /// @brief What a person wants to know about a device before training on it.

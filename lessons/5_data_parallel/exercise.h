@@ -19,7 +19,7 @@ namespace lesson5 {
 ///   devices are 4, 3, 3 (`batch.size(0) / n`, plus one for the first
 ///   `batch.size(0) % n` pieces);
 /// - copy each piece from where the batch is, not the whole batch to every
-///   device (`batch.narrow(0, start, length).to(device)`);
+///   device (`narrow` takes rows without copying);
 /// - fewer rows than devices would leave a device without work: throw
 ///   `tiny::ValueError` with a message that says so (TINY_CHECK does it in one line).
 ///
@@ -28,7 +28,8 @@ std::vector<tiny::Tensor> scatter(const tiny::Tensor& batch, const std::vector<t
 
 /// @brief Concatenates `pieces` (one per device, in order) along dimension 0 on `output_device`.
 ///
-/// Move every piece to `output_device` first: `tiny::cat` needs all its inputs on one device.
+/// `tiny::cat` needs all its inputs on one device. Copy GPU to GPU: a piece that
+/// stops on the host on its way has the same values, but makes the host wait and copies twice.
 ///
 /// PyTorch: `torch.nn.parallel.gather(pieces, output_device)`.
 tiny::Tensor gather(const std::vector<tiny::Tensor>& pieces, const tiny::Device& output_device);

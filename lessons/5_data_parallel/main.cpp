@@ -1,12 +1,21 @@
 // Lesson 5 demo: train the same MLP on the 8x8 digits (data/digits) on one GPU
 // and with your DataParallel over every GPU, from the same starting weights,
-// and show that the losses agree, how the batch was split, and the time.
-//   ./workbook run 5                 (10 epochs, batch size 128)
-// Options: --epochs N, --batch-size B, --lr LR, --seed S
-#include <chrono>
+// and show that the losses agree, how the batch was split, what travelled
+// between the GPUs, and when two GPUs pay: the modelled step time of a small
+// and a large model on one GPU and with DataParallel.
+//   ./workbook run 5                        (5 epochs, batch size 128, then the speed table)
+//   ./workbook run 5 --trace dp.json        (also a trace of 3 DataParallel steps of the large model:
+//                                            ui.perfetto.dev, or dp.html in any browser)
+// Options: --epochs N, --batch-size B, --lr LR, --seed S, --trace FILE
+// On the emulated GPUs the step times are modelled: how long the same steps
+// would take on the GPU named by TINY_EMULATED_GPU_MODEL (default h100-sxm).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "exercise.h"
 
@@ -15,10 +24,11 @@ namespace nn = tiny::nn;
 namespace {
 
 struct Options {
-  int epochs = 10;
+  int epochs = 5;
   int64_t batch_size = 128;
   double lr = 0.1;
   uint64_t seed = 0;
+  std::string trace;
 };
 
 bool parse(int argc, char** argv, Options& o) {
@@ -30,45 +40,129 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--batch-size") o.batch_size = std::atoll(value);
     else if (arg == "--lr") o.lr = std::atof(value);
     else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
+    else if (arg == "--trace") o.trace = value;
     else return false;
   }
   return o.epochs >= 1 && o.batch_size >= 1 && o.lr > 0;
 }
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(64, 256), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(256, 10));
+// An MLP of the given widths: Linear, ReLU, Linear, ..., Linear.
+std::shared_ptr<nn::Sequential> make_mlp(const std::vector<int64_t>& widths) {
+  auto mlp = std::make_shared<nn::Sequential>();
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    mlp->push_back(std::make_shared<nn::Linear>(widths[i], widths[i + 1]));
+    if (i + 2 < widths.size()) mlp->push_back(std::make_shared<nn::ReLU>());
+  }
+  return mlp;
 }
 
-// One epoch of plain single-GPU training; returns the mean loss per batch.
-double epoch_single(nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer) {
+std::string widths_text(const std::vector<int64_t>& widths) {
+  std::string s;
+  for (int64_t w : widths) s += (s.empty() ? "" : "-") + std::to_string(w);
+  return s;
+}
+
+// One step on one GPU, as lesson 4 writes it: the batch and labels to cuda:0, the loss read back.
+double single_step(nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer) {
   const tiny::Device gpu("cuda:0");
+  optimizer.zero_grad();
+  const tiny::Tensor loss = nn::functional::cross_entropy(model(batch.data.to(gpu)), batch.target.to(gpu));
+  loss.backward();
+  optimizer.step();
+  return loss.item<double>();
+}
+
+// One epoch; returns the mean loss per batch.
+template <typename Step>
+double epoch(tiny::data::DataLoader& loader, Step step) {
   double sum = 0;
   int batches = 0;
   for (const tiny::data::Batch& batch : loader) {
-    optimizer.zero_grad();
-    const tiny::Tensor loss = nn::functional::cross_entropy(model(batch.data.to(gpu)), batch.target.to(gpu));
-    loss.backward();
-    optimizer.step();
-    sum += loss.item<double>();
+    sum += step(batch);
     ++batches;
   }
   return sum / batches;
 }
 
-// One epoch with your train_step; returns the mean loss per batch.
-double epoch_parallel(nn::DataParallel& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer) {
-  double sum = 0;
-  int batches = 0;
-  for (const tiny::data::Batch& batch : loader) {
-    sum += lesson5::train_step(model, batch, optimizer);
-    ++batches;
-  }
-  return sum / batches;
+void synchronize_all(const std::vector<int>& ids) {
+  for (int d : ids) tiny::cuda::synchronize(d);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// Each GPU's busy time in a trace (ms): kernels and copies on its tracks.
+std::map<int, double> busy_ms(const std::string& chrome_trace, int gpus) {
+  const nlohmann::json trace = nlohmann::json::parse(chrome_trace);
+  std::map<int, std::string> names;  // pid -> "cuda:N (modelled)"
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") {
+      names[e.value("pid", 0)] = e["args"].value("name", "");
+    }
+  }
+  std::map<int, double> busy;
+  for (int d = 0; d < gpus; ++d) busy[d] = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    const std::string cat = e.value("cat", "");
+    if (e.value("ph", "") != "X" || (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset")) continue;
+    const std::string& name = names[e.value("pid", 0)];
+    for (int d = 0; d < gpus; ++d) {
+      if (name.rfind("cuda:" + std::to_string(d) + " ", 0) == 0) busy[d] += e.value("dur", 0.0) / 1e3;
+    }
+  }
+  return busy;
+}
+
+struct Timing {
+  double single_ms = 0, parallel_ms = 0;
+  std::map<int, double> busy_ms;  // each GPU's kernels and copies in a DataParallel step
+};
+
+// The modelled time of one training step, on one GPU and with your train_step over every GPU,
+// from the same weights on the same random batch (the mean of `steps` after a warm-up step).
+Timing time_steps(const std::vector<int64_t>& widths, int64_t batch_size, const std::vector<int>& ids, int steps,
+                  const std::string& trace) {
+  tiny::manual_seed(1);
+  auto single = make_mlp(widths);
+  auto replicated = std::dynamic_pointer_cast<nn::Sequential>(single->clone());
+  single->to(tiny::Device("cuda:0"));
+  auto dp = lesson5::wrap(replicated, ids);
+  tiny::optim::SGD opt_single(single->parameters(), {0.01});
+  tiny::optim::SGD opt_dp(replicated->parameters(), {0.01});
+  tiny::Generator g(2);
+  const tiny::data::Batch batch{tiny::randn({batch_size, widths.front()}, {}, g).pin_memory(),
+                                tiny::randint(0, widths.back(), {batch_size}, tiny::kInt64, g).pin_memory()};
+  Timing t;
+  single_step(*single, batch, opt_single);  // warm-up: the allocator's cache fills
+  synchronize_all(ids);
+  double start = tiny::cuda::host_time();
+  for (int i = 0; i < steps; ++i) single_step(*single, batch, opt_single);
+  synchronize_all(ids);
+  t.single_ms = (tiny::cuda::host_time() - start) * 1e3 / steps;
+
+  lesson5::train_step(*dp, batch, opt_dp);
+  synchronize_all(ids);
+  for (int d : ids) tiny::cuda::reset_device_counters(d);
+  tiny::profiler::profile prof;
+  start = tiny::cuda::host_time();
+  for (int i = 0; i < steps; ++i) {
+    lesson5::train_step(*dp, batch, opt_dp);
+    prof.step();
+  }
+  synchronize_all(ids);
+  t.parallel_ms = (tiny::cuda::host_time() - start) * 1e3 / steps;
+  prof.stop();
+  for (const auto& [device, ms] : busy_ms(prof.chrome_trace(), static_cast<int>(ids.size()))) {
+    t.busy_ms[device] = ms / steps;
+  }
+  if (!trace.empty()) {
+    // Absolute paths: ./workbook runs the demo from the repository's root, not from where you typed.
+    const std::filesystem::path json = std::filesystem::absolute(trace);
+    std::filesystem::path html = json;
+    html.replace_extension(".html");
+    prof.export_chrome_trace(json.string());
+    prof.export_timeline_html(html.string());
+    std::printf("(trace of %d DataParallel steps of %s: %s for ui.perfetto.dev, %s for any browser)\n", steps,
+                widths_text(widths).c_str(), json.c_str(), html.c_str());
+  }
+  return t;
 }
 
 }  // namespace
@@ -76,7 +170,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s [--epochs N] [--batch-size B] [--lr LR] [--seed S]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--epochs N] [--batch-size B] [--lr LR] [--seed S] [--trace FILE]\n", argv[0]);
     return 2;
   }
   try {
@@ -107,9 +201,10 @@ int main(int argc, char** argv) {
     std::printf("\ngather back on %s: %s\n\n", back.device().str().c_str(),
                 tiny::equal(back.cpu(), demo) ? "the same 7 rows, in order" : "NOT the batch we started from");
 
+    // The same training on one GPU and with your DataParallel: the same losses.
     auto data = std::make_shared<tiny::data::Digits>("", true);
     tiny::manual_seed(o.seed);
-    auto single = make_mlp();
+    auto single = make_mlp({64, 256, 10});
     auto replicated = std::dynamic_pointer_cast<nn::Sequential>(single->clone());  // the same starting weights
     single->to(tiny::Device("cuda:0"));
     auto dp = lesson5::wrap(replicated, ids);
@@ -123,23 +218,16 @@ int main(int argc, char** argv) {
     lo.generator = tiny::Generator(o.seed);  // the same batches in the same order
     tiny::data::DataLoader loader_dp(data, lo);
 
-    std::printf("%d epochs of %lld digits, batch size %lld, SGD lr %g\n", o.epochs,
+    std::printf("%d epochs of %lld digits, a 64-256-10 MLP, batch size %lld, SGD lr %g\n", o.epochs,
                 static_cast<long long>(data->size()), static_cast<long long>(o.batch_size), o.lr);
-    std::printf("epoch   one GPU loss   DataParallel loss   one GPU s   DataParallel s\n");
-    double time_single = 0, time_dp = 0;
-    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-      auto start = std::chrono::steady_clock::now();
-      const double l1 = epoch_single(*single, loader_single, opt_single);
-      tiny::cuda::synchronize(0);
-      const double t1 = seconds_since(start);
+    std::printf("epoch   one GPU loss   DataParallel loss\n");
+    for (int epoch_index = 1; epoch_index <= o.epochs; ++epoch_index) {
+      const double l1 = epoch(loader_single, [&](const tiny::data::Batch& b) { return single_step(*single, b, opt_single); });
+      synchronize_all(ids);
       for (int d : ids) tiny::cuda::reset_device_counters(d);
-      start = std::chrono::steady_clock::now();
-      const double l2 = epoch_parallel(*dp, loader_dp, opt_dp);
-      for (int d : ids) tiny::cuda::synchronize(d);
-      const double t2 = seconds_since(start);
-      time_single += t1;
-      time_dp += t2;
-      std::printf("%5d   %12.5f   %17.5f   %9.3f   %14.3f\n", epoch, l1, l2, t1, t2);
+      const double l2 = epoch(loader_dp, [&](const tiny::data::Batch& b) { return lesson5::train_step(*dp, b, opt_dp); });
+      synchronize_all(ids);
+      std::printf("%5d   %12.5f   %17.5f\n", epoch_index, l1, l2);
     }
     std::printf("\nlast DataParallel epoch, bytes each GPU received from the host:");
     for (int d : ids) {
@@ -153,14 +241,26 @@ int main(int argc, char** argv) {
       std::printf("  from cuda:%d %llu", d,
                   static_cast<unsigned long long>(tiny::cuda::device_counters(d).bytes_device_to_device));
     }
-    std::printf("\n\ntotal: one GPU %.2f s, DataParallel %.2f s (speedup %.2fx; host timings)\n", time_single, time_dp,
-                time_single / time_dp);
-    if (tiny::cuda::is_emulated(0)) {
-      std::printf("Each emulated GPU owns a share of your CPU's cores, and this model is small: the copies and\n"
-                  "threads cost more than the split compute saves. The demo shows the mechanics (split, replicate,\n"
-                  "gather, sum the gradients), not the speed. On real GPUs it still\n"
-                  "copies the model from cuda:0 and sums every gradient back onto it each step; that is why\n"
-                  "DistributedDataParallel (lesson 6) is preferred.\n");
+    std::printf("\n");
+
+    // When do two GPUs pay? The modelled step time of a small and a large model.
+    const bool modelled = tiny::cuda::is_emulated(0);
+    const std::string clock = modelled ? "modelled on the " + tiny::cuda::get_device_properties(0).modelled_gpu
+                                       : "measured on this machine's GPUs";
+    std::printf("\none training step, one GPU against DataParallel on %zu (ms, %s):\n", ids.size(), clock.c_str());
+    std::printf("model               batch   one GPU   DataParallel   speedup   busy in a DataParallel step\n");
+    struct Case {
+      std::vector<int64_t> widths;
+      int64_t batch;
+    };
+    const Case cases[] = {{{64, 256, 10}, 128}, {{1024, 1024, 1024, 10}, 4096}};
+    for (const Case& c : cases) {
+      const bool large = &c == &cases[1];
+      const Timing t = time_steps(c.widths, c.batch, ids, 2, large ? o.trace : "");
+      std::printf("%-18s %6lld   %7.3f   %12.3f   %6.2fx  ", widths_text(c.widths).c_str(),
+                  static_cast<long long>(c.batch), t.single_ms, t.parallel_ms, t.single_ms / t.parallel_ms);
+      for (const auto& [device, ms] : t.busy_ms) std::printf(" cuda:%d %.3f", device, ms);
+      std::printf("\n");
     }
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n", e.what());

@@ -19,24 +19,25 @@ std::vector<tiny::Device> available_devices() {
 }
 
 tiny::Device choose_device(const std::string& requested) {
-  // BEGIN SOLUTION: turn "cpu", "auto", "cuda" or "cuda:N" into a device, falling back to cpu without a GPU
-  if (requested == "cpu") return tiny::Device(tiny::DeviceType::CPU);
-  const bool any_gpu = requested == "auto" || requested == "cuda";
-  const bool one_gpu = requested.rfind("cuda:", 0) == 0 && requested.size() > 5 &&
-                       requested.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (!any_gpu && !one_gpu) {
-    throw tiny::ValueError("choose_device: '" + requested + "' is not a device: use cpu, auto, cuda or cuda:N");
-  }
+  // BEGIN SOLUTION: "auto" falls back to the CPU; otherwise parse with tiny::Device and check that GPU exists
   const int count = count_devices();
-  if (count == 0) return tiny::Device(tiny::DeviceType::CPU);  // no GPU here: fall back to the CPU
-  if (any_gpu) return tiny::Device(tiny::DeviceType::CUDA, 0);
-  const int index = requested.size() <= 8 ? std::stoi(requested.substr(5)) : count;
+  if (requested == "auto") {  // the only fallback: "a GPU if there is one"
+    return count > 0 ? tiny::Device(tiny::kCUDA, tiny::cuda::current_device()) : tiny::Device(tiny::kCPU);
+  }
+  const tiny::Device device(requested);  // as torch.device(requested): tiny::ValueError for text that is no device
+  if (device.is_cpu()) return device;
+  if (count == 0) {
+    throw tiny::DeviceError("choose_device: " + requested +
+                            " was asked for, but no GPU is available here (tiny::cuda::is_available() is false); "
+                            "ask for auto to fall back to the CPU, or for cpu");
+  }
+  const int index = device.has_index() ? device.index() : tiny::cuda::current_device();  // "cuda": the current GPU
   if (index >= count) {
     throw tiny::DeviceError("choose_device: " + requested + " does not exist: this machine has " +
                             std::to_string(count) + " GPU(s), cuda:0 to cuda:" + std::to_string(count - 1) +
                             "; pick one of them or use cpu");
   }
-  return tiny::Device(tiny::DeviceType::CUDA, index);
+  return tiny::Device(tiny::kCUDA, index);
   // END SOLUTION
 }
 

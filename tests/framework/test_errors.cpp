@@ -147,6 +147,8 @@ TEST(Errors, BadDeviceStrings) {
                "Expected one of cpu, cuda device type at start of device string: 'gpu'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:x"), "Invalid device string: 'cuda:x'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:"), "Invalid device string: 'cuda:'");
+  EXPECT_ERROR(ValueError, tiny::Device("cuda:99999999999"),
+               "Could not parse device index '99999999999' in device string 'cuda:99999999999'");
   EXPECT_ERROR(ValueError, tiny::Device("cuda:-1"), "'cuda:-1'");
   EXPECT_ERROR(ValueError, tiny::Device("cpu:1"), "'cpu:1'");
   EXPECT_ERROR(ValueError, tiny::Device(""), "''");

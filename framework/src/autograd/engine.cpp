@@ -52,6 +52,10 @@ namespace tiny::autograd {
 
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
+// A thread inside a SequenceRangeGuard numbers its nodes from its own range.
+thread_local uint64_t* t_next_sequence_nr = nullptr;
+// Each range of reserve_sequence_ranges(): more nodes than one forward pass of a replica records.
+constexpr uint64_t kSequenceRange = uint64_t{1} << 32;
 
 // Where autograd::grad wants a gradient captured instead of accumulated.
 using CaptureKey = std::pair<Node*, uint32_t>;
@@ -186,7 +190,20 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& tensors, const
 
 }  // namespace
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+uint64_t reserve_sequence_ranges(size_t count) {
+  return next_sequence_nr.fetch_add(kSequenceRange * count, std::memory_order_relaxed);
+}
+
+SequenceRangeGuard::SequenceRangeGuard(uint64_t first, size_t index)
+    : previous_(t_next_sequence_nr), next_(first + kSequenceRange * index) {
+  t_next_sequence_nr = &next_;
+}
+
+SequenceRangeGuard::~SequenceRangeGuard() { t_next_sequence_nr = previous_; }
+
+Node::Node()
+    : sequence_nr_(t_next_sequence_nr != nullptr ? (*t_next_sequence_nr)++
+                                                 : next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
   gpu::model::host_advance_autograd();  // recording an op for backward costs the host (modelled time)
 }
 

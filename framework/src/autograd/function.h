@@ -90,4 +90,27 @@ void record(const std::string& name, const std::vector<Tensor>& inputs, const st
 // Sums `grad` over broadcast dimensions so it has `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& grad, const IntArrayRef& shape);
 
+/// @brief Reserves `count` ranges of node sequence numbers, one for each thread
+/// of a fork (DataParallel's replicas); returns the first number of the first range.
+/// Numbers recorded after the fork, by any thread, are above every range.
+uint64_t reserve_sequence_ranges(size_t count);
+
+/// @brief While alive, the nodes the calling thread records are numbered from
+/// `first` + kSequenceRange * `index` on, not from the shared counter: the
+/// backward pass then runs the replicas' nodes in the same order on every run,
+/// whichever replica thread recorded first (so their modelled time is the same,
+/// as DESIGN.md section 4a promises). PyTorch's sequence numbers are per thread too.
+class SequenceRangeGuard {
+ public:
+  /// @brief Numbers this thread's nodes from range `index` of reserve_sequence_ranges()'s `first`.
+  SequenceRangeGuard(uint64_t first, size_t index);
+  ~SequenceRangeGuard();
+  SequenceRangeGuard(const SequenceRangeGuard&) = delete;
+  SequenceRangeGuard& operator=(const SequenceRangeGuard&) = delete;
+
+ private:
+  uint64_t* previous_;
+  uint64_t next_;
+};
+
 }  // namespace tiny::autograd

@@ -28,12 +28,15 @@ Device::Device(const std::string& spec) {
   }
   if (colon == std::string::npos) return;
   const std::string digits = spec.substr(colon + 1);
-  TINY_CHECK(!digits.empty() && digits.size() <= 6, ValueError, "Invalid device string: '", spec,
+  TINY_CHECK(!digits.empty(), ValueError, "Invalid device string: '", spec,
              "' (the index after ':' must be a number, e.g. cuda:0)");
   for (char c : digits) {
     TINY_CHECK(std::isdigit(static_cast<unsigned char>(c)), ValueError, "Invalid device string: '", spec,
                "' (the index after ':' must be a number, e.g. cuda:0)");
   }
+  // PyTorch's words when its std::stoi overflows; no machine has a million GPUs.
+  TINY_CHECK(digits.size() <= 6, ValueError, "Could not parse device index '", digits, "' in device string '", spec,
+             "' (an index has at most 6 digits; GPUs are numbered from cuda:0)");
   const int index = std::stoi(digits);
   TINY_CHECK(type_ == DeviceType::CUDA || index == 0, ValueError, "the CPU has no device index other than 0, got '",
              spec, "'");

@@ -153,7 +153,7 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
     // which may hand out memory that work queued on the destination's stream
     // still reads; the copy runs on the source's stream, so order it after
     // that work (PyTorch's copy_kernel_cuda does the same). The other half of
-    // the barrier is the synchronization below.
+    // the barrier follows the copy.
     const gpu::Stream dst_stream = gpu::current_stream(dst.device().index());
     const gpu::Event queued = rt->create_event(dst_stream.device, false);
     rt->record_event(queued, dst_stream);
@@ -161,11 +161,21 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
     rt->destroy_event(queued);  // the wait keeps it alive until it has run
   }
   rt->memcpy_async(dst.unsafe_impl()->data(), src.unsafe_impl()->data(), nbytes, kind, stream);
-  // A copy between two GPUs runs on the source's stream: wait before the
-  // destination's stream can use the data. A blocking copy from the host
-  // returns when the data is on the device, as in PyTorch.
-  const bool wait = kind == gpu::CopyKind::DeviceToDevice || (!non_blocking && kind == gpu::CopyKind::HostToDevice);
-  if (wait) {
+  if (kind == gpu::CopyKind::DeviceToDevice) {
+    // A copy between two GPUs runs on the source's stream: the destination's
+    // stream waits for it on the GPU, and the host goes on (the other half of
+    // PyTorch's two-way barrier in copy_device_to_device; no host wait, so
+    // DataParallel's replicas and gathers do not stall the thread that queues them).
+    if (dst.device().index() != device) {
+      const gpu::Event copied = rt->create_event(device, false);
+      rt->record_event(copied, stream);
+      rt->stream_wait_event(gpu::current_stream(dst.device().index()), copied);
+      rt->destroy_event(copied);
+    }
+    return;
+  }
+  // A blocking copy from the host returns when the data is on the device, as in PyTorch.
+  if (!non_blocking && kind == gpu::CopyKind::HostToDevice) {
     rt->stream_synchronize(stream);
     return;
   }

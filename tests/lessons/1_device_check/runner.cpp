@@ -3,6 +3,12 @@
 #include "harness/runner.h"
 
 namespace {
+// A check may make another GPU current first (tiny::cuda::set_device, torch.cuda.set_device),
+// to see whether an answer follows the current device.
+void select_device(const workbook::Bundle& in) {
+  if (in.values.contains("current_device")) tiny::cuda::set_device(in.values.at("current_device").get<int>());
+}
+
 nlohmann::json device_list(const std::vector<tiny::Device>& devices) {
   nlohmann::json out = nlohmann::json::array();
   for (const tiny::Device& d : devices) out.push_back(d.str());
@@ -10,15 +16,23 @@ nlohmann::json device_list(const std::vector<tiny::Device>& devices) {
 }
 }  // namespace
 
-WORKBOOK_EXERCISE(count_devices) { out.values["count"] = lesson1::count_devices(); }
+WORKBOOK_EXERCISE(count_devices) {
+  select_device(in);
+  out.values["count"] = lesson1::count_devices();
+}
 
-WORKBOOK_EXERCISE(available_devices) { out.values["devices"] = device_list(lesson1::available_devices()); }
+WORKBOOK_EXERCISE(available_devices) {
+  select_device(in);
+  out.values["devices"] = device_list(lesson1::available_devices());
+}
 
 WORKBOOK_EXERCISE(choose_device) {
+  select_device(in);
   out.values["device"] = lesson1::choose_device(in.values.at("requested").get<std::string>()).str();
 }
 
 WORKBOOK_EXERCISE(describe_device) {
+  select_device(in);
   const lesson1::DeviceDescription d = lesson1::describe_device(tiny::Device(in.values.at("device").get<std::string>()));
   out.values["name"] = d.name;
   out.values["memory_gib"] = d.memory_gib;

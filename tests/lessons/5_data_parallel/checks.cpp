@@ -37,6 +37,29 @@ std::vector<int64_t> expected_sizes(int64_t rows, int64_t parts) {
   return sizes;
 }
 
+uint64_t counter(const nlohmann::json& counters, const std::string& name) {
+  uint64_t total = 0;
+  for (const nlohmann::json& device : counters) total += device.value(name, uint64_t{0});
+  return total;
+}
+
+// The host round trip in `mine`'s copy counters that `ref`'s have not (bytes to
+// the host beyond the reference's, and back), in words; empty when there is none.
+std::string host_round_trip(const nlohmann::json& mine, const nlohmann::json& ref) {
+  const uint64_t out_pageable = counter(mine, "bytes_device_to_host_pageable"),
+                 out_pinned = counter(mine, "bytes_device_to_host_pinned"),
+                 in_pageable = counter(mine, "bytes_host_to_device_pageable"),
+                 in_pinned = counter(mine, "bytes_host_to_device_pinned");
+  const uint64_t ref_out = counter(ref, "bytes_device_to_host_pageable") + counter(ref, "bytes_device_to_host_pinned"),
+                 ref_in = counter(ref, "bytes_host_to_device_pageable") + counter(ref, "bytes_host_to_device_pinned");
+  if (out_pageable + out_pinned <= ref_out || in_pageable + in_pinned <= ref_in) return "";
+  return "the GPUs sent " + std::to_string(out_pageable + out_pinned) + " bytes to the host (" +
+         std::to_string(out_pageable) + " pageable, " + std::to_string(out_pinned) + " pinned) and received " +
+         std::to_string(in_pageable + in_pinned) + " from it (" + std::to_string(in_pageable) + " pageable, " +
+         std::to_string(in_pinned) + " pinned), where the reference sends " + std::to_string(ref_out) +
+         " and receives " + std::to_string(ref_in) + ": data went from a GPU through the CPU and back";
+}
+
 void put_model(Bundle& in, const Context& ctx) {
   tiny::manual_seed(ctx.seed);
   in.put_state("init", lesson5_checks::make_model()->state_dict());
@@ -142,6 +165,12 @@ WORKBOOK_CHECK(gather, "gather() puts the pieces back in order on the output dev
       return *early;
     }
     if (auto why = workbook::differ(options.call, mine.out, ref.out, "out", 0, 0)) return Outcome::fail(*why);
+    const std::string trip = host_round_trip(mine.out.values["copy_counters"], ref.out.values["copy_counters"]);
+    if (!trip.empty()) {
+      return Outcome::fail(options.call + ": right values, but " + trip + ". A piece goes straight from its GPU "
+                           "to the other (piece.to(output_device)), with no stop on the host: .cpu() waits for "
+                           "the GPU and copies twice");
+    }
   }
   return Outcome::pass();
 }
@@ -213,6 +242,14 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
     if (passes.size() == 1) why += ": call the DataParallel itself, model(batch.data), not model.module()";
     return Outcome::fail(why);
   }
+  // Nothing goes from a GPU to the host and back (the loss's .item() excepted: the reference reads it too).
+  const std::string trip =
+      host_round_trip(mine.out.values["copy_counters"][0], ref.out.values["copy_counters"][0]);
+  if (!trip.empty()) {
+    return Outcome::fail("right losses, but in the first step " + trip + ". The output is already gathered on "
+                         "model.output_device(): compute the loss there, with no .cpu() on the way (a round trip "
+                         "waits for the GPU and copies twice; see the step_speed check's time)");
+  }
   // Each GPU receives only its rows from the host (and cuda:0 the labels).
   const auto& bytes = mine.out.values["host_to_device"][0];
   const auto& expected = ref.out.values["host_to_device"][0];
@@ -243,4 +280,56 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
   }
   ctx.details["losses"] = {{"data_parallel", losses}, {"one_gpu", want}};
   return Outcome::pass();
+}
+
+static std::string ms_text(double ms) { return workbook::number_text(ms, 4) + " ms"; }
+
+WORKBOOK_TIMED_CHECK(step_speed, "train_step() of a large model: DataParallel on 2 GPUs beats one, within 1.1x of the reference's modelled time") {
+  // A 1024-1024-1024-10 MLP on a batch of 4096: on two modelled GPUs the halved
+  // compute outweighs the replicas and the gather. The modelled clock is the
+  // same on every run and machine, so 1.1x is a fair limit.
+  constexpr double kLimit = 1.1;
+  Bundle in;
+  in.values["seed"] = ctx.seed;
+  in.values["lr"] = 0.01;
+  in.values["devices"] = 2;
+  workbook::RunOptions options;
+  options.call = "train_step(DataParallel over cuda:0 and cuda:1, a 1024-1024-1024-10 MLP, a batch of 4096)";
+  options.timeout_s = 180;  // real matrix products of a large model on this CPU
+  Run mine, ref;
+  if (auto early = ctx.both("step_speed", in, mine, ref, options)) return *early;
+  const std::string gpu = ref.out.values.value("modelled_gpu", "");
+  Bundle single_in = in;
+  single_in.values["devices"] = 1;
+  const Run single = ctx.reference("step_speed", single_in, options);
+  if (!single.ok()) return Outcome::error("the single-GPU reference failed: " + single.message);
+  const double yours = mine.out.values["step_ms"].get<double>(), theirs = ref.out.values["step_ms"].get<double>(),
+               one_gpu = single.out.values["step_ms"].get<double>();
+  const double ratio = yours / std::max(theirs, 1e-9);
+  ctx.details["timing"] = {{"yours_ms", {yours}}, {"reference_ms", {theirs}}, {"ratio", ratio},
+                           {"ratio_low", ratio},  {"ratio_high", ratio},
+                           {"clock", gpu.empty() ? "host" : "modelled " + gpu}};
+  ctx.details["one_gpu_ms"] = one_gpu;
+  const std::string figures = "your DataParallel step took " + ms_text(yours) + ", the reference's " +
+                              ms_text(theirs) + ", one GPU alone " + ms_text(one_gpu) +
+                              (gpu.empty() ? " (host time)" : " on the modelled " + gpu);
+  const std::string trip = host_round_trip(mine.out.values["copy_counters"], ref.out.values["copy_counters"]);
+  if (!trip.empty()) {
+    return Outcome::fail("your step is right in its numbers but makes a round trip through the host: " + trip +
+                         ". " + figures + ". The output is already gathered on model.output_device(): compute the "
+                         "loss there, with no .cpu() on the way");
+  }
+  if (gpu.empty()) return Outcome::pass("host time, advisory: " + figures);
+  if (ratio > kLimit) {
+    return Outcome::fail("your DataParallel step is slower than the reference's: " + figures + ": " +
+                         workbook::number_text(ratio, 3) + "x, over the 1.1x limit. Modelled time is the same on "
+                         "every run, so this is your step's doing, not noise: profile it (tiny::profiler, the "
+                         "demo's --trace) and compare the host's track with the reference's order: zero_grad, the "
+                         "DataParallel on the CPU batch, the labels to the output device, the loss, backward, step");
+  }
+  if (yours >= one_gpu) {
+    return Outcome::fail("your DataParallel step is no faster than one GPU: " + figures);
+  }
+  return Outcome::pass("modelled time: " + figures + ": two GPUs " + workbook::number_text(one_gpu / yours, 3) +
+                       "x faster than one");
 }

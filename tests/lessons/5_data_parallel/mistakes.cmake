@@ -34,3 +34,21 @@ workbook_mistake(module_called_directly CHECK train_step MESSAGE "the batch was 
 workbook_mistake(batch_to_gpu_first CHECK train_step MESSAGE "the whole batch went to cuda:0 first"
   FIND [=[const tiny::Tensor logits = model(batch.data);]=]
   REPLACE [=[const tiny::Tensor logits = model(batch.data.to(model.output_device()));]=])
+
+# gather through the CPU: right values, but every piece waits for its GPU and is copied twice.
+workbook_mistake(gather_through_host CHECK gather MESSAGE "data went from a GPU through the CPU and back"
+  FIND [=[moved.push_back(piece.to(output_device));]=]
+  REPLACE [=[moved.push_back(piece.cpu().to(output_device));]=])
+
+# The gathered output taken through the CPU before the loss: right losses and
+# weights, found from the copy counters (bytes each way, pageable and pinned)...
+workbook_mistake(output_through_host CHECK train_step MESSAGE "data went from a GPU through the CPU and back"
+  FIND [=[const tiny::Tensor logits = model(batch.data);]=]
+  REPLACE [=[const tiny::Tensor logits = model(batch.data).cpu().to(model.output_device());]=])
+# ... and by the step_speed check, timed on the modelled clock (workbook_mistake
+# skips timed checks, so this entry runs it alone).
+add_test(NAME dev.mistake.5.output_through_host_step_speed
+         COMMAND lesson_5_checks --student $<TARGET_FILE:lesson_5_mistake_output_through_host>
+                 --reference $<TARGET_FILE:lesson_5_reference> --check step_speed
+                 --expect-fail "step_speed=makes a round trip through the host")
+set_tests_properties(dev.mistake.5.output_through_host_step_speed PROPERTIES LABELS dev TIMEOUT 600)

@@ -48,4 +48,18 @@ inline std::shared_ptr<tiny::nn::Sequential> make_model() {
                                                 std::make_shared<tiny::nn::Linear>(kHidden, kClasses));
 }
 
+/// @brief The speed check's model and batch: large enough that DataParallel over
+/// two modelled H100s beats one (the demo's "large" row; lessons/5_data_parallel/README.md).
+constexpr int64_t kLargeWidth = 1024;
+constexpr int64_t kLargeBatch = 4096;
+constexpr int64_t kLargeClasses = 10;
+
+/// @brief A 1024-1024-1024-10 MLP.
+inline std::shared_ptr<tiny::nn::Sequential> make_large_model() {
+  return std::make_shared<tiny::nn::Sequential>(
+      std::make_shared<tiny::nn::Linear>(kLargeWidth, kLargeWidth), std::make_shared<tiny::nn::ReLU>(),
+      std::make_shared<tiny::nn::Linear>(kLargeWidth, kLargeWidth), std::make_shared<tiny::nn::ReLU>(),
+      std::make_shared<tiny::nn::Linear>(kLargeWidth, kLargeClasses));
+}
+
 }  // namespace lesson5_checks

@@ -1,6 +1,8 @@
 // Lesson 5's glue: builds the inputs from the bundle, calls each exercise, and
 // writes down what came out, where it lives, which bytes went to which GPU,
 // and which replica saw which rows.
+#include <optional>
+
 #include "exercise.h"
 #include "harness/runner.h"
 #include "model.h"
@@ -18,6 +20,20 @@ void start_counting() {
     tiny::cuda::synchronize(d);
     workbook::reset_device_counters(d);
   }
+}
+
+// Every copy counter of each GPU since start_counting(): bytes each way, pageable and pinned.
+nlohmann::json copy_counters() {
+  nlohmann::json all = nlohmann::json::array();
+  for (int d = 0; d < gpus(); ++d) {
+    const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(d);
+    all.push_back({{"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable},
+                   {"bytes_host_to_device_pinned", c.bytes_host_to_device_pinned},
+                   {"bytes_device_to_host_pageable", c.bytes_device_to_host_pageable},
+                   {"bytes_device_to_host_pinned", c.bytes_device_to_host_pinned},
+                   {"bytes_device_to_device", c.bytes_device_to_device}});
+  }
+  return all;
 }
 
 // Bytes copied into each GPU from the host since start_counting().
@@ -67,7 +83,9 @@ WORKBOOK_EXERCISE(gather) {
   for (size_t i = 0; i < devices.size(); ++i) {
     pieces.push_back(in.tensor("piece." + std::to_string(i)).to(tiny::Device(devices[i].get<std::string>())));
   }
+  start_counting();
   out.put("out", lesson5::gather(pieces, tiny::Device(in.values.at("output_device").get<std::string>())));
+  out.values["copy_counters"] = copy_counters();
 }
 
 // wrap(model, device_ids), then one forward pass of the wrapper on a CPU batch.
@@ -90,15 +108,17 @@ WORKBOOK_EXERCISE(train_step) {
   tiny::nn::DataParallel dp(model, {0, 1});
   tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
   nlohmann::json losses = nlohmann::json::array(), passes = nlohmann::json::array(),
-                 bytes = nlohmann::json::array();
+                 bytes = nlohmann::json::array(), counters = nlohmann::json::array();
   take_passes();
   for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
     tiny::data::Batch batch{in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))};
     start_counting();
     losses.push_back(lesson5::train_step(dp, batch, optimizer));
     bytes.push_back(host_to_device_bytes());
+    counters.push_back(copy_counters());
     passes.push_back(take_passes());
   }
+  out.values["copy_counters"] = counters;
   out.values["losses"] = losses;
   out.values["passes"] = passes;
   out.values["host_to_device"] = bytes;
@@ -122,4 +142,40 @@ WORKBOOK_EXERCISE(train_single) {
   }
   out.values["losses"] = losses;
   out.put_state("final", model->state_dict());
+}
+
+// The speed check's step: the large model and batch, one warm-up step (the
+// allocator's cache fills), then one step timed on the modelled clock, with its
+// copy counters. With "devices" 2, your train_step on a DataParallel over
+// cuda:0 and cuda:1; with 1 (the reference only), the same step on cuda:0 alone.
+WORKBOOK_EXERCISE(step_speed) {
+  tiny::manual_seed(in.values.at("seed").get<uint64_t>());
+  auto model = lesson5_checks::make_large_model();
+  const tiny::Device gpu("cuda:0");
+  model->to(gpu);
+  tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
+  tiny::Generator g(in.values.at("seed").get<uint64_t>() + 1);
+  const int64_t rows = lesson5_checks::kLargeBatch;
+  const tiny::data::Batch batch{tiny::randn({rows, lesson5_checks::kLargeWidth}, {}, g).pin_memory(),
+                                tiny::randint(0, lesson5_checks::kLargeClasses, {rows}, tiny::kInt64, g).pin_memory()};
+  const bool parallel = in.values.at("devices").get<int>() == 2;
+  std::optional<tiny::nn::DataParallel> dp;
+  if (parallel) dp.emplace(model, std::vector<int>{0, 1});
+  auto step = [&]() {
+    if (parallel) return lesson5::train_step(*dp, batch, optimizer);
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy((*model)(batch.data.to(gpu)), batch.target.to(gpu));
+    loss.backward();
+    optimizer.step();
+    return loss.item<double>();
+  };
+  step();
+  start_counting();
+  const double start = tiny::cuda::host_time();
+  const double loss = step();
+  for (int d = 0; d < gpus(); ++d) tiny::cuda::synchronize(d);
+  out.values["step_ms"] = (tiny::cuda::host_time() - start) * 1e3;
+  out.values["copy_counters"] = copy_counters();
+  out.values["loss"] = loss;
+  if (tiny::cuda::is_emulated(0)) out.values["modelled_gpu"] = tiny::cuda::get_device_properties(0).modelled_gpu;
 }

@@ -148,7 +148,7 @@ std::vector<Tensor> scatter(const Tensor& tensor, const std::vector<int>& device
   out.reserve(devices.size());
   int64_t start = 0;
   for (size_t i = 0; i < devices.size(); ++i) {
-    out.push_back(tensor.detach().narrow(dim, start, sizes[i]).to(Device(kCUDA, devices[i])));
+    out.push_back(tensor.detach().narrow(dim, start, sizes[i]).to(Device(kCUDA, devices[i]), /*non_blocking=*/true));
     start += sizes[i];
   }
   return out;

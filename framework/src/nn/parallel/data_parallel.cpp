@@ -161,8 +161,12 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   // Each replica's thread starts at the caller's modelled time; the caller
   // resumes at the latest of theirs (DESIGN.md section 4a).
   gpu::model::HostClockFork clock;
+  // Each replica numbers its autograd nodes from its own range, so backward
+  // visits them in the same order whichever thread recorded first.
+  const uint64_t sequence_ranges = autograd::reserve_sequence_ranges(replicas.size());
   auto run = [&](size_t i) {
     clock.enter();
+    autograd::SequenceRangeGuard numbering(sequence_ranges, i);
     try {
       ThreadLocalStateGuard carry(state);      // grad mode (and the caller's current device)
       amp::StateGuard carry_autocast(autocast_state);  // a forward under autocast runs under it in every replica
