@@ -65,8 +65,8 @@ class DeviceGuard {
 /// @brief Waits until all work queued on the device has run (`torch.cuda.synchronize`).
 void synchronize(int index = -1);
 
-/// @brief One line for a demo's first output, e.g. "cuda:0 - EMULATED on your CPU (4.00 GiB limit;
-/// timing modelled on the H100 SXM, an estimate)", or the real GPU's name and memory.
+/// @brief One line for a demo's first output, e.g. "cuda:0 - EMULATED on your CPU (timing modelled
+/// on the H100 SXM, an estimate; 4.00 GiB here, 80 GB on the real card)", or the real GPU's name and memory.
 std::string device_banner(const Device& device);
 
 /// @brief Bytes held by tensors on the device (`torch.cuda.memory_allocated`).

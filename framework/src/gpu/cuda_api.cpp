@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "gpu/caching_allocator.h"
@@ -67,10 +68,14 @@ std::string device_banner(const Device& device) {
     // Which clock CUDA events and host_time() read (TINY_EMULATED_GPU_CLOCK): the modelled GPU's by default.
     const char* clock = std::getenv("TINY_EMULATED_GPU_CLOCK");
     const bool host = clock != nullptr && std::string(clock) == "host";
-    return name + " - EMULATED on your CPU (" + runtime::format_bytes(p.total_memory) + " limit; " +
+    // The memory is this machine's cap (TINY_EMULATED_GPU_MEMORY), not the modelled card's: say both,
+    // or "4.00 GiB" reads as the H100's memory.
+    std::ostringstream real_card;
+    if (p.modelled_memory_gb > 0) real_card << ", " << p.modelled_memory_gb << " GB on the real card";
+    return name + " - EMULATED on your CPU (" +
            (host ? std::string("events time this CPU's work")
                  : "timing modelled on the " + p.modelled_gpu + ", an estimate") +
-           ")";
+           "; " + runtime::format_bytes(p.total_memory) + " here" + (host ? "" : real_card.str()) + ")";
   }
   return name + " - " + p.name + " (" + runtime::format_bytes(p.total_memory) + ")";
 }

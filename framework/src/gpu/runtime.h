@@ -46,6 +46,7 @@ struct DeviceProperties {
   int major = 0, minor = 0;         // compute capability
   bool emulated = false;
   std::string modelled_gpu;         // the emulator: the real GPU its clock models (docs/performance_model.md)
+  double modelled_memory_gb = 0;    // the emulator: that GPU's memory (the datasheet's GB), beside total_memory here
 };
 
 // Counters that make performance habits checkable without clocks (DESIGN.md

@@ -350,6 +350,7 @@ DeviceProperties EmulatedRuntime::properties(int index) const {
   p.minor = 0;
   p.emulated = true;
   p.modelled_gpu = model::selected_model().display_name;
+  p.modelled_memory_gb = model::selected_model().memory_gb;
   return p;
 }
 
