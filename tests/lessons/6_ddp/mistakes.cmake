@@ -124,3 +124,25 @@ workbook_alternative(average_flattened CHECKS average_gradients
     p.grad().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()).div(world));
     offset += p.numel();
   }]=])
+
+# The guard around backward only: the forward, outside it, already told DDP to synchronize.
+workbook_mistake(no_sync_backward_only CHECK accumulation_step MESSAGE "the forward too: it is where DDP decides"
+  FIND [=[    auto forward_backward = [&] {
+      const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);  // the mean over all micro-batches
+      loss.backward();
+      total += loss.item<double>();
+    };
+    if (i + 1 < micro_batches.size()) {
+      auto guard = model.no_sync();  // forward and backward inside: gradients add up locally
+      forward_backward();
+    } else {
+      forward_backward();  // outside no_sync: this backward all-reduces the accumulated gradients
+    }]=]
+  REPLACE [=[    const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);
+    if (i + 1 < micro_batches.size()) {
+      auto guard = model.no_sync();
+      loss.backward();
+    } else {
+      loss.backward();
+    }
+    total += loss.item<double>();]=])
