@@ -19,6 +19,25 @@
 
 namespace lesson6 {
 
+/// @brief Averages every parameter's gradient over the ranks, in place: what DDP does for you, by hand.
+///
+/// Each rank has just run backward on its own share of the batch, so each holds
+/// different gradients. When this returns, every rank must hold the same
+/// gradients: for each parameter, the mean over the ranks of their gradients
+/// (the gradient of the whole batch, as one process would have computed it).
+/// Then the same optimizer step on every rank keeps the replicas equal.
+///
+/// Use `tiny::distributed::all_reduce` (it works in place, and every rank must
+/// call it, in the same order) and `tiny::distributed::get_world_size()`.
+/// Skip parameters without a gradient. The check compares one step taken
+/// after your average with DDP's step on the same data, and counts your
+/// collectives: each gradient crosses the network once (one all-reduce per
+/// parameter; flattening them all into one buffer first, as DDP's buckets do,
+/// is also fine: fewer calls, the same bytes), and nothing else does.
+///
+/// PyTorch: the same function, with `dist.all_reduce(p.grad)` (see README.md).
+void average_gradients(tiny::nn::Module& model);
+
 /// @brief Joins the process group and returns the device this rank trains on.
 ///
 /// - `tiny::distributed::init_process_group(backend)`: the rank, the world size
@@ -83,6 +102,35 @@ ShardedLoader make_loader(std::shared_ptr<tiny::data::Dataset> dataset, int64_t 
 /// ```
 double train_one_epoch(tiny::nn::parallel::DistributedDataParallel& model, ShardedLoader& data,
                        tiny::optim::Optimizer& optimizer, const tiny::Device& device, int epoch);
+
+/// @brief One optimizer step from several micro-batches (gradient accumulation), synchronizing once.
+///
+/// The step must equal one step on all the micro-batches at once: the
+/// gradients of the micro-batches add up in `.grad()` (no zero_grad between
+/// them), each micro-batch's mean loss weighted so that the sum is the mean
+/// over all of them (they have the same size), then one `optimizer.step()`.
+/// Start with `optimizer.zero_grad()`.
+///
+/// With DDP, every backward all-reduces the gradients, but only the last one
+/// needs to: run the earlier micro-batches inside `model.no_sync()` (a guard:
+/// synchronization is off while it lives, and it must cover the forward as
+/// well as the backward). The check counts the all-reduces of a step: DDP's
+/// buckets once, not once per micro-batch.
+///
+/// Returns the step's loss: the mean over the micro-batches of their losses.
+///
+/// PyTorch:
+/// ```python
+/// optimizer.zero_grad()
+/// for i, (x, y) in enumerate(micro_batches):
+///     ctx = ddp.no_sync() if i < len(micro_batches) - 1 else contextlib.nullcontext()
+///     with ctx:
+///         ...                  # forward, loss, backward
+/// optimizer.step()
+/// ```
+double accumulation_step(tiny::nn::parallel::DistributedDataParallel& model,
+                         const std::vector<tiny::data::Batch>& micro_batches, tiny::optim::Optimizer& optimizer,
+                         const tiny::Device& device);
 
 /// @brief The mean of `value` over every rank, returned on every rank.
 ///

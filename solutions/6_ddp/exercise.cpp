@@ -8,6 +8,18 @@ namespace lesson6 {
 namespace dist = tiny::distributed;
 namespace F = tiny::nn::functional;
 
+void average_gradients(tiny::nn::Module& model) {
+  // BEGIN SOLUTION: every parameter's gradient summed over the ranks (all_reduce), then divided by the world size
+  const double world = dist::get_world_size();
+  tiny::NoGradGuard no_grad;
+  for (const tiny::Tensor& p : model.parameters()) {
+    if (!p.grad().defined()) continue;
+    dist::all_reduce(p.grad());  // in place: every rank now holds the sum
+    p.grad().div_(world);        // the sum over the ranks becomes their mean
+  }
+  // END SOLUTION
+}
+
 tiny::Device setup(const std::string& backend) {
   // BEGIN SOLUTION: init_process_group(backend), then cuda:local_rank() (set it as the current device), or the CPU without GPUs
   dist::init_process_group(backend);  // RANK, WORLD_SIZE, MASTER_ADDR/PORT from tinyrun
@@ -47,6 +59,32 @@ double train_one_epoch(tiny::nn::parallel::DistributedDataParallel& model, Shard
     examples += x.size(0);
   }
   return examples > 0 ? sum / static_cast<double>(examples) : 0.0;
+  // END SOLUTION
+}
+
+double accumulation_step(tiny::nn::parallel::DistributedDataParallel& model,
+                         const std::vector<tiny::data::Batch>& micro_batches, tiny::optim::Optimizer& optimizer,
+                         const tiny::Device& device) {
+  // BEGIN SOLUTION: zero_grad; each micro-batch's loss / their count, backward; all but the last inside no_sync(); one step
+  optimizer.zero_grad();
+  const double count = static_cast<double>(micro_batches.size());
+  double total = 0;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const tiny::Tensor x = micro_batches[i].data.to(device), y = micro_batches[i].target.to(device);
+    auto forward_backward = [&] {
+      const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);  // the mean over all micro-batches
+      loss.backward();
+      total += loss.item<double>();
+    };
+    if (i + 1 < micro_batches.size()) {
+      auto guard = model.no_sync();  // forward and backward inside: gradients add up locally
+      forward_backward();
+    } else {
+      forward_backward();  // outside no_sync: this backward all-reduces the accumulated gradients
+    }
+  }
+  optimizer.step();
+  return total;
   // END SOLUTION
 }
 

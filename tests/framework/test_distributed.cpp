@@ -370,6 +370,18 @@ TEST(DistributedDataParallel, NoSyncAccumulationMatchesSingleProcessTraining) {
   expect_ddp_matches_single_process(2, "cpu", true);
 }
 
+// Gradient accumulation: the micro-batches inside no_sync() make no collective
+// and keep their gradients local; the last backward all-reduces each bucket once.
+TEST(DistributedDataParallel, NoSyncDefersTheAllReduceToTheLastMicroBatch) {
+  for (const char* device : {"cpu", "cuda"}) {
+    auto outcomes = run_ranks(2, {"no_sync_counts", device}, file_init(std::string("nosync_") + device));
+    for (const auto& o : outcomes) {
+      EXPECT_TRUE(o.ok() && o.out.find("no_sync counts ok") != std::string::npos) << device << "\n"
+                                                                                   << describe(outcomes);
+    }
+  }
+}
+
 TEST(DistributedDataParallel, DifferentModelsOnTheRanksAreNamed) {
   auto outcomes = run_ranks(2, {"mismatch"}, file_init("mismatch"));
   for (const auto& o : outcomes) {

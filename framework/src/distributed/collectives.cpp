@@ -12,6 +12,8 @@
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
 
+#include <mutex>
+
 namespace tiny::distributed {
 namespace {
 
@@ -67,16 +69,53 @@ struct OnDevice {
   bool copied = false;
 };
 
+// The counts of collective_counts(): a collective may be issued from backward's worker threads (DDP's hooks).
+std::mutex g_counts_mutex;
+CollectiveCounts g_counts;
+
+int64_t nbytes(const Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
 }  // namespace
+
+namespace detail {
+void count_collective(CollectiveCount CollectiveCounts::*kind, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  CollectiveCount& c = g_counts.*kind;
+  ++c.calls;
+  c.bytes += bytes;
+}
+}  // namespace detail
+
+CollectiveCount CollectiveCounts::total() const {
+  CollectiveCount t;
+  for (const CollectiveCount* c : {&all_reduce, &broadcast, &all_gather, &reduce_scatter, &barrier}) {
+    t.calls += c->calls;
+    t.bytes += c->bytes;
+  }
+  return t;
+}
+
+CollectiveCounts collective_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  return g_counts;
+}
+
+void reset_collective_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  g_counts = CollectiveCounts();
+}
 
 void barrier() {
   auto& group = detail::default_group();
+  detail::count_collective(&CollectiveCounts::barrier, 0);
   if (detail::NcclGroup* nccl = group.nccl()) return nccl->barrier();
   group.barrier();
 }
 
 void all_reduce(const Tensor& tensor, ReduceOp op) {
   auto& group = detail::default_group();
+  TINY_CHECK(tensor.defined(), ValueError, "all_reduce: the tensor is undefined");
+  detail::count_collective(&CollectiveCounts::all_reduce, nbytes(tensor));
   if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("all_reduce", tensor, nccl->device());
     nccl->all_reduce(d.buffer, op);
@@ -92,6 +131,8 @@ void broadcast(const Tensor& tensor, int src) {
   auto& group = detail::default_group();
   TINY_CHECK(src >= 0 && src < group.size(), ValueError, "broadcast: src ", src, " is not a rank of the group of ",
              group.size());
+  TINY_CHECK(tensor.defined(), ValueError, "broadcast: the tensor is undefined");
+  detail::count_collective(&CollectiveCounts::broadcast, nbytes(tensor));
   if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("broadcast", tensor, nccl->device());
     nccl->broadcast(d.buffer, src);
@@ -113,6 +154,7 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor) {
   for (int r = 0; r < n; ++r)
     TINY_CHECK(tensor_list[r].sizes() == tensor.sizes(), ShapeError, "all_gather: tensor_list[", r, "] has shape ",
                shape_str(tensor_list[r].sizes()), ", expected ", shape_str(tensor.sizes()));
+  detail::count_collective(&CollectiveCounts::all_gather, n * nbytes(tensor));
   if (detail::NcclGroup* nccl = detail::gpu_collectives(group, tensor)) {
     OnDevice d("all_gather", tensor, nccl->device());
     for (int r = 0; r < n; ++r) check_on_device("all_gather", tensor_list[r], nccl->device());
@@ -143,6 +185,7 @@ void reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
                "reduce_scatter: input_list[", r, "] has shape ", shape_str(input_list[r].sizes()), " and dtype ",
                input_list[r].dtype(), ", expected those of the output, ", shape_str(output.sizes()), " and ",
                output.dtype());
+  detail::count_collective(&CollectiveCounts::reduce_scatter, n * nbytes(output));
   if (detail::NcclGroup* nccl = detail::gpu_collectives(group, output)) {
     OnDevice out("reduce_scatter", output, nccl->device());
     for (int r = 0; r < n; ++r) check_on_device("reduce_scatter", input_list[r], nccl->device());

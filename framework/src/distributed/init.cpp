@@ -244,6 +244,7 @@ void init_process_group(const std::string& backend_name, const std::string& init
                         std::chrono::milliseconds timeout) {
   using namespace detail;
   TINY_CHECK(!g_group, distributed::DistributedError, "trying to initialize the default process group twice!");
+  reset_collective_counts();  // a new group counts its own collectives
   std::string backend = backend_name;
   std::transform(backend.begin(), backend.end(), backend.begin(), ::tolower);
   TINY_CHECK(backend == "gloo" || backend == "nccl", ValueError, "Invalid backend: '", backend_name,

@@ -151,6 +151,9 @@ class ProcessGroup {
   int64_t comm_clock_ = 0;  // the communication thread's modelled clock: the end of its last Gloo collective
 };
 
+/// Counts one collective of `kind` and `bytes` (its nccl-tests size) in collective_counts().
+void count_collective(CollectiveCount CollectiveCounts::*kind, int64_t bytes);
+
 /// The group set up by init_process_group(); throws when there is none.
 ProcessGroup& default_group();
 

@@ -3,6 +3,7 @@
 //   collectives DEVICE        every collective on tensors of DEVICE (cpu; cuda: cuda:LOCAL_RANK;
 //                             cuda0: cuda:0 in every rank, ranks sharing one GPU as gloo allows)
 //   ddp DEVICE OUT [accum]    DDP training; rank 0 writes the final parameters to OUT
+//   no_sync_counts DEVICE     DDP gradient accumulation: the all-reduces each backward makes with and without no_sync()
 //   overlap OUT               DDP with small buckets; rank 0 writes the events to OUT
 //   die [DEVICE]              DDP training (on DEVICE, default cpu) in which the last rank kills itself mid-step
 //   mismatch                  DDP over models that differ between ranks
@@ -86,7 +87,75 @@ void collectives(const std::string& kind) {
   dist::reduce_scatter(out, inputs);
   expect(out.cpu().to_vector<float>()[0] == static_cast<float>(100.0 * rank * world + sum - world), "reduce_scatter");
   dist::barrier();
+  // Each call above counted once, with its nccl-tests size (init_process_group reset the counts).
+  const dist::CollectiveCounts c = dist::collective_counts();
+  expect(c.all_reduce.calls == 4 && c.all_reduce.bytes == 3 * 4 + 2 * 4 + 2 * 8 + 8,
+         "all_reduce counted 4 calls of 44 bytes, not " + std::to_string(c.all_reduce.calls) + " of " +
+             std::to_string(c.all_reduce.bytes));
+  expect(c.broadcast.calls == 1 && c.broadcast.bytes == 16, "broadcast counted once, 16 bytes");
+  expect(c.all_gather.calls == 1 && c.all_gather.bytes == world * 8, "all_gather counted once, world x 8 bytes");
+  expect(c.reduce_scatter.calls == 1 && c.reduce_scatter.bytes == world * 8,
+         "reduce_scatter counted once, world x 8 bytes");
+  expect(c.barrier.calls == 1 && c.barrier.bytes == 0, "barrier counted once");
+  expect(c.total().calls == 8, "8 collectives in all, not " + std::to_string(c.total().calls));
+  dist::reset_collective_counts();
+  expect(dist::collective_counts().total().calls == 0, "reset_collective_counts zeroes the counts");
   std::cout << "collectives ok on " << device << std::endl;
+}
+
+// The sum of every gradient of `model`, on every rank (one all_gather).
+std::vector<float> grad_sums(tiny::nn::Module& model) {
+  double sum = 0;
+  for (const tiny::Tensor& p : model.parameters()) sum += p.grad().sum().item<double>();
+  std::vector<tiny::Tensor> all;
+  dist::all_gather(all, tiny::full({1}, sum));
+  std::vector<float> out;
+  for (const tiny::Tensor& t : all) out.push_back(t.item<float>());
+  return out;
+}
+
+// Gradient accumulation over 3 micro-batches: inside no_sync() the gradients
+// stay local (they differ between ranks) and no all-reduce is made; the last
+// backward, outside it, all-reduces each bucket once. Without no_sync every
+// micro-batch's backward all-reduces every bucket.
+void no_sync_counts(const std::string& kind) {
+  const int rank = dist::get_rank();
+  tiny::Device device = device_for(kind);
+  auto model = dist_scenario::make_model(100);
+  model->to(device);
+  auto ddp = std::make_shared<DistributedDataParallel>(model);
+  const int64_t buckets = static_cast<int64_t>(ddp->bucket_indices().size());
+  auto data = dist_scenario::make_data();
+  tiny::Tensor x = data.x.narrow(0, 6 * rank, 6).to(device), y = data.y.narrow(0, 6 * rank, 6).to(device);
+  auto micro = [&](int i) {
+    tiny::nn::functional::mse_loss((*ddp)(x.narrow(0, 2 * i, 2)), y.narrow(0, 2 * i, 2)).backward();
+  };
+  dist::reset_collective_counts();
+  {
+    auto guard = ddp->no_sync();
+    micro(0);
+    micro(1);
+  }
+  expect(dist::collective_counts().total().calls == 0,
+         "no collective inside no_sync(), not " + std::to_string(dist::collective_counts().total().calls));
+  const std::vector<float> local = grad_sums(*model);
+  expect(local[0] != local[1], "inside no_sync() the gradients stay local (they differ between the ranks)");
+  dist::reset_collective_counts();
+  micro(2);
+  const dist::CollectiveCounts synced = dist::collective_counts();
+  expect(synced.all_reduce.calls == buckets && synced.total().calls == buckets,
+         "the backward after no_sync() all-reduces each of the " + std::to_string(buckets) + " buckets once, not " +
+             std::to_string(synced.all_reduce.calls) + " all-reduces");
+  const std::vector<float> averaged = grad_sums(*model);
+  expect(std::abs(averaged[0] - averaged[1]) <= 1e-5f * std::abs(averaged[0]) + 1e-6f,
+         "after the synchronized backward every rank holds the same gradients");
+  ddp->zero_grad();
+  dist::reset_collective_counts();
+  for (int i = 0; i < 3; ++i) micro(i);
+  expect(dist::collective_counts().all_reduce.calls == 3 * buckets,
+         "without no_sync() every backward all-reduces every bucket: " + std::to_string(3 * buckets) + ", not " +
+             std::to_string(dist::collective_counts().all_reduce.calls));
+  std::cout << "no_sync counts ok on " << device << " (" << buckets << " buckets)" << std::endl;
 }
 
 void write_floats(const std::string& path, const std::vector<float>& values) {
@@ -254,6 +323,8 @@ int main(int argc, char** argv) {
       collectives(argc > 2 ? argv[2] : "cpu");
     } else if (scenario == "ddp") {
       ddp(argv[2], argv[3], argc > 4 && std::string(argv[4]) == "accum", false);
+    } else if (scenario == "no_sync_counts") {
+      no_sync_counts(argc > 2 ? argv[2] : "cpu");
     } else if (scenario == "overlap") {
       overlap(argv[2]);
     } else if (scenario == "clock") {

@@ -6,7 +6,13 @@
 // classic mistakes: the indices each rank's data set served (no sampler, no
 // set_epoch), a checkpoint path of its own for every rank (every rank saving),
 // a single-process run with the learning rate times the world size (gradients
-// summed again on top of DDP), the process group after train() returned.
+// summed again on top of DDP) or divided by it (the loss divided by the world
+// size, or DDP's mean divided again: the gradients backward produced and those
+// the optimizer stepped with tell which), the process group after train() returned.
+// Every check counts each rank's collectives (calls and bytes per kind,
+// tiny::distributed::collective_counts()) and fails an answer that makes more
+// of them than the reference, even when its numbers are right; barriers, which
+// move no data, are never held against an answer.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -158,7 +164,115 @@ std::optional<std::string> weights_differ(const std::string& what, const Bundle&
   return std::nullopt;
 }
 
+// ---- collectives ------------------------------------------------------------------------
+
+// The kinds an answer may not make more of than the reference (barrier() moves no data: not counted against).
+const char* const kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
+
+int64_t calls(const nlohmann::json& c, const char* kind) { return c.at(kind).at("calls").get<int64_t>(); }
+int64_t bytes(const nlohmann::json& c, const char* kind) { return c.at(kind).at("bytes").get<int64_t>(); }
+
+// "2 all_reduce (3.1 KB), 1 broadcast (64 B)", or "no collective".
+std::string counts_text(const nlohmann::json& c) {
+  std::string out;
+  for (const char* kind : kKinds) {
+    if (calls(c, kind) == 0) continue;
+    out += (out.empty() ? "" : ", ") + std::to_string(calls(c, kind)) + " " + kind + " (" +
+           std::to_string(bytes(c, kind)) + " bytes)";
+  }
+  return out.empty() ? "no collective" : out;
+}
+
+// Why `mine` made more collectives than `ref` (more calls of a kind, or more all-reduced bytes); nullopt if not.
+std::optional<std::string> more_collectives(const nlohmann::json& mine, const nlohmann::json& ref) {
+  for (const char* kind : kKinds) {
+    if (calls(mine, kind) > calls(ref, kind) || bytes(mine, kind) > bytes(ref, kind)) {
+      return "yours made " + counts_text(mine) + ", the reference " + counts_text(ref);
+    }
+  }
+  return std::nullopt;
+}
+
+// The failure for an answer that made more collectives than the reference, with `advice` on what to remove.
+std::optional<Outcome> extra_collectives(const std::string& call, const Run& mine, const Run& ref,
+                                         const std::string& advice) {
+  auto why = more_collectives(rank_values(mine, 0)["collectives"], rank_values(ref, 0)["collectives"]);
+  if (!why) return std::nullopt;
+  return Outcome::fail(call + ": more collectives than needed (on rank 0, " + *why + "). Every collective makes every "
+                       "rank wait for the slowest and moves its bytes over the network: " + advice);
+}
+
+// The collectives of rank 0, for the report.
+void note_collectives(Context& ctx, const Run& mine) { ctx.details["collectives"] = rank_values(mine, 0)["collectives"]; }
+
 }  // namespace
+
+WORKBOOK_CHECK(average_gradients, "average_gradients() leaves every rank the mean of the ranks' gradients, one all-reduce per gradient, and its step equals DDP's") {
+  Bundle in;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
+  put_training(in, ctx);
+  const std::string call = "average_gradients(model) on 2 ranks, each after backward on its own 8 examples";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "average_gradients", in, mine, ref, options_for(call))) return *early;
+  const std::string local = "rank0.local.";
+  for (const std::string& name : ref.out.tensor_names()) {
+    if (name.rfind(local, 0) != 0) continue;
+    const std::string param = name.substr(local.size());
+    const tiny::Tensor g0 = mine.out.tensor("rank0.local." + param), g1 = mine.out.tensor("rank1.local." + param);
+    const tiny::Tensor sum = g0.add(g1), mean = sum.div(static_cast<double>(kWorld));
+    for (int r = 0; r < kWorld; ++r) {
+      const std::string key = "rank" + std::to_string(r) + ".averaged." + param;
+      const std::string what = call + ": rank " + std::to_string(r) + "'s gradient of " + param;
+      if (!mine.out.has(key)) return Outcome::fail(what + " is gone: average it in place, keep p.grad()");
+      const tiny::Tensor got = mine.out.tensor(key);
+      auto why = workbook::differ(what + " (expected the mean of the 2 ranks' gradients)", got, mean, kRtol, kAtol);
+      if (!why) continue;
+      const tiny::Tensor own = r == 0 ? g0 : g1;
+      if (!workbook::differ("", got, sum, kRtol, kAtol)) {
+        return Outcome::fail(what + " is the sum of the ranks' gradients, not their mean: all_reduce adds "
+                             "(ReduceOp::SUM). Divide by tiny::distributed::get_world_size() afterwards");
+      }
+      if (!workbook::differ("", got, mean.div(static_cast<double>(kWorld)), kRtol, kAtol)) {
+        return Outcome::fail(what + " is the mean divided by the world size once more: you divided twice (an "
+                             "all_reduce with ReduceOp::AVG already divides; after a SUM, divide once)");
+      }
+      const bool own_divided = !workbook::differ("", got, own.div(static_cast<double>(kWorld)), kRtol, kAtol);
+      if (own_divided || !workbook::differ("", got, own, kRtol, kAtol)) {
+        return Outcome::fail(what + " is still this rank's own gradient" + (own_divided ? ", divided by the world "
+                             "size" : "") + ": nothing reached it from the other rank. "
+                             "all_reduce works in place on the tensor you pass: pass p.grad() itself (or copy the "
+                             "result back into it), not a copy that you then drop");
+      }
+      return Outcome::fail(*why);
+    }
+  }
+  const nlohmann::json& counts = rank_values(mine, 0)["collectives"];
+  if (auto extra = more_collectives(counts, rank_values(ref, 0)["collectives"])) {
+    const int64_t params = rank_values(mine, 0)["parameters"].get<int64_t>();
+    const int64_t grad_bytes = rank_values(mine, 0)["grad_bytes"].get<int64_t>();
+    std::string why = call + ": the gradients are right, but " + *extra + ". The model has " + std::to_string(params) +
+                      " gradients of " + std::to_string(grad_bytes) + " bytes in all: each needs to cross the "
+                      "network once, in one all_reduce (or all of them in one flattened buffer), and nothing else does";
+    if (bytes(counts, "all_reduce") >= 2 * grad_bytes) {
+      why += ". Yours all-reduced twice those bytes: the weights too? They are the same on every rank already "
+             "(the same start, the same averaged step); only the gradients differ";
+    } else if (calls(counts, "all_reduce") > params) {
+      why += ". More all-reduces than gradients: the world size needs no collective (get_world_size())";
+    }
+    return Outcome::fail(why);
+  }
+  // The mechanism: a step after your average is DDP's step.
+  for (const auto& [name, expected] : mine.out.state("rank0.ddp")) {
+    const std::string key = "rank0.manual." + name;
+    if (!mine.out.has(key)) return Outcome::fail(call + ": there is no " + name + " among the weights after the step");
+    if (auto why = workbook::differ(call + ": one SGD step after your average, compared with one DDP step on the "
+                                    "same data, " + name, mine.out.tensor(key), expected, kRtol, kAtol)) {
+      return Outcome::fail(*why);
+    }
+  }
+  note_collectives(ctx, mine);
+  return Outcome::pass();
+}
 
 WORKBOOK_CHECK(setup, "setup() joins the process group and picks cuda:LOCAL_RANK (the CPU without GPUs)") {
   struct Case {
@@ -213,6 +327,7 @@ WORKBOOK_CHECK(setup, "setup() joins the process group and picks cuda:LOCAL_RANK
                            (c.gpus == 0 ? " (no GPU here: tiny::cuda::is_available() is false)"
                                         : " (cuda:LOCAL_RANK, from tiny::distributed::local_rank())"));
     }
+    if (auto extra = extra_collectives(c.call, mine, ref, "joining the group needs none")) return *extra;
   }
   return Outcome::pass();
 }
@@ -248,6 +363,8 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
     }
     return Outcome::fail(why);
   }
+  if (auto extra = extra_collectives(call, mine, ref, "one all_reduce of a one-element tensor is enough")) return *extra;
+  note_collectives(ctx, mine);
   return Outcome::pass();
 }
 
@@ -301,6 +418,10 @@ WORKBOOK_CHECK(make_loader, "make_loader() gives each rank its own shuffled half
                            list(rank_values(ref, r)["batch_sizes"]) + " (batch_size examples per batch)");
     }
   }
+  if (auto extra = extra_collectives(call, mine, ref, "the sampler splits the data by rank without talking to "
+                                     "the other ranks (every rank computes the same permutation from the seed)")) {
+    return *extra;
+  }
   return Outcome::pass();
 }
 
@@ -322,16 +443,56 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
                            "loop. The sampler shuffles with seed + epoch, so without it every epoch repeats the first");
     }
   }
+  // Collectives per step (one step per epoch here): DDP's bucket all-reduces are all a step needs.
+  const nlohmann::json& counts = rank_values(mine, 0)["collectives"];
+  const nlohmann::json& ref_counts = rank_values(ref, 0)["collectives"];
+  if (auto extra = more_collectives(counts, ref_counts)) {
+    // Probe: the extra all-reduced bytes hold every gradient again (DDP's own all-reduces carry each gradient once).
+    const int64_t extra_bytes = bytes(counts, "all_reduce") - bytes(ref_counts, "all_reduce");
+    if (extra_bytes >= bytes(ref_counts, "all_reduce")) {
+      return Outcome::fail(call + ": DDP already averaged the gradients in backward(); your loop all-reduced them "
+                           "again (on rank 0 over " + std::to_string(kEpochs) + " steps, " + *extra + "). Even when "
+                           "you divide again and the numbers come out right, every step pays a second all-reduce of "
+                           "the whole model: remove the all_reduce of the gradients");
+    }
+    return Outcome::fail(call + ": more collectives per step than needed (on rank 0 over " + std::to_string(kEpochs) +
+                         " steps, " + *extra + "). DDP's backward() makes the only collectives a step needs; a "
+                         "collective every step (an all_reduce of the loss, to log it) waits for every rank each "
+                         "time: sum the loss locally and average it once per epoch (all_reduce_mean, in train())");
+  }
   const Run single = single_process(ctx, in, kLr);
   if (!single.ok()) return Outcome::error("the single-process reference failed: " + single.message);
   if (auto why = weights_differ("after 3 epochs, rank 0's weights", mine.out, "rank0.final.", single)) {
     // Probe: the gradients came out world-size times too large (summed again on top of DDP's average).
     const Run doubled = single_process(ctx, in, kLr * kWorld);
     if (doubled.ok() && !weights_differ("", mine.out, "rank0.final.", doubled)) {
-      return Outcome::fail(call + ": the weights are those of one process with the learning rate times 2: you "
-                           "all-reduced the gradients yourself on top of DDP. DDP already leaves every rank with "
-                           "the mean of the ranks' gradients when backward() returns; summing them again doubles "
-                           "them. Remove the all_reduce of the gradients");
+      return Outcome::fail(call + ": the weights are those of one process with the learning rate times 2: the "
+                           "gradients you stepped with were twice the mean. DDP already leaves every rank with the "
+                           "mean of the ranks' gradients when backward() returns: step with them as they are");
+    }
+    // Probe: world-size times too small. Which gradients were small tells where the division happened.
+    const Run halved = single_process(ctx, in, kLr / kWorld);
+    if (halved.ok() && !weights_differ("", mine.out, "rank0.final.", halved)) {
+      const auto ratio = [&](const char* key) {
+        const double want = rank_values(ref, 0)[key].get<double>();
+        return want > 0 ? rank_values(mine, 0)[key].get<double>() / want : 1.0;
+      };
+      const auto is_halved = [](double r) { return std::fabs(r * kWorld - 1.0) < 1e-3; };
+      if (is_halved(ratio("raw_grads"))) {
+        return Outcome::fail(call + ": the weights are those of one process with half the learning rate, and the "
+                             "gradients backward produced on each rank were already half their size: you divided "
+                             "the loss by the world size. DDP averages (divides the sum by the world size) for you: "
+                             "use the mean loss of the batch as it is");
+      }
+      if (is_halved(ratio("step_grads"))) {
+        return Outcome::fail(call + ": the weights are those of one process with half the learning rate: backward "
+                             "produced the right gradients, but the optimizer stepped with half of DDP's mean. You "
+                             "divided the gradients by the world size after backward(); DDP's mean is already "
+                             "divided: remove your division");
+      }
+      return Outcome::fail(call + ": the weights are those of one process with half the learning rate: the "
+                           "gradients you stepped with were half the mean of the ranks'. Step with the gradients "
+                           "DDP leaves after backward(), from the plain mean loss");
     }
     return Outcome::fail(*why + "\n(per batch: to device, zero_grad, forward through the DDP model, cross_entropy, "
                          "backward, step)");
@@ -347,6 +508,66 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
       }
     }
   }
+  note_collectives(ctx, mine);
+  return Outcome::pass();
+}
+
+WORKBOOK_CHECK(accumulation_step, "accumulation_step() over 4 micro-batches equals one step on all of them, and all-reduces once per step (no_sync)") {
+  Bundle in;
+  if (auto missing = base_inputs(ctx, in)) return *missing;
+  put_training(in, ctx);
+  constexpr int kMicro = 4, kSteps = 2;
+  in.values["micro_batches"] = kMicro;
+  in.values["epochs"] = kSteps;  // steps: the single-process reference takes as many full-batch steps
+  const std::string call = "2 calls of accumulation_step on 2 ranks, 4 micro-batches of 2 examples each";
+  Run mine, ref;
+  if (auto early = run_both(ctx, "accumulation_step", in, mine, ref, options_for(call))) return *early;
+  for (int step = 0; step < kSteps; ++step) {
+    const nlohmann::json& counts = rank_values(mine, 0)["step_collectives"][static_cast<size_t>(step)];
+    const nlohmann::json& want = rank_values(ref, 0)["step_collectives"][static_cast<size_t>(step)];
+    const std::string which = call + ": step " + std::to_string(step + 1) + " made ";
+    if (calls(counts, "all_reduce") == 0 && calls(want, "all_reduce") > 0) {
+      return Outcome::fail(which + "no all-reduce: every micro-batch, the last too, ran inside no_sync(), so the "
+                           "ranks never averaged their gradients and their weights drift apart. Leave the last "
+                           "micro-batch's forward and backward outside the guard: that backward all-reduces what "
+                           "the micro-batches accumulated");
+    }
+    if (calls(counts, "all_reduce") >= kMicro * calls(want, "all_reduce") && calls(want, "all_reduce") > 0) {
+      return Outcome::fail(which + std::to_string(calls(counts, "all_reduce")) + " all-reduces, DDP's buckets " +
+                           std::to_string(calls(want, "all_reduce")) + " time(s): you all-reduced on every "
+                           "micro-batch. The result is right (the sum of the averages is the average of the sums) but "
+                           "each micro-batch paid a whole all-reduce: run the forward and backward of every "
+                           "micro-batch but the last inside `auto guard = model.no_sync();` (the forward too: it is "
+                           "where DDP decides whether this backward synchronizes)");
+    }
+    if (auto extra = more_collectives(counts, want)) {
+      return Outcome::fail(which + "more collectives than needed (on rank 0, " + *extra + "): one all-reduce per "
+                           "bucket, on the last micro-batch's backward, is all a step needs");
+    }
+  }
+  const Run single = single_process(ctx, in, kLr);
+  if (!single.ok()) return Outcome::error("the single-process reference failed: " + single.message);
+  if (auto why = weights_differ("after 2 steps, rank 0's weights", mine.out, "rank0.final.", single)) {
+    const Run times = single_process(ctx, in, kLr * kMicro);
+    if (times.ok() && !weights_differ("", mine.out, "rank0.final.", times)) {
+      return Outcome::fail(call + ": the weights are those of one process with the learning rate times 4: the 4 "
+                           "micro-batches' gradients added up to 4 times the mean. Divide each micro-batch's loss by "
+                           "the number of micro-batches before backward, so that the sum is the mean");
+    }
+    return Outcome::fail(*why + "\n(zero_grad once, then each micro-batch's forward and backward, then one step)");
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& got = rank_values(mine, r)["losses"];
+    const nlohmann::json& want = rank_values(ref, r)["losses"];
+    for (size_t e = 0; e < want.size(); ++e) {
+      if (!close(got[e].get<double>(), want[e].get<double>())) {
+        return Outcome::fail(call + ": on rank " + std::to_string(r) + " step " + std::to_string(e + 1) +
+                             " returned " + got[e].dump() + ", expected " + want[e].dump() +
+                             " (the mean over the micro-batches of their losses)");
+      }
+    }
+  }
+  ctx.details["step_collectives"] = rank_values(mine, 0)["step_collectives"];
   return Outcome::pass();
 }
 
@@ -365,6 +586,10 @@ WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint ma
                            "train() returned: call tiny::distributed::destroy_process_group() at the end, which "
                            "closes the connections to the other ranks cleanly");
     }
+  }
+  if (auto extra = extra_collectives(call, mine, ref, "DDP's backward() averages the gradients, and the epoch's "
+                                     "loss needs one all_reduce_mean per epoch, no more")) {
+    return *extra;
   }
   if (rank_values(mine, 1)["saved"].get<bool>()) {
     return Outcome::fail(call + ": rank 1 saved a checkpoint too (each rank was given its own path, to see who "

@@ -1,6 +1,33 @@
 # Lesson 6's classic mistakes: each is the reference with one change, and must
 # fail its check with a message that names the mistake.
 
+# average_gradients: the mechanism by hand.
+workbook_mistake(average_sum_only CHECK average_gradients MESSAGE "is the sum of the ranks' gradients, not their mean"
+  FIND [=[    p.grad().div_(world);        // the sum over the ranks becomes their mean]=]
+  REPLACE [=[]=])
+
+workbook_mistake(average_divided_twice CHECK average_gradients MESSAGE "you divided twice"
+  FIND [=[    dist::all_reduce(p.grad());  // in place: every rank now holds the sum]=]
+  REPLACE [=[    dist::all_reduce(p.grad(), dist::ReduceOp::AVG);]=])
+
+workbook_mistake(average_a_copy CHECK average_gradients MESSAGE "is still this rank's own gradient"
+  FIND [=[    dist::all_reduce(p.grad());  // in place: every rank now holds the sum]=]
+  REPLACE [=[    dist::all_reduce(p.grad().clone());]=])
+
+# Right in its numbers, wrong in its collectives: the weights are equal on every rank, so averaging them changes nothing.
+workbook_mistake(average_weights_too CHECK average_gradients MESSAGE "the weights too?"
+  FIND [=[    p.grad().div_(world);        // the sum over the ranks becomes their mean]=]
+  REPLACE [=[    p.grad().div_(world);
+    dist::all_reduce(p);  // "keep the weights in sync too"
+    p.div_(world);]=])
+
+# Right in its numbers: the world size counted with a collective per parameter.
+workbook_mistake(average_counts_ranks CHECK average_gradients MESSAGE "the world size needs no collective"
+  FIND [=[    p.grad().div_(world);        // the sum over the ranks becomes their mean]=]
+  REPLACE [=[    const tiny::Tensor ranks = tiny::ones({1});
+    dist::all_reduce(ranks);
+    p.grad().div_(ranks.item<double>());]=])
+
 workbook_mistake(device_from_rank CHECK setup MESSAGE "you picked the GPU from the global rank"
   FIND [=[return tiny::Device(tiny::kCUDA, local);]=]
   REPLACE [=[return tiny::Device(tiny::kCUDA, dist::get_rank());]=])
@@ -17,10 +44,53 @@ workbook_mistake(no_set_epoch CHECK train_one_epoch MESSAGE "call data.sampler->
   FIND [=[data.sampler->set_epoch(static_cast<uint64_t>(epoch));  // a new shuffle every epoch]=]
   REPLACE [=[(void)epoch;]=])
 
-workbook_mistake(manual_all_reduce CHECK train_one_epoch MESSAGE "you all-reduced the gradients yourself on top of DDP"
+workbook_mistake(manual_all_reduce CHECK train_one_epoch MESSAGE "DDP already averaged the gradients in backward(); your loop all-reduced them again"
   FIND [=[loss.backward();  // DDP averages the gradients over the ranks here]=]
   REPLACE [=[loss.backward();
     for (const tiny::Tensor& p : model.parameters()) dist::all_reduce(p.grad());  // "to be sure"]=])
+
+# Right in its numbers (the sum of the means, divided again, is the mean): caught by the collective counts only.
+workbook_mistake(manual_all_reduce_divided CHECK train_one_epoch MESSAGE "DDP already averaged the gradients in backward(); your loop all-reduced them again"
+  FIND [=[loss.backward();  // DDP averages the gradients over the ranks here]=]
+  REPLACE [=[loss.backward();
+    for (const tiny::Tensor& p : model.parameters()) {
+      dist::all_reduce(p.grad());
+      p.grad().div_(dist::get_world_size());
+    }]=])
+
+workbook_mistake(loss_over_world CHECK train_one_epoch MESSAGE "you divided the loss by the world size"
+  FIND [=[const tiny::Tensor loss = F::cross_entropy(model(x), y);]=]
+  REPLACE [=[const tiny::Tensor loss = F::cross_entropy(model(x), y).div(dist::get_world_size());]=])
+
+workbook_mistake(mean_divided_again CHECK train_one_epoch MESSAGE "You divided the gradients by the world size after backward()"
+  FIND [=[loss.backward();  // DDP averages the gradients over the ranks here]=]
+  REPLACE [=[loss.backward();
+    for (const tiny::Tensor& p : model.parameters()) p.grad().div_(dist::get_world_size());  // "DDP sums"]=])
+
+# Right in its numbers: the loss all-reduced every step, to log it.
+workbook_mistake(loss_all_reduced_every_step CHECK train_one_epoch MESSAGE "more collectives per step than needed"
+  FIND [=[    optimizer.step();
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=]
+  REPLACE [=[    optimizer.step();
+    const tiny::Tensor logged = loss.detach().clone();
+    dist::all_reduce(logged);
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=])
+
+# accumulation_step: no_sync.
+# Right in its numbers: every micro-batch all-reduces.
+workbook_mistake(no_no_sync CHECK accumulation_step MESSAGE "you all-reduced on every micro-batch"
+  FIND [=[      auto guard = model.no_sync();  // forward and backward inside: gradients add up locally
+      forward_backward();]=]
+  REPLACE [=[      forward_backward();]=])
+
+workbook_mistake(last_in_no_sync CHECK accumulation_step MESSAGE "the last too, ran inside no_sync()"
+  FIND [=[      forward_backward();  // outside no_sync: this backward all-reduces the accumulated gradients]=]
+  REPLACE [=[      auto guard = model.no_sync();
+      forward_backward();]=])
+
+workbook_mistake(micro_loss_not_divided CHECK accumulation_step MESSAGE "Divide each micro-batch's loss by the number of micro-batches"
+  FIND [=[const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);  // the mean over all micro-batches]=]
+  REPLACE [=[const tiny::Tensor loss = F::cross_entropy(model(x), y);]=])
 
 workbook_mistake(every_rank_saves CHECK train MESSAGE "rank 1 saved a checkpoint too"
   FIND [=[if (rank == 0) tiny::save(model->state_dict(), options.checkpoint);  // one writer]=]
@@ -34,3 +104,45 @@ workbook_mistake(no_destroy CHECK train MESSAGE "call tiny::distributed::destroy
   FIND [=[  dist::destroy_process_group();
   return losses;]=]
   REPLACE [=[  return losses;]=])
+
+# A right answer written another way: every gradient flattened into one buffer,
+# one all-reduce for all of them (what DDP's buckets do): fewer calls, the same bytes.
+workbook_alternative(average_flattened CHECKS average_gradients
+  FIND [=[  for (const tiny::Tensor& p : model.parameters()) {
+    if (!p.grad().defined()) continue;
+    dist::all_reduce(p.grad());  // in place: every rank now holds the sum
+    p.grad().div_(world);        // the sum over the ranks becomes their mean
+  }]=]
+  REPLACE [=[  std::vector<tiny::Tensor> grads;
+  for (const tiny::Tensor& p : model.parameters())
+    if (p.grad().defined()) grads.push_back(p.grad().reshape({-1}));
+  const tiny::Tensor flat = tiny::cat(grads);
+  dist::all_reduce(flat);
+  int64_t offset = 0;
+  for (const tiny::Tensor& p : model.parameters()) {
+    if (!p.grad().defined()) continue;
+    p.grad().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()).div(world));
+    offset += p.numel();
+  }]=])
+
+# The guard around backward only: the forward, outside it, already told DDP to synchronize.
+workbook_mistake(no_sync_backward_only CHECK accumulation_step MESSAGE "the forward too: it is where DDP decides"
+  FIND [=[    auto forward_backward = [&] {
+      const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);  // the mean over all micro-batches
+      loss.backward();
+      total += loss.item<double>();
+    };
+    if (i + 1 < micro_batches.size()) {
+      auto guard = model.no_sync();  // forward and backward inside: gradients add up locally
+      forward_backward();
+    } else {
+      forward_backward();  // outside no_sync: this backward all-reduces the accumulated gradients
+    }]=]
+  REPLACE [=[    const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);
+    if (i + 1 < micro_batches.size()) {
+      auto guard = model.no_sync();
+      loss.backward();
+    } else {
+      loss.backward();
+    }
+    total += loss.item<double>();]=])

@@ -15,6 +15,8 @@ constexpr int64_t kFeatures = 6, kHidden = 16, kClasses = 3;
 /// trains on a padded (repeated) example and DDP equals one full batch.
 constexpr int64_t kExamples = 16;
 constexpr int kWorld = 2;
+/// The model's parameter tensors (two Linear layers: weight and bias each).
+constexpr size_t kParameterTensors = 4;
 
 /// @brief A small MLP without dropout (DDP's result then matches one process exactly).
 inline std::shared_ptr<tiny::nn::Sequential> make_model() {

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -266,6 +267,51 @@ std::shared_ptr<tiny::nn::Sequential> model_of(const workbook::Bundle& in) {
   return model;
 }
 
+// What this rank's collectives were since the last reset, by kind: {"all_reduce": {"calls", "bytes"}, ...}.
+nlohmann::json collectives() {
+  const dist::CollectiveCounts c = dist::collective_counts();
+  nlohmann::json out;
+  const std::pair<const char*, const dist::CollectiveCount*> kinds[] = {
+      {"all_reduce", &c.all_reduce}, {"broadcast", &c.broadcast}, {"all_gather", &c.all_gather},
+      {"reduce_scatter", &c.reduce_scatter}, {"barrier", &c.barrier}};
+  for (const auto& kind : kinds) out[kind.first] = {{"calls", kind.second->calls}, {"bytes", kind.second->bytes}};
+  return out;
+}
+
+// This rank's part of the training examples: rows [rank x n, (rank + 1) x n) of n = examples / world.
+tiny::data::Batch shard_of(const workbook::Bundle& in, int rank) {
+  const int64_t n = lesson6_checks::kExamples / lesson6_checks::kWorld;
+  return {in.tensor("features").narrow(0, rank * n, n).contiguous(),
+          in.tensor("labels").narrow(0, rank * n, n).contiguous()};
+}
+
+// Sum of |g| over every gradient of `params` (the probes compare sizes of gradients).
+double abs_sum(const std::vector<tiny::Tensor>& grads) {
+  double sum = 0;
+  for (const tiny::Tensor& g : grads)
+    if (g.defined()) sum += g.abs().sum().item<double>();
+  return sum;
+}
+
+// SGD that remembers the size of the gradients it stepped with the first time.
+class RecordingSGD : public tiny::optim::SGD {
+ public:
+  RecordingSGD(std::vector<tiny::Tensor> params, double lr) : SGD(params, {lr}), params_(std::move(params)) {}
+  void step() override {
+    if (first_step_grads_ < 0) {
+      std::vector<tiny::Tensor> grads;
+      for (const tiny::Tensor& p : params_) grads.push_back(p.grad());
+      first_step_grads_ = abs_sum(grads);
+    }
+    SGD::step();
+  }
+  double first_step_grads() const { return first_step_grads_; }
+
+ private:
+  std::vector<tiny::Tensor> params_;
+  double first_step_grads_ = -1;
+};
+
 }  // namespace
 
 // ---- the exercises as the checks call them (each starts the ranks) ----------------------
@@ -275,6 +321,8 @@ WORKBOOK_EXERCISE(make_loader) { launch(in, out, "make_loader"); }
 WORKBOOK_EXERCISE(train_one_epoch) { launch(in, out, "train_one_epoch"); }
 WORKBOOK_EXERCISE(all_reduce_mean) { launch(in, out, "all_reduce_mean"); }
 WORKBOOK_EXERCISE(train) { launch(in, out, "train"); }
+WORKBOOK_EXERCISE(average_gradients) { launch(in, out, "average_gradients"); }
+WORKBOOK_EXERCISE(accumulation_step) { launch(in, out, "accumulation_step"); }
 
 // The baseline (run with the reference only, one process): full-batch SGD on
 // the whole data set, one step per epoch, from the same weights.
@@ -309,6 +357,68 @@ WORKBOOK_EXERCISE(rank_setup) {
     out.values["world_size"] = dist::get_world_size();
   }
   out.values["current_device"] = tiny::cuda::is_available() ? tiny::cuda::current_device() : -1;
+  out.values["collectives"] = collectives();  // init_process_group reset them
+}
+
+// average_gradients(model) after backward on this rank's half of the examples, then one SGD step;
+// then, from the same weights on the same data, one step of DDP (the reference mechanism).
+WORKBOOK_EXERCISE(rank_average_gradients) {
+  LeaveGroup leave;
+  const tiny::Device device = join_group();
+  const int rank = dist::get_rank();
+  const tiny::data::Batch shard = shard_of(in, rank);
+  const tiny::Tensor x = shard.data.to(device), y = shard.target.to(device);
+  const double lr = in.values.at("lr").get<double>();
+  auto model = model_of(in);
+  model->to(device);
+  F::cross_entropy((*model)(x), y).backward();
+  for (const auto& named : model->named_parameters()) out.put("local." + named.first, named.second.grad().cpu());
+  dist::reset_collective_counts();
+  lesson6::average_gradients(*model);
+  out.values["collectives"] = collectives();
+  out.values["parameters"] = static_cast<int64_t>(model->parameters().size());
+  int64_t grad_bytes = 0;
+  for (const auto& named : model->named_parameters()) {
+    const tiny::Tensor g = named.second.grad();
+    if (!g.defined()) continue;
+    grad_bytes += g.numel() * static_cast<int64_t>(g.element_size());
+    out.put("averaged." + named.first, g.cpu());
+  }
+  out.values["grad_bytes"] = grad_bytes;
+  tiny::optim::SGD(model->parameters(), {lr}).step();
+  out.put_state("manual", model->state_dict());
+
+  auto replica = model_of(in);
+  replica->to(device);
+  tiny::nn::parallel::DistributedDataParallel ddp(replica);
+  F::cross_entropy(ddp(x), y).backward();
+  tiny::optim::SGD(ddp.parameters(), {lr}).step();
+  out.put_state("ddp", replica->state_dict());
+}
+
+// accumulation_step, `steps` times, on this rank's half of the examples cut into `micro` micro-batches.
+WORKBOOK_EXERCISE(rank_accumulation_step) {
+  LeaveGroup leave;
+  const tiny::Device device = join_group();
+  const tiny::data::Batch shard = shard_of(in, dist::get_rank());
+  const int64_t micro = in.values.at("micro_batches").get<int64_t>(), size = shard.data.size(0) / micro;
+  std::vector<tiny::data::Batch> batches;
+  for (int64_t i = 0; i < micro; ++i)
+    batches.push_back({shard.data.narrow(0, i * size, size).contiguous(), shard.target.narrow(0, i * size, size).contiguous()});
+  auto model = model_of(in);
+  model->to(device);
+  tiny::nn::parallel::DistributedDataParallel ddp(model);
+  tiny::optim::SGD optimizer(ddp.parameters(), {in.values.at("lr").get<double>()});
+  out.values["buckets"] = static_cast<int64_t>(ddp.bucket_indices().size());
+  nlohmann::json losses = nlohmann::json::array(), per_step = nlohmann::json::array();
+  for (int step = 0; step < in.values.at("epochs").get<int>(); ++step) {
+    dist::reset_collective_counts();
+    losses.push_back(lesson6::accumulation_step(ddp, batches, optimizer, device));
+    per_step.push_back(collectives());
+  }
+  out.values["losses"] = losses;
+  out.values["step_collectives"] = per_step;
+  out.put_state("final", model->state_dict());
 }
 
 // make_loader(dataset, batch_size, seed), then one pass over the loader.
@@ -316,8 +426,10 @@ WORKBOOK_EXERCISE(rank_make_loader) {
   LeaveGroup leave;
   join_group();
   auto dataset = dataset_of(in);
+  dist::reset_collective_counts();
   lesson6::ShardedLoader data =
       lesson6::make_loader(dataset, in.values.at("batch_size").get<int64_t>(), in.values.at("seed").get<uint64_t>());
+  out.values["collectives"] = collectives();
   out.values["has_sampler"] = data.sampler != nullptr;
   out.values["has_loader"] = data.loader != nullptr;
   if (!data.loader) return;
@@ -335,7 +447,19 @@ WORKBOOK_EXERCISE(rank_train_one_epoch) {
   auto model = model_of(in);
   model->to(device);
   tiny::nn::parallel::DistributedDataParallel ddp(model);
-  tiny::optim::SGD optimizer(ddp.parameters(), {in.values.at("lr").get<double>()});
+  RecordingSGD optimizer(ddp.parameters(), in.values.at("lr").get<double>());
+  // The gradients backward produces on this rank, before DDP averages them (the first backward's).
+  std::vector<tiny::Tensor> raw;
+  std::mutex raw_mutex;  // hooks may run on backward's worker threads
+  std::vector<tiny::HookHandle> hooks;
+  const std::vector<tiny::Tensor> params = model->parameters();
+  for (const tiny::Tensor& p : params) {
+    hooks.push_back(p.register_hook([&raw, &raw_mutex](const tiny::Tensor& grad) {
+      std::lock_guard<std::mutex> lock(raw_mutex);
+      if (raw.size() < lesson6_checks::kParameterTensors) raw.push_back(grad.detach().clone());
+      return grad;
+    }));
+  }
   lesson6::ShardedLoader data;
   data.sampler = std::make_shared<tiny::data::DistributedSampler>(
       dataset->size(), dist::get_world_size(), dist::get_rank(), true, in.values.at("seed").get<uint64_t>());
@@ -344,10 +468,15 @@ WORKBOOK_EXERCISE(rank_train_one_epoch) {
   options.sampler = data.sampler;
   data.loader = std::make_unique<tiny::data::DataLoader>(dataset, options);
   nlohmann::json losses = nlohmann::json::array(), served = nlohmann::json::array();
+  dist::reset_collective_counts();
   for (int e = 0; e < in.values.at("epochs").get<int>(); ++e) {
     losses.push_back(lesson6::train_one_epoch(ddp, data, optimizer, device, e));
     served.push_back(dataset->take());
   }
+  out.values["collectives"] = collectives();
+  for (size_t i = 0; i < params.size(); ++i) params[i].remove_hook(hooks[i]);
+  out.values["raw_grads"] = abs_sum(raw);
+  out.values["step_grads"] = optimizer.first_step_grads();
   out.values["losses"] = losses;
   out.values["served"] = served;
   out.put_state("final", model->state_dict());
@@ -358,7 +487,9 @@ WORKBOOK_EXERCISE(rank_all_reduce_mean) {
   LeaveGroup leave;
   const tiny::Device device = join_group();
   const double value = in.values.at("values").at(static_cast<size_t>(dist::get_rank())).get<double>();
+  dist::reset_collective_counts();
   out.values["result"] = lesson6::all_reduce_mean(value, device);
+  out.values["collectives"] = collectives();
 }
 
 // train(options): each rank is given its own checkpoint path, so a save by rank 1 shows.
@@ -379,6 +510,7 @@ WORKBOOK_EXERCISE(rank_train) {
   options.checkpoint = checkpoint.string();
   options.backend = "gloo";
   const std::vector<double> losses = lesson6::train(options);
+  out.values["collectives"] = collectives();  // since train()'s init_process_group
   out.values["losses"] = losses;
   out.values["initialized_after"] = dist::is_initialized();
   out.values["served"] = dataset->take();

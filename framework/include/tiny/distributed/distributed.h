@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,44 @@ void broadcast(const Tensor& tensor, int src);
 void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor);
 /// @brief Reduces `input_list[i]` over the ranks with `op` and leaves the result of slot `rank` in `output` (PyTorch's `reduce_scatter`).
 void reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list, ReduceOp op = ReduceOp::SUM);
+/// @brief How many collectives of one kind this process issued, and their size.
+struct CollectiveCount {
+  int64_t calls = 0;  ///< collectives issued by this process
+  /// @brief Their sizes added up, in bytes, as nccl-tests counts a collective's size: the tensor of an
+  /// all_reduce or a broadcast, the whole gathered output of an all_gather (world_size x the tensor),
+  /// the whole input of a reduce_scatter (world_size x the output); 0 for a barrier.
+  int64_t bytes = 0;
+};
+
+/// @brief The collectives this process issued in its process group, by kind (see collective_counts()).
+struct CollectiveCounts {
+  CollectiveCount all_reduce;      ///< all_reduce() calls, and the all-reduces of DDP's buckets
+  CollectiveCount broadcast;       ///< broadcast() calls (DDP's broadcasts of rank 0's weights and buffers too)
+  CollectiveCount all_gather;      ///< all_gather() calls
+  CollectiveCount reduce_scatter;  ///< reduce_scatter() calls
+  CollectiveCount barrier;         ///< barrier() calls
+  /// @brief Every kind added up.
+  CollectiveCount total() const;
+};
+
+/// @brief The collectives this process issued since it joined its process group, or since
+/// reset_collective_counts(): calls and bytes per kind.
+///
+/// tiny has one process group, the default one, so these are that group's.
+/// Every call of all_reduce(), broadcast(), all_gather(), reduce_scatter() and
+/// barrier() counts once, whatever the backend, and so does each all-reduce of
+/// a DistributedDataParallel bucket (one per bucket per synchronized backward).
+/// What the framework exchanges for itself on the host (DDP's check that every
+/// rank built the same model, the modelled clocks' agreement) is not counted.
+/// The counts stay readable after destroy_process_group(); init_process_group()
+/// resets them. Lessons and tests read them to see, without a clock, that a
+/// training step made the collectives it needed and no more (PyTorch shows the
+/// same in its profiler, as `nccl:all_reduce` events, and with
+/// `TORCH_DISTRIBUTED_DEBUG=DETAIL`). Thread-safe.
+CollectiveCounts collective_counts();
+/// @brief Sets every count of collective_counts() to zero.
+void reset_collective_counts();
+
 /// @brief Leaves the process group and frees its connections (PyTorch's `destroy_process_group`).
 void destroy_process_group();
 

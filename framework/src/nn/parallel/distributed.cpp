@@ -216,6 +216,8 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     const int64_t index = static_cast<int64_t>(next_bucket_);
+    distributed::detail::count_collective(&distributed::CollectiveCounts::all_reduce,
+                                          b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
     if (distributed::detail::NcclGroup* nccl = distributed::detail::gpu_collectives(group, b.flat)) {
       // Issued after the copies that filled the bucket; it overlaps the rest of
       // backward where NCCL has a stream of its own (finish_reduction waits).

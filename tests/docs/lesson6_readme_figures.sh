@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Lesson 6's README shows the demo's step-time tables (1 GPU, DataParallel,
+# DDP, and DDP's bucket sizes), modelled on the H100 and on the T4, each between
+# <!-- figures:NAME --> and <!-- /figures:NAME --> (lesson6_h100, lesson6_t4).
+# They must be what the demo prints today: the modelled clock is
+# deterministic, so any difference is a change of the model or of the lesson,
+# and the README must follow it.
+#
+#   lesson6_readme_figures.sh DEMO README           (check; exit 1 shows what differs)
+#   lesson6_readme_figures.sh DEMO README --write   (rewrite both tables in place)
+set -euo pipefail
+demo=$1 readme=$2 write=${3:-}
+
+# The demo's tables (rank 0 prints them; its "[rank0]: " prefix dropped), modelled on GPU $1, in a code block.
+demo_tables() {
+  echo '```'
+  TINY_EMULATED_GPU_MODEL=$1 TINY_EMULATED_GPUS=2 TINY_EMULATED_GPU_CLOCK=modelled TINY_FORCE_EMULATED_GPU=1 \
+    "$demo" --speed-only | sed -n 's/^\[rank0\]: \{0,1\}//p' | awk '/^one training step/ {table = 1} table {print}'
+  echo '```'
+}
+
+# region and replace_region: the README's figures between their markers.
+fence=no
+source "$(dirname "${BASH_SOURCE[0]}")/readme_regions.sh"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+for model in h100 t4; do
+  demo_tables "$([[ $model == h100 ]] && echo h100-sxm || echo t4)" >"$tmp/$model"
+  if [[ $(wc -l <"$tmp/$model") -lt 12 ]]; then
+    echo "FAILED: the demo printed no step-time tables on $model:" >&2
+    cat "$tmp/$model" >&2
+    exit 1
+  fi
+  [[ "$write" == "--write" ]] && replace_region "lesson6_$model" "$tmp/$model"
+  region "lesson6_$model" >"$tmp/readme_$model"
+  if ! diff -q "$tmp/$model" "$tmp/readme_$model" >/dev/null; then
+    echo "FAILED: $readme's lesson6_$model tables differ from the demo's (< demo, > README):" >&2
+    diff "$tmp/$model" "$tmp/readme_$model" | sed 's/^/    /' >&2 || true
+    failed=1
+  else
+    echo "lesson6_$model: $(wc -l <"$tmp/$model") lines match the demo"
+  fi
+done
+if [[ $failed -ne 0 ]]; then
+  echo "(regenerate: bash $0 DEMO README --write)" >&2
+  exit 1
+fi
