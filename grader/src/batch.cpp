@@ -283,7 +283,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
     // Said again at the end, where the instructor reads: a student whose file was not taken gets no row at all.
     std::printf("%zu entr%s of %s not graded (no row in the gradebook):\n", b.skipped.size(),
                 b.skipped.size() == 1 ? "y" : "ies", b.batch.c_str());
-    for (const std::string& s : b.skipped) std::printf("  skipped: %s\n", s.c_str());
+    for (const std::string& s : b.skipped) std::printf("  left out: %s\n", s.c_str());
   }
   if (!failed.empty()) {
     std::string names;

@@ -172,7 +172,8 @@ SubmissionLayout take_in(const fs::path& submission, const std::vector<const Les
   for (FoundLesson& f : layout.lessons) {
     const auto it = found.find(f.lesson->number);
     if (it == found.end()) continue;
-    const std::vector<std::string>& paths = it->second;
+    std::vector<std::string> paths = it->second;
+    std::sort(paths.begin(), paths.end());  // the same message whatever order the folder lists them in
     if (paths.size() == 1) {
       f.lessons_dir = dirs[f.lesson->number];
       f.shown = paths[0];
@@ -183,6 +184,7 @@ SubmissionLayout take_in(const fs::path& submission, const std::vector<const Les
     f.problem = std::to_string(paths.size()) + " files are " + f.lesson->folder + "/exercise.cpp: " + list +
                 "; the grader cannot tell which is your answer: keep one and submit again";
   }
+  std::sort(layout.not_taken.begin(), layout.not_taken.end());
   // quiz.txt beside the lessons found, else at the top (of the folder or of the archive's contents).
   for (const FoundLesson& f : layout.lessons) {
     if (!f.lessons_dir.empty() && fs::exists(fs::symlink_status(f.lessons_dir / "quiz.txt", ec))) {
