@@ -112,13 +112,14 @@ std::vector<fs::path> find_submissions(const fs::path& batch, std::vector<std::s
       skipped.push_back(file + (fs::is_regular_file(st) ? " (a file that is not a .zip, .tar.gz or .tgz submission)"
                                                         : " (not a folder nor a file)"));
     } else if (file[0] == '.') {
-      skipped.push_back(file + " (hidden)");
+      skipped.push_back(file + (fs::is_directory(st) ? " (a hidden folder)" : " (a hidden file)"));
     } else if (name.empty()) {
       skipped.push_back(file + " (an archive without a name before its extension)");
     } else if (name == "gradebook.csv" || name == "index.html" ||
                (name.size() > 4 && name.substr(name.size() - 4) == ".tmp")) {
       // Its folder in --out would take the place of the batch's own file.
-      skipped.push_back(file + " (named as a file the batch writes in --out: rename it)");
+      skipped.push_back(file + " (named as a file the batch writes in --out: rename the " +
+                        (fs::is_directory(st) ? "folder)" : "archive)"));
     } else if (taken.count(name) != 0) {
       skipped.push_back(file + " (the same student name as " + taken[name] + ", graded instead: rename one)");
     } else {

@@ -315,7 +315,7 @@ TEST_F(IntakeTest, ABatchListsWhatItSkipsAndWhy) {
   for (const std::string& s : skipped) all += s + "\n";
   EXPECT_NE(all.find("bob.zip (the same student name as bob, graded instead: rename one)"), std::string::npos) << all;
   EXPECT_NE(all.find("notes.txt (a file that is not a .zip, .tar.gz or .tgz submission)"), std::string::npos) << all;
-  EXPECT_NE(all.find(".git (hidden)"), std::string::npos) << all;
+  EXPECT_NE(all.find(".git (a hidden folder)"), std::string::npos) << all;
   EXPECT_NE(all.find("linked (a symbolic link: not followed"), std::string::npos) << all;
   EXPECT_EQ(skipped.size(), 4u) << all;
 }
