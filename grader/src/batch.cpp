@@ -49,7 +49,7 @@ void write_submission_files(const fs::path& dir, const std::string& name, const 
   board << warning;
   spit(dir / "scoreboard.txt", board.str());
   spit(dir / "report.html", html_report(results, seed, "GPU Training Workbook: " + name, warning, layout.text()));
-  spit(dir / "junit.xml", junit_xml(results, name, seed));
+  spit(dir / "junit.xml", junit_xml(results, name, seed, &layout));
 }
 
 std::string lesson_line(const LessonResult& r) {

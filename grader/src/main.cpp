@@ -484,7 +484,7 @@ int main(int argc, char** argv) {
         }
         if (!junit_file.empty()) {
           const std::string name = submission.empty() ? "your lessons" : fs::path(submission).filename().string();
-          spit(junit_file, junit_xml(so_far, name, options.seed));
+          spit(junit_file, junit_xml(so_far, name, options.seed, found));
         }
       };
       const std::vector<LessonResult> results =

@@ -67,6 +67,8 @@ expect(twice/results.json "2 files are 1_device_check/exercise.cpp: backup/1_dev
 expect(twice/scoreboard.txt "keep one and submit again")
 expect(linked/results.json "linked.tar.gz was refused: the entry \\\"lessons/1_device_check/exercise.cpp\\\" is a symbolic link")
 expect(linked/report.html "Submission layout")
+expect(twice/junit.xml "<testsuite name=\"submission_layout\" tests=\"1\" failures=\"1\"")
+expect(nested/junit.xml "<testsuite name=\"submission_layout\" tests=\"1\" failures=\"0\"")
 # What is not a submission is listed where the instructor reads, with the reason.
 expect_in("the batch's output" "${out}" "left out: notes.txt (a file that is not a .zip, .tar.gz or .tgz submission)")
 expect_in("the batch's progress" "${err}" "skipped in --batch: notes.txt")
