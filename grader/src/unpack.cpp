@@ -23,7 +23,9 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(uint64_t bytes) {
+  return bytes % (uint64_t{1} << 20) == 0 ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
 
 // What a walk does with the entries it accepts: `file` gets each chunk of a file's data in turn.
 struct Sink {
@@ -227,6 +229,12 @@ std::vector<ArchiveEntry> unpack_archive(const fs::path& file, const fs::path& d
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     TINY_THROW(ValueError, shown, " is not a regular file: only a .zip or .tar.gz file is unpacked");
+  }
+  if (static_cast<uint64_t>(st.st_size) > limits.max_archive_bytes) {
+    ::close(fd);
+    TINY_THROW(ValueError, shown, " was refused: it is ", st.st_size, " bytes, more than ", mib(limits.max_archive_bytes),
+               " (the limit on an archive's size; a lessons folder is a few hundred KiB): submit only the lessons "
+               "folder, without build/ or .git/");
   }
   ArchivePtr a = new_reader();
   if (archive_read_open_fd(a.get(), fd, 64 * 1024) != ARCHIVE_OK) {

@@ -22,6 +22,7 @@ struct ArchiveLimits {
   uint64_t max_entries = 10000;                    ///< files and folders together
   double max_ratio = 200;                          ///< unpacked bytes over the archive's own bytes...
   uint64_t ratio_floor_bytes = uint64_t{1} << 20;  ///< ...checked once this much is unpacked (small files pack well)
+  uint64_t max_archive_bytes = uint64_t{64} << 20; ///< the archive file itself (not even read past this)
 };
 
 /// @brief One entry an archive held: its path inside it (cleaned: no "." parts, no trailing "/") and its size.

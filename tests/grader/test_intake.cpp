@@ -277,6 +277,14 @@ TEST_F(IntakeTest, ArchiveBombsAreRefusedNamingTheLimitTheyPassed) {
   const SubmissionLayout count = take_in(make_archive(dir_ / "many.zip", "zip", many), pointers_, dir_ / "s4", ten);
   EXPECT_NE(count.problem.find("more than 10 entries (the limit on the file count"), std::string::npos)
       << count.problem;
+  // The archive's own size, before a byte of it is read.
+  ArchiveLimits tiny_archive;
+  tiny_archive.max_archive_bytes = 1000;
+  const fs::path noise = make_archive(dir_ / "noise.tar.gz", "tar.gz", {{"lessons/f", std::string(100000, 'x')}});
+  write(dir_ / "noise.tar.gz", std::string(2000, 'n'));
+  const SubmissionLayout packed = take_in(noise, pointers_, dir_ / "s5", tiny_archive);
+  EXPECT_NE(packed.problem.find("noise.tar.gz was refused: it is 2000 bytes, more than 1000 bytes (the limit on an "
+                                "archive's size"), std::string::npos) << packed.problem;
 }
 
 TEST_F(IntakeTest, CorruptArchivesAreRefusedSayingTheyCannotBeRead) {
