@@ -36,7 +36,7 @@ struct Sink {
 };
 
 // The entry's path made relative and clean ("a/./b/" gives "a/b"), or why it is refused.
-std::string clean_path(const char* raw, const std::string& shown, std::string& why) {
+std::string clean_path(const char* raw, std::string& why) {
   if (raw == nullptr || *raw == '\0') {
     why = "an entry has no name";
     return "";
@@ -64,7 +64,6 @@ std::string clean_path(const char* raw, const std::string& shown, std::string& w
     clean += (clean.empty() ? "" : "/") + part;
   }
   if (clean.empty()) why = "the entry \"" + path + "\" names no file";
-  (void)shown;
   return clean;
 }
 
@@ -94,7 +93,7 @@ std::vector<ArchiveEntry> walk(archive* a, uint64_t packed, const std::string& s
              "against archive bombs)", "submit only the lessons folder");
     }
     std::string why;
-    const std::string path = clean_path(archive_entry_pathname(entry), shown, why);
+    const std::string path = clean_path(archive_entry_pathname(entry), why);
     if (path.empty()) refuse(why, remake);
     if (archive_entry_hardlink(entry) != nullptr) {
       refuse("the entry \"" + path + "\" is a hard link (to \"" + archive_entry_hardlink(entry) +
