@@ -5,11 +5,13 @@
 
 #include "common.h"
 #include "grade.h"
+#include "intake.h"
 #include "harness/bundle.h"
 #include "recipe.h"
 #include "report.h"
 #include "submission.h"
 #include "targets.h"
+#include "unpack.h"
 
 namespace tiny_fuzz {
 
@@ -129,9 +131,6 @@ void submission(const uint8_t* data, size_t size) {
   }
 
   // What grade --submission/--batch does with the folder before and after compiling (grader/src/main.cpp).
-  const fs::path lessons = workbook::submission_lessons_dir(root);
-  const std::string quiz = workbook::read_quiz(lessons);
-  require(quiz.size() <= workbook::kMaxQuizBytes + 64, "read_quiz returned more than its cap");
   static const workbook::Lesson lesson = [] {
     workbook::Lesson l;
     l.number = 1;
@@ -139,9 +138,17 @@ void submission(const uint8_t* data, size_t size) {
     l.title = "fuzz";
     return l;
   }();
+  const fs::path scratch = scratch_dir() / "submission_scratch";
+  fs::remove_all(scratch, ec);
+  const workbook::SubmissionLayout layout = workbook::take_in(root, {&lesson}, scratch);
+  const fs::path lessons = layout.lessons_dir_of(lesson);
+  require(lessons.empty() || fs::exists(lessons / lesson.folder / "exercise.cpp", ec),
+          "take_in found lesson 1 where it is not: " + lessons.string());
+  const std::string quiz = layout.quiz_dir.empty() ? std::string() : workbook::read_quiz(layout.quiz_dir);
+  require(quiz.size() <= workbook::kMaxQuizBytes + 64, "read_quiz returned more than its cap");
   workbook::LessonResult r;
   r.lesson = &lesson;
-  r.status = fs::exists(lessons / lesson.folder / "exercise.cpp", ec) ? "in progress" : "not submitted";
+  r.status = lessons.empty() ? "not submitted" : "in progress";
   r.problem = quiz;  // a compiler quoting the student's source: bytes that need not be UTF-8
   workbook::CheckResult c;
   c.name = "quiz";
@@ -150,10 +157,40 @@ void submission(const uint8_t* data, size_t size) {
   c.message = quiz;
   r.checks.push_back(c);
   r.total = 1;
-  const std::string json = workbook::results_json_text(workbook::gradescope_results({r}, 1.0, 7, quiz));
+  const std::string json = workbook::results_json_text(workbook::gradescope_results({r}, 1.0, 7, quiz, &layout));
   require(nlohmann::json::accept(json), "results.json is not valid JSON");
-  (void)workbook::html_report({r}, 7, "fuzz " + quiz.substr(0, 64));
+  (void)workbook::html_report({r}, 7, "fuzz " + quiz.substr(0, 64), "", layout.text());
   fs::remove_all(root, ec);
+  fs::remove_all(scratch, ec);
+}
+
+void archive(const uint8_t* data, size_t size) {
+  workbook::ArchiveLimits limits;  // small, so that a bomb the fuzzer builds is caught quickly
+  limits.max_total_bytes = 4u << 20;
+  limits.max_entries = 200;
+  limits.ratio_floor_bytes = 64u << 10;
+  const std::vector<workbook::ArchiveEntry> entries = workbook::read_archive(data, size, "fuzz.zip", limits);
+  uint64_t total = 0;
+  for (const workbook::ArchiveEntry& e : entries) {
+    require(safe_relative(e.path) || e.path.size() > 200, "read_archive accepted the path \"" + e.path + "\"");
+    total += e.size;
+  }
+  require(entries.size() <= limits.max_entries && total <= limits.max_total_bytes, "read_archive passed its limits");
+  // The same bytes as a submission on disk: unpacked into a fresh scratch folder, only files and folders.
+  const fs::path file = scratch_dir() / "fuzz.zip", dest = scratch_dir() / "unpacked";
+  std::error_code ec;
+  fs::remove_all(dest, ec);
+  write_file(file, data, size);
+  workbook::unpack_archive(file, dest, limits);
+  size_t seen = 0;
+  for (fs::recursive_directory_iterator it(dest, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::file_type type = it->symlink_status(ec).type();
+    require(type == fs::file_type::regular || type == fs::file_type::directory,
+            "unpack_archive made something that is not a file or a folder: " + it->path().string());
+    ++seen;
+  }
+  require(seen <= entries.size() * 64 + 1, "unpack_archive made more than the archive holds");
+  fs::remove_all(dest, ec);
 }
 
 }  // namespace tiny_fuzz

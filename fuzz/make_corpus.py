@@ -9,9 +9,12 @@ Only the standard library is used: the files are built byte by byte, the way num
 safetensors and the IDX format write them.
 """
 import gzip
+import io
 import json
 import os
 import struct
+import tarfile
+import zipfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
@@ -167,3 +170,44 @@ put("submission", "ok_quiz_folder.txt", "=== quiz.txt/\n")
 put("submission", "ok_lessons_loop.txt", "=== lessons -> lessons\n=== quiz.txt\nq\n")
 put("submission", "ok_lessons_is_file.txt", "=== lessons\nnot a folder\n=== quiz.txt\nq\n")
 put("submission", "ok_escapes.txt", "=== ../outside.txt\nno\n=== /abs\nno\n=== quiz.txt\n<script>\x1b[31m</script>\n")
+
+# ---------------------------------------------------------------- submission archives (.zip, .tar.gz)
+def zip_of(files):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files:
+            z.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), data)
+    return b.getvalue()
+
+
+def tgz_of(members):
+    """members: (name, data) for a file, (name, None) for a folder, (name, ("sym"|"hard", target)) for a link."""
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w:gz", format=tarfile.PAX_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif isinstance(data, tuple):
+                info.type = tarfile.SYMTYPE if data[0] == "sym" else tarfile.LNKTYPE
+                info.linkname = data[1]
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return gzip.compress(gzip.decompress(b.getvalue()), mtime=0)
+
+
+LESSON_FILES = [("lessons/1_a/exercise.cpp", b"int f() { return 1; }\n"), ("lessons/quiz.txt", b"1. b\n")]
+put("archive", "ok_lessons.zip", zip_of(LESSON_FILES))
+put("archive", "ok_lessons.tar.gz", tgz_of([("lessons", None)] + LESSON_FILES))
+put("archive", "ok_empty.zip", zip_of([]))
+put("archive", "bad_absolute.tar.gz", tgz_of([("/tmp/outside", b"no")]))
+put("archive", "bad_dotdot.zip", zip_of([("lessons/../../outside", b"no")]))
+put("archive", "bad_symlink.tar.gz", tgz_of([("lessons", ("sym", "/"))]))
+put("archive", "bad_hardlink.tar.gz", tgz_of([("lessons/1_a/exercise.cpp", ("hard", "/etc/passwd"))]))
+put("archive", "bad_ratio.tar.gz", tgz_of([("zeros", bytes(8 << 20))]))
+put("archive", "bad_cut.zip", zip_of(LESSON_FILES)[:40])
+put("archive", "bad_not_an_archive.zip", b"PK\x03\x04 not a zip")

@@ -17,7 +17,7 @@ cd "$ROOT"
 seconds=${1:-60}
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz/run.sh: seconds per target must be a positive number, got '$seconds'" >&2; exit 2; }
 shift || true
-ALL_TARGETS=(npy safetensors idx digits_csv bundle recipe submission)
+ALL_TARGETS=(npy safetensors idx digits_csv bundle recipe submission archive)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${ALL_TARGETS[@]}")
 build_dir=${FUZZ_BUILD_DIR:-build/fuzz}

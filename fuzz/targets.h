@@ -35,5 +35,9 @@ void recipe(const uint8_t* data, size_t size);
 /// (see fuzz/README.md), built in a scratch folder; then the lessons folder is found, quiz.txt is read,
 /// and the results JSON and HTML report are made from them.
 void submission(const uint8_t* data, size_t size);
+/// @brief A submission that is an archive: workbook::read_archive from memory (small limits), then
+/// workbook::unpack_archive of the bytes as a file into a scratch folder, which must then hold only plain
+/// files and folders, none of them outside it, within the limits.
+void archive(const uint8_t* data, size_t size);
 
 }  // namespace tiny_fuzz

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -37,16 +38,18 @@ void spit(const fs::path& file, const std::string& text) {
 
 // A submission's own files, from the lessons graded so far.
 void write_submission_files(const fs::path& dir, const std::string& name, const std::vector<LessonResult>& results,
-                            double seconds, uint64_t seed, const std::string& quiz, const std::string& warning) {
-  nlohmann::json doc = gradescope_results(results, seconds, seed, quiz);
+                            double seconds, uint64_t seed, const std::string& quiz, const std::string& warning,
+                            const SubmissionLayout& layout) {
+  nlohmann::json doc = gradescope_results(results, seconds, seed, quiz, &layout);
   if (!warning.empty()) doc["output"] = warning + doc["output"].get<std::string>();
   spit(dir / "results.json", results_json_text(doc));
   std::ostringstream board;
+  board << layout.text() << "\n";
   print_scoreboard(board, results, seed, false);
   board << warning;
   spit(dir / "scoreboard.txt", board.str());
-  spit(dir / "report.html", html_report(results, seed, "GPU Training Workbook: " + name, warning));
-  spit(dir / "junit.xml", junit_xml(results, name, seed));
+  spit(dir / "report.html", html_report(results, seed, "GPU Training Workbook: " + name, warning, layout.text()));
+  spit(dir / "junit.xml", junit_xml(results, name, seed, &layout));
 }
 
 std::string lesson_line(const LessonResult& r) {
@@ -61,7 +64,7 @@ std::vector<nlohmann::json> class_summaries(const fs::path& out_dir, const std::
                                             bool say_what_is_left_out) {
   std::vector<nlohmann::json> summaries;
   for (const fs::path& s : submissions) {
-    const fs::path file = out_dir / s.filename() / "summary.json";
+    const fs::path file = out_dir / submission_name(s) / "summary.json";
     try {
       std::ifstream in(file);
       if (in.good()) summaries.push_back(nlohmann::json::parse(in));
@@ -76,6 +79,59 @@ std::vector<nlohmann::json> class_summaries(const fs::path& out_dir, const std::
 
 }  // namespace
 
+std::string submission_name(const fs::path& submission) {
+  const std::string name = submission.filename().string();
+  return is_archive_name(name) ? archive_stem(name) : name;
+}
+
+std::vector<fs::path> find_submissions(const fs::path& batch, std::vector<std::string>& skipped) {
+  std::vector<fs::path> submissions;
+  std::map<std::string, std::string> taken;  // a submission's name -> the entry that has it
+  std::error_code ec;
+  fs::directory_iterator it(batch, ec);
+  TINY_CHECK(!ec, ValueError, "--batch ", batch.string(), " cannot be read: ", ec.message());
+  std::vector<fs::directory_entry> entries;
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) entries.push_back(*it);
+  if (ec) skipped.push_back("(the rest of the folder: an entry cannot be read: " + ec.message() + ")");
+  std::sort(entries.begin(), entries.end());
+  // Folders before archives, so that "alice" keeps its name when "alice.zip" is there too.
+  std::stable_partition(entries.begin(), entries.end(), [](const fs::directory_entry& e) {
+    std::error_code err;
+    return e.is_directory(err) && !e.is_symlink(err);
+  });
+  for (const fs::directory_entry& entry : entries) {
+    const std::string file = entry.path().filename().string();
+    const std::string name = submission_name(entry.path());
+    std::error_code err;
+    const fs::file_status st = entry.symlink_status(err);
+    if (err) {
+      skipped.push_back(file + " (cannot be read: " + err.message() + ")");
+    } else if (fs::is_symlink(st)) {
+      skipped.push_back(file + " (a symbolic link: not followed; copy the submission itself into the batch)");
+    } else if (!fs::is_directory(st) && !(fs::is_regular_file(st) && is_archive_name(file))) {
+      skipped.push_back(file + (fs::is_regular_file(st) ? " (a file that is not a .zip, .tar.gz or .tgz submission)"
+                                                        : " (not a folder nor a file)"));
+    } else if (file[0] == '.') {
+      skipped.push_back(file + (fs::is_directory(st) ? " (a hidden folder)" : " (a hidden file)"));
+    } else if (name.empty()) {
+      skipped.push_back(file + " (an archive without a name before its extension)");
+    } else if (name == "gradebook.csv" || name == "index.html" ||
+               (name.size() > 4 && name.substr(name.size() - 4) == ".tmp")) {
+      // Its folder in --out would take the place of the batch's own file.
+      skipped.push_back(file + " (named as a file the batch writes in --out: rename the " +
+                        (fs::is_directory(st) ? "folder)" : "archive)"));
+    } else if (taken.count(name) != 0) {
+      skipped.push_back(file + " (the same student name as " + taken[name] + ", graded instead: rename one)");
+    } else {
+      taken[name] = file;
+      submissions.push_back(entry.path());
+    }
+  }
+  std::sort(submissions.begin(), submissions.end(),
+            [](const fs::path& x, const fs::path& y) { return submission_name(x) < submission_name(y); });
+  return submissions;
+}
+
 double lesson_budget(double left, size_t later) {
   if (later == 0) return left;
   const double reserve = std::min(30.0, left / static_cast<double>(later + 1));
@@ -84,7 +140,8 @@ double lesson_budget(double left, size_t later) {
 }
 
 std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
-                                           const fs::path& lessons_dir, const fs::path& build_dir, const fs::path& work,
+                                           const fs::path& lessons_dir, const SubmissionLayout* layout,
+                                           const fs::path& build_dir, const fs::path& work,
                                            const GradeOptions& options, double deadline_s,
                                            const std::function<void(const std::vector<LessonResult>&)>& after_each) {
   const Clock::time_point start = Clock::now();
@@ -101,35 +158,23 @@ std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vect
       std::fprintf(stderr, "checking lesson %d (%s)...\n", l->number, l->title.c_str());
       std::fflush(stderr);
     }
-    results.push_back(grade_lesson(recipe, *l, lessons_dir, build_dir, work / l->folder, mine));
+    fs::path dir = lessons_dir;
+    if (layout != nullptr) {
+      dir = layout->lessons_dir_of(*l);
+      mine.not_submitted = layout->problem_of(*l);
+    }
+    results.push_back(grade_lesson(recipe, *l, dir, build_dir, work / l->folder, mine));
     if (after_each) after_each(results);
   }
   return results;
 }
 
-int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const BatchOptions& b,
+int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, BatchOptions b,
                 GradeOptions options) {
-  std::vector<fs::path> submissions;
-  std::vector<std::string> skipped;
-  for (const auto& entry : fs::directory_iterator(b.batch)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory()) {
-      skipped.push_back(name + " (not a folder)");
-    } else if (name[0] == '.') {
-      skipped.push_back(name + " (a hidden folder)");
-    } else if (name == "gradebook.csv" || name == "index.html" ||
-               (name.size() > 4 && name.substr(name.size() - 4) == ".tmp")) {
-      // Its folder in --out would take the place of the batch's own file.
-      skipped.push_back(name + " (named as a file the batch writes in --out: rename the folder)");
-    } else {
-      submissions.push_back(entry.path());
-    }
-  }
-  std::sort(submissions.begin(), submissions.end());
-  std::sort(skipped.begin(), skipped.end());
-  for (const std::string& s : skipped) std::fprintf(stderr, "skipped in --batch: %s\n", s.c_str());
+  const std::vector<fs::path> submissions = find_submissions(b.batch, b.skipped);
+  for (const std::string& s : b.skipped) std::fprintf(stderr, "skipped in --batch: %s\n", s.c_str());
   TINY_CHECK(!submissions.empty(), ValueError, "--batch ", b.batch.string(),
-             " holds no submission folders (one folder per student, each a copy of the lessons folder)");
+             " holds no submissions (one folder, .zip or .tar.gz per student, each holding the lessons folder)");
   fs::create_directories(b.out_dir);
   const fs::path csv = b.out_dir / "gradebook.csv";
   const std::string header = gradebook_header(lessons);
@@ -147,7 +192,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   }
   std::vector<fs::path> todo;
   for (const fs::path& s : submissions) {
-    if (done.submissions.count(s.filename().string()) == 0) todo.push_back(s);
+    if (done.submissions.count(submission_name(s)) == 0) todo.push_back(s);
   }
   if (b.resume) {
     std::fprintf(stderr, "resuming %s: %zu of %zu submissions are in it already; grading the other %zu with seed %llu\n",
@@ -174,11 +219,13 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
         if (next >= todo.size()) return;
         i = next++;
       }
-      const std::string name = todo[i].filename().string();
+      const std::string name = submission_name(todo[i]);
       const std::string tag = "[" + std::to_string(i + 1) + "/" + std::to_string(todo.size()) + "] " + name;
       const fs::path mine = b.out_dir / name;
       const fs::path w = b.work / std::to_string(i);
-      const std::string quiz = read_quiz(submission_lessons_dir(todo[i]));
+      // Found at any depth of the folder, or of the archive unpacked into this submission's scratch.
+      const SubmissionLayout layout = take_in(todo[i], lessons, w / "intake");
+      const std::string quiz = layout.quiz_dir.empty() ? std::string() : read_quiz(layout.quiz_dir);
       const Clock::time_point t0 = Clock::now();
       size_t graded = 0;  // of this submission's lessons
       try {
@@ -188,10 +235,10 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
         GradeOptions quiet = options;  // the batch's own lines say what is graded
         quiet.progress = false;
         const std::vector<LessonResult> results = grade_submission(
-            recipe, lessons, submission_lessons_dir(todo[i]), w / "build", w / "checks", quiet, b.deadline_s,
+            recipe, lessons, fs::path(), &layout, w / "build", w / "checks", quiet, b.deadline_s,
             [&](const std::vector<LessonResult>& so_far) {
               // Rewritten after each lesson: a kill keeps what was graded.
-              write_submission_files(mine, name, so_far, since(t0), options.seed, quiz, b.sandbox_warning);
+              write_submission_files(mine, name, so_far, since(t0), options.seed, quiz, b.sandbox_warning, layout);
               std::lock_guard<std::mutex> lock(mutex);
               ++lessons_done;
               ++graded;
@@ -233,6 +280,12 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
               "junit.xml and scoreboard.txt in a folder per submission)\n",
               finished, finished == 1 ? "" : "s", static_cast<unsigned long long>(options.seed),
               duration_text(since(start)).c_str(), csv.c_str());
+  if (!b.skipped.empty()) {
+    // Said again at the end, where the instructor reads: a student whose file was not taken gets no row at all.
+    std::printf("%zu entr%s of %s not graded (no row in the gradebook):\n", b.skipped.size(),
+                b.skipped.size() == 1 ? "y" : "ies", b.batch.c_str());
+    for (const std::string& s : b.skipped) std::printf("  left out: %s\n", s.c_str());
+  }
   if (!failed.empty()) {
     std::string names;
     for (const std::string& n : failed) names += " " + n;

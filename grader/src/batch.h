@@ -20,14 +20,25 @@ namespace workbook {
 // runs are cut to it (GradeOptions::lesson_budget_s).
 double lesson_budget(double left, size_t later);
 
-// Grades `lessons` of `lessons_dir` one after another, all within `deadline_s`
-// seconds (0: no deadline); a lesson reached with no time left is "out of time".
-// `after_each` (if set) gets the results so far after each lesson.
+// Grades `lessons` one after another, all within `deadline_s` seconds (0: no
+// deadline); a lesson reached with no time left is "out of time". Each lesson's
+// exercise.cpp is where `layout` found it (intake.h), or in `lessons_dir` when
+// `layout` is null (the student's own tree). `after_each` (if set) gets the
+// results so far after each lesson.
 std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
-                                           const std::filesystem::path& lessons_dir,
+                                           const std::filesystem::path& lessons_dir, const SubmissionLayout* layout,
                                            const std::filesystem::path& build_dir, const std::filesystem::path& work,
                                            const GradeOptions& options, double deadline_s,
                                            const std::function<void(const std::vector<LessonResult>&)>& after_each = {});
+
+// The name a submission is graded under: its folder's name, or its archive's without the extension.
+std::string submission_name(const std::filesystem::path& submission);
+
+// The submissions of a --batch folder, by name: its folders and its .zip, .tar.gz and .tgz files. What is
+// not one (another file, a link, a hidden entry, a second "alice" beside alice/, an unreadable entry) is
+// appended to `skipped` with the reason.
+std::vector<std::filesystem::path> find_submissions(const std::filesystem::path& batch,
+                                                    std::vector<std::string>& skipped);
 
 struct BatchOptions {
   std::filesystem::path batch, out_dir, work;
@@ -36,13 +47,14 @@ struct BatchOptions {
   bool seed_given = false;  // --seed was given (else --resume takes the gradebook's)
   double deadline_s = 600;
   std::string sandbox_warning;  // on top of every results.json, scoreboard, report and index.html
+  std::vector<std::string> skipped;  // filled by grade_batch: what of the batch folder is no submission, and why
 };
 
 // Grades every submission folder of options.batch into options.out_dir:
 // gradebook.csv (a row appended as each submission finishes), NAME/results.json,
 // scoreboard.txt, report.html and junit.xml (rewritten after each lesson), and
 // index.html; prints progress on stderr and the class table at the end.
-int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const BatchOptions& batch,
+int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, BatchOptions batch,
                 GradeOptions options);
 
 }  // namespace workbook

@@ -269,12 +269,15 @@ void assign_points(LessonResult& r) {
     r.max_points = l.points > 0 ? l.points : 1;
     return;
   }
-  std::string unknown;
-  for (const auto& entry : l.check_points) {
-    const std::string& name = entry.first;  // a named reference: C++17 lambdas cannot capture structured bindings
+  std::string unknown, field = "check_points";
+  auto look_up = [&](const std::string& name, const char* in) {
     const bool known = std::any_of(r.checks.begin(), r.checks.end(), [&](const CheckResult& c) { return c.name == name; });
-    if (!known) unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
-  }
+    if (known) return;
+    if (unknown.empty()) field = in;
+    unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
+  };
+  for (const auto& entry : l.check_points) look_up(entry.first, "check_points");
+  for (const auto& entry : l.check_visibility) look_up(entry.first, "check_visibility");
   double weights = 0;
   for (CheckResult& c : r.checks) {
     const auto it = l.check_points.find(c.name);
@@ -293,7 +296,7 @@ void assign_points(LessonResult& r) {
     std::string names;
     for (const CheckResult& c : r.checks) names += " " + c.name;
     r.status = "error";
-    r.problem = "lessons/" + l.folder + "/lesson.json: 'check_points' names " + unknown + ", not a check of lesson " +
+    r.problem = "lessons/" + l.folder + "/lesson.json: '" + field + "' names " + unknown + ", not a check of lesson " +
                 std::to_string(l.number) + " (its checks:" + names + "): correct the name, then grade again\n";
   }
 }
@@ -431,6 +434,10 @@ LessonResult grade_lesson(const Recipe& recipe, const Lesson& lesson, const fs::
   if (!lesson.problem.empty()) {
     // The workbook's own lesson.json is damaged: this lesson cannot be graded, the others can.
     fail_all("error", lesson.problem);
+    return finish();
+  }
+  if (!options.not_submitted.empty()) {
+    fail_all("not submitted", options.not_submitted);
     return finish();
   }
   const fs::path source = lessons_dir / lesson.folder / "exercise.cpp";
@@ -618,17 +625,38 @@ void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons) {
   }
 }
 
+std::string visibility_of(const Lesson& l, const CheckResult& c) {
+  const auto it = l.check_visibility.find(c.name);
+  if (it != l.check_visibility.end()) return it->second;
+  if (c.timed && !l.timed_visibility.empty()) return l.timed_visibility;
+  return l.visibility.empty() ? "visible" : l.visibility;
+}
+
 nlohmann::json gradescope_results(const std::vector<LessonResult>& results, double seconds, uint64_t seed,
-                                  const std::string& quiz) {
+                                  const std::string& quiz, const SubmissionLayout* layout) {
   nlohmann::json doc;
   nlohmann::json tests = nlohmann::json::array();
+  // Every output is plain text: C++ quoted in a message (std::vector<int>, <b>) is not HTML.
+  auto item = [](const std::string& name, double score, double max_score, bool passed, const std::string& output,
+                 const std::string& visibility, const std::string& tag) {
+    nlohmann::json t = {{"name", name},          {"score", score},         {"max_score", max_score},
+                        {"status", passed ? "passed" : "failed"}, {"output", output}, {"output_format", "text"},
+                        {"visibility", visibility}};
+    if (!tag.empty()) t["tags"] = {tag};
+    return t;
+  };
+  if (layout != nullptr) {
+    // First, so that a zero for "not submitted" always comes with what was found instead.
+    tests.push_back(item("submission layout", 0, 0, layout->complete(), layout->text(), "visible", ""));
+  }
   double score = 0;
   for (const LessonResult& r : results) {
     const std::string lesson = "lesson " + std::to_string(r.lesson->number) + " (" + r.lesson->title + ")";
     const std::string tag = "lesson_" + std::to_string(r.lesson->number);
+    const std::string visibility = r.lesson->visibility.empty() ? "visible" : r.lesson->visibility;
     if (r.checks.empty()) {  // the checker itself failed
-      tests.push_back({{"name", lesson}, {"score", 0}, {"max_score", r.max_points}, {"status", "failed"},
-                       {"output", r.status + (r.problem.empty() ? "" : ":\n" + r.problem)}, {"tags", {tag}}});
+      tests.push_back(item(lesson, 0, r.max_points, false, r.status + (r.problem.empty() ? "" : ":\n" + r.problem),
+                           visibility, tag));
       continue;
     }
     for (const CheckResult& c : r.checks) {
@@ -640,8 +668,7 @@ nlohmann::json gradescope_results(const std::vector<LessonResult>& results, doub
       // What stopped the whole lesson (the workbook's fault, the deadline), unless its message says it already.
       const bool lesson_wide = r.status == "error" || r.status == "out of time";
       if (lesson_wide && !r.problem.empty() && output.find(r.problem) == std::string::npos) output += "\n" + r.problem;
-      tests.push_back({{"name", lesson + ": " + c.name}, {"score", c.points}, {"max_score", c.max_points},
-                       {"status", pass ? "passed" : "failed"}, {"output", output}, {"tags", {tag}}});
+      tests.push_back(item(lesson + ": " + c.name, c.points, c.max_points, pass, output, visibility_of(*r.lesson, c), tag));
       score += c.points;
     }
   }
@@ -649,6 +676,9 @@ nlohmann::json gradescope_results(const std::vector<LessonResult>& results, doub
   doc["execution_time"] = static_cast<int>(seconds + 0.5);
   doc["output"] = "Checked with seed " + std::to_string(seed) + "." +
                   (quiz.empty() ? std::string() : "\n\nquiz.txt (not graded):\n" + quiz);
+  doc["output_format"] = "text";
+  doc["test_output_format"] = "text";
+  doc["test_name_format"] = "text";
   doc["tests"] = tests;
   return doc;
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "intake.h"
 #include "recipe.h"
 
 namespace workbook {
@@ -67,6 +68,9 @@ struct GradeOptions {
   double run_timeout_s = 0;  // caps each run of an exercise (checker --timeout); 0: the checks' own limits
   bool verbose = false;  // print the compiler's warnings and each check's line as the checker runs (one student's self-check)
   bool progress = false;  // say on stderr when a lesson is built, and when it waits for another check of it
+  // Why the submission has no exercise.cpp of this lesson to grade, as the intake found (intake.h: two of
+  // them, a refused archive, none anywhere): the lesson is "not submitted" with it. "": look for the file.
+  std::string not_submitted;
 };
 
 // Builds and checks one lesson of `lessons_dir` (only its exercise.cpp is used),
@@ -100,9 +104,14 @@ void print_watch_report(std::ostream& out, const LessonResult& r, int hints_seen
 void print_lesson_list(std::ostream& out, const std::vector<Lesson>& lessons);
 // "needs a GPU", "needs 2 GPUs"; "" for none.
 std::string gpus_needed(int gpus);
-// Gradescope's results.json.
+// Gradescope's results.json: output_format "text" everywhere (a check's output quotes C++ such as
+// std::vector<int>, which must not be read as HTML), each check's visibility from its lesson.json,
+// and, for a submission taken in by the intake, a first item "submission layout" (worth 0 points).
 nlohmann::json gradescope_results(const std::vector<LessonResult>& results, double seconds, uint64_t seed,
-                                  const std::string& quiz);
+                                  const std::string& quiz, const SubmissionLayout* layout = nullptr);
+// Who sees check `c` of lesson `l` on Gradescope: check_visibility, else timed_visibility for a timed
+// check, else visibility (lesson.json; "visible" by default).
+std::string visibility_of(const Lesson& l, const CheckResult& c);
 // A fresh seed (std::random_device).
 uint64_t fresh_seed();
 // True when stdout is a terminal and NO_COLOR is unset.

@@ -59,10 +59,25 @@ std::string xml_text(const std::string& text) {
   return out;
 }
 
-std::string junit_xml(const std::vector<LessonResult>& results, const std::string& name, uint64_t seed) {
+std::string junit_xml(const std::vector<LessonResult>& results, const std::string& name, uint64_t seed,
+                      const SubmissionLayout* layout) {
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double seconds = 0;
   std::ostringstream suites;
+  if (layout != nullptr) {
+    // What was found where, first: a lesson "not submitted" below is never a silent zero.
+    const bool ok = layout->complete();
+    const std::string text = layout->text();
+    suites << "  <testsuite name=\"submission_layout\" tests=\"1\" failures=\"" << (ok ? 0 : 1)
+           << "\" errors=\"0\" skipped=\"0\" time=\"0\">\n    <testcase classname=\"submission_layout\" "
+           << "name=\"submission layout\" time=\"0\">\n      "
+           << (ok ? "<system-out>" + xml_text(text) + "</system-out>"
+                  : "<failure message=\"" + xml_text(first_line(text)) + "\" type=\"layout\">" + xml_text(text) +
+                        "</failure>")
+           << "\n    </testcase>\n  </testsuite>\n";
+    tests += 1;
+    failures += ok ? 0 : 1;
+  }
   for (const LessonResult& r : results) {
     const std::string suite = "lesson_" + std::to_string(r.lesson->number);
     int t = 0, f = 0, e = 0, s = 0;

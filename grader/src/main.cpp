@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -119,8 +120,6 @@ void save_state(const Recipe& recipe, const nlohmann::json& state) {
 }
 
 // ---------------------------------------------------------------- grading
-
-fs::path lessons_of(const fs::path& dir) { return submission_lessons_dir(dir); }
 
 std::vector<const Lesson*> pick(const Recipe& recipe, const std::vector<int>& numbers) {
   std::vector<const Lesson*> out;
@@ -459,28 +458,37 @@ int main(int argc, char** argv) {
       }
       fs::path lessons_dir = own_lessons, build_dir = recipe.student_dir;
       const fs::path work = work_root();
+      // Someone else's submission: its lessons found at any depth, an archive unpacked into our scratch.
+      std::optional<SubmissionLayout> layout;
       if (!submission.empty()) {
-        TINY_CHECK(fs::is_directory(submission), ValueError, "--submission ", submission, " is not a folder");
-        lessons_dir = lessons_of(submission);
+        std::error_code ec;
+        TINY_CHECK(fs::exists(fs::symlink_status(submission, ec)), ValueError, "--submission ", submission,
+                   " does not exist: give a folder holding the lessons, or a .zip or .tar.gz of it");
+        layout = take_in(submission, lessons, work / "intake");
         build_dir = work / "build";
       }
-      const std::string quiz = read_quiz(lessons_dir);
+      const std::string quiz = !layout ? read_quiz(lessons_dir)
+                               : layout->quiz_dir.empty() ? std::string() : read_quiz(layout->quiz_dir);
+      const SubmissionLayout* found = layout ? &*layout : nullptr;
       // The files asked for, from the lessons graded so far: rewritten after each, so a kill keeps them.
       auto write_files = [&](const std::vector<LessonResult>& so_far) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (!json_file.empty()) {
-          nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz);
+          nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz, found);
           if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
           spit(json_file, results_json_text(doc));
         }
-        if (!html_file.empty()) spit(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning));
+        if (!html_file.empty()) {
+          spit(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning,
+                                      found ? found->text() : ""));
+        }
         if (!junit_file.empty()) {
           const std::string name = submission.empty() ? "your lessons" : fs::path(submission).filename().string();
-          spit(junit_file, junit_xml(so_far, name, options.seed));
+          spit(junit_file, junit_xml(so_far, name, options.seed, found));
         }
       };
       const std::vector<LessonResult> results =
-          grade_submission(recipe, lessons, lessons_dir, build_dir, work / "checks", options, deadline_s, write_files);
+          grade_submission(recipe, lessons, lessons_dir, found, build_dir, work / "checks", options, deadline_s, write_files);
       std::error_code ec;
       fs::remove_all(work, ec);
       if (lessons.size() == 1) {
@@ -491,6 +499,7 @@ int main(int argc, char** argv) {
           print_checks(std::cout, results[0], use_color());
         }
       }
+      if (found) std::cout << "\n" << found->text();
       print_scoreboard(std::cout, results, options.seed, use_color());
       std::cout << g_sandbox_warning;
       write_files(results);  // with the whole time taken

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 
@@ -82,6 +83,31 @@ void read_points(const nlohmann::json& meta, const fs::path& file, Lesson& l) {
   for (const auto& [name, value] : v.items()) l.check_points[name] = points_value(value, file, "check_points." + name);
 }
 
+// A Gradescope visibility: one of the four words its results.json accepts.
+std::string visibility_value(const nlohmann::json& v, const fs::path& file, const std::string& field) {
+  static const char* const kWords[] = {"visible", "hidden", "after_due_date", "after_published"};
+  const bool ok = v.is_string() && std::any_of(std::begin(kWords), std::end(kWords),
+                                               [&](const char* w) { return v.get<std::string>() == w; });
+  TINY_CHECK(ok, IOError, file.string(), ": '", field, "' must be one of Gradescope's visibilities \"visible\", "
+             "\"hidden\", \"after_due_date\" or \"after_published\", got ", shown(v));
+  return v.get<std::string>();
+}
+
+// "visibility", "timed_visibility" (strings) and "check_visibility" ({"check name": visibility}), all optional.
+void read_visibility(const nlohmann::json& meta, const fs::path& file, Lesson& l) {
+  if (meta.contains("visibility")) l.visibility = visibility_value(meta["visibility"], file, "visibility");
+  if (meta.contains("timed_visibility")) {
+    l.timed_visibility = visibility_value(meta["timed_visibility"], file, "timed_visibility");
+  }
+  if (!meta.contains("check_visibility")) return;
+  const nlohmann::json& v = meta["check_visibility"];
+  TINY_CHECK(v.is_object(), IOError, file.string(), ": 'check_visibility' must be an object {\"check name\": "
+             "\"after_published\"}, got ", shown(v));
+  for (const auto& item : v.items()) {
+    l.check_visibility[item.key()] = visibility_value(item.value(), file, "check_visibility." + item.key());
+  }
+}
+
 // The lesson's lesson.json into `l`; what is wrong with it goes into l.problem
 // (the title is then the folder's name), so that one damaged file stops only its lesson.
 void read_lesson_json(const fs::path& file, Lesson& l) {
@@ -95,12 +121,16 @@ void read_lesson_json(const fs::path& file, Lesson& l) {
     l.gpus_required = int_field(requires_, "gpus", file, 0);
     l.hints = strings_field(meta, "hints", file);
     read_points(meta, file, l);
+    read_visibility(meta, file, l);
   } catch (const std::exception& e) {
     l.title = l.folder;
     l.minutes = l.gpus_required = 0;
     l.hints.clear();
     l.points = 0;
     l.check_points.clear();
+    l.visibility = "visible";
+    l.timed_visibility.clear();
+    l.check_visibility.clear();
     l.problem = e.what();
   }
 }

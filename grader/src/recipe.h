@@ -28,6 +28,11 @@ struct Lesson {
   // sum of its checks' points), and "check_points", a check's points (default 1).
   double points = 0;
   std::map<std::string, double> check_points;
+  // Who sees each check's result on Gradescope (visible, hidden, after_due_date, after_published):
+  // "visibility" for the lesson's checks (default visible), "timed_visibility" for its timed
+  // (performance) checks (default: "visibility"), "check_visibility" {"check name": ...} for one check.
+  std::string visibility = "visible", timed_visibility;
+  std::map<std::string, std::string> check_visibility;
   // Why lesson.json could not be read, naming the file and the field ("" when it
   // could): the lesson keeps its folder as its title and fails alone when graded.
   std::string problem;

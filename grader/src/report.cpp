@@ -412,7 +412,7 @@ std::string timelines_section(const json& timelines) {
 }  // namespace
 
 std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title,
-                        const std::string& warning) {
+                        const std::string& warning, const std::string& layout) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << esc(title)
     << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << esc(title) << "</h1>\n";
@@ -423,7 +423,8 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
     << "<p>Checked with seed <b>" << seed << "</b> (rerun with <code>--seed " << seed << "</code> to repeat). "
     << "Timed checks on the emulated GPU use its modelled clock: what the same work would take on the modelled "
     << "GPU, an estimate (docs/performance_model.md), the same on every run; on a real GPU, the host's clock."
-    << "</p>\n<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
+    << "</p>\n" << (layout.empty() ? std::string() : "<h2>Submission layout</h2>\n<pre>" + esc(layout) + "</pre>\n")
+    << "<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
     << "<th>checks</th><th>points</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
   auto number = [](const LessonResult& r) { return r.lesson ? std::to_string(r.lesson->number) : std::string("?"); };
   for (const LessonResult& r : results) {

@@ -14,8 +14,9 @@ namespace workbook {
 
 // The page for `results` (checked with `seed`), headed `title`, with `warning`
 // (what the sandbox lacked, "unproctored: ...") on top when there is one. Every
-// string that comes from the results is HTML-escaped.
+// string that comes from the results is HTML-escaped. `layout` (SubmissionLayout::text(), "" for
+// the student's own tree) is shown first, under "Submission layout".
 std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title,
-                        const std::string& warning = "");
+                        const std::string& warning = "", const std::string& layout = "");
 
 }  // namespace workbook

@@ -83,7 +83,7 @@ expect_in(stderr "${err}" " submissions done in ")
 expect_in(stderr "${err}" " left\n")
 expect_in(stderr "${err}" "skipped in --batch: .git (a hidden folder)\n")
 expect_in(stderr "${err}" "skipped in --batch: index.html (named as a file the batch writes in --out: rename the folder)\n")
-expect_in(stderr "${err}" "skipped in --batch: notes.txt (not a folder)\n")
+expect_in(stderr "${err}" "skipped in --batch: notes.txt (a file that is not a .zip, .tar.gz or .tgz submission)\n")
 # The class table: complete passed; hangs and subtle in progress; stubs not
 # started; missing and does_not_compile no grade; describe_device failed most (hangs, subtle).
 expect_in(stdout "${out}" "the class: 6 submissions, mean 25.0%, median 0.0%, 1 with full marks")

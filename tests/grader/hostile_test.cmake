@@ -16,7 +16,7 @@
 #   include_absolute   #include "<source>/solutions/1_device_check/exercise.cpp"
 #   include_other      #include of another submission of the batch (the honest one)
 #   symlinked          exercise.cpp is a symbolic link to the solution
-#   linked_lessons     the submission's lessons folder is a link to solutions/
+#   linked_lessons     the submission's lessons folder is a link to solutions/ (not followed: "not submitted")
 #   include_environ    #include "/proc/self/environ" (the compiler quotes what it cannot parse)
 #   include_secret     #include of a root-only file holding a canary secret
 #   dev_zero           #include "/dev/zero" (the compiler would grow without bound)
@@ -508,7 +508,8 @@ if(namespaces)
   expect(quick/include_other/results.json "fatal error: ${WORK}/quick/complete/1_device_check/exercise.cpp: Permission denied")
 endif()
 expect(quick/symlinked/results.json "1_device_check/exercise.cpp is a symbolic link")
-expect(quick/linked_lessons/results.json "1_device_check/exercise.cpp is, through a link, a file of the workbook itself")
+# The intake never follows a link to a folder: the solutions behind it are not even looked at.
+expect(quick/linked_lessons/results.json "no 1_device_check/exercise.cpp anywhere in linked_lessons/")
 if(root)
   expect(quick/include_secret/results.json "fatal error: ${secret_dir}/secret.h: Permission denied")
   if(memory_cgroup STREQUAL "yes")

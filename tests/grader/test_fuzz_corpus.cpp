@@ -18,6 +18,7 @@ const fs::path kCorpus = TINY_FUZZ_CORPUS;
 
 TEST(FuzzCorpus, Bundle) { EXPECT_GE(tiny_fuzz::replay_corpus(kCorpus / "bundle", tiny_fuzz::bundle), 10u); }
 TEST(FuzzCorpus, Recipe) { EXPECT_GE(tiny_fuzz::replay_corpus(kCorpus / "recipe", tiny_fuzz::recipe), 8u); }
+TEST(FuzzCorpus, Archive) { EXPECT_GE(tiny_fuzz::replay_corpus(kCorpus / "archive", tiny_fuzz::archive), 10u); }
 TEST(FuzzCorpus, Submission) {
   EXPECT_GE(tiny_fuzz::replay_corpus(kCorpus / "submission", tiny_fuzz::submission), 8u);
 }
