@@ -53,7 +53,7 @@ std::shared_ptr<Module> Sequential::clone(const std::optional<Device>& device) c
     copy_state_into(*copy, device);                                                      \
     return copy;                                                                         \
   }
-TINY_CLONE_STATELESS(ReLU)
+TINY_CLONE_STATELESS(ReLU, inplace)
 TINY_CLONE_STATELESS(SiLU)
 TINY_CLONE_STATELESS(LeakyReLU, negative_slope)
 TINY_CLONE_STATELESS(Tanh)

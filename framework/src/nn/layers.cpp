@@ -40,7 +40,7 @@ std::string Linear::extra_repr() const {
 
 // ---- activations, Dropout, Flatten ----------------------------------------------------
 
-Tensor ReLU::forward(const Tensor& x) { return F::relu(x); }
+Tensor ReLU::forward(const Tensor& x) { return F::relu(x, inplace); }
 Tensor SiLU::forward(const Tensor& x) { return F::silu(x); }
 Tensor LeakyReLU::forward(const Tensor& x) { return F::leaky_relu(x, negative_slope); }
 

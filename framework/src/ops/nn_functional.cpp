@@ -12,7 +12,7 @@ using autograd::save;
 using autograd::save_output;
 using autograd::should_record;
 
-Tensor relu(const Tensor& x) { return tiny::relu(x); }
+Tensor relu(const Tensor& x, bool inplace) { return inplace ? x.relu_() : tiny::relu(x); }
 Tensor gelu(const Tensor& x, const std::string& approximate) { return tiny::gelu(x, approximate); }
 Tensor sigmoid(const Tensor& x) { return tiny::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return tiny::tanh(x); }

@@ -11,13 +11,24 @@
 
 namespace tiny::nn {
 
-/// @brief `max(x, 0)` (PyTorch's `nn.ReLU`).
+/// @brief `max(x, 0)` (PyTorch's `nn.ReLU(inplace=False)`).
+///
+/// With `inplace`, forward overwrites its input (x.relu_()) and returns it:
+/// no new activation memory. Autograd records it; backward raises "modified by
+/// an inplace operation" when the op before saved that input for its own
+/// backward (a sigmoid's or a ReLU's output, an input of mul); after a Linear,
+/// a Conv2d or an add it is fine, as in PyTorch.
 class ReLU : public Module {
  public:
-  /// @brief Applies relu.
+  /// @brief `inplace`: overwrite the input instead of allocating the output.
+  explicit ReLU(bool inplace_ = false) : inplace(inplace_) {}
+  /// @brief Applies relu (in place when `inplace`).
   Tensor forward(const Tensor& x) override;
   /// @brief "ReLU".
   std::string name() const override { return "ReLU"; }
+  /// @brief "inplace=True" when in place, else nothing (PyTorch prints `ReLU()` and `ReLU(inplace=True)`).
+  std::string extra_repr() const override { return inplace ? "inplace=True" : ""; }
+  bool inplace;  ///< overwrite the input
   /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };

@@ -11,8 +11,8 @@
 
 namespace tiny::nn::functional {
 
-/// @brief `max(x, 0)`.
-Tensor relu(const Tensor& x);
+/// @brief `max(x, 0)`; with `inplace`, x.relu_() and x itself is returned (PyTorch's `F.relu(x, inplace=True)`).
+Tensor relu(const Tensor& x, bool inplace = false);
 /// @brief GELU; `approximate` is "none" (exact, with erf) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 /// @brief Logistic sigmoid.
