@@ -99,6 +99,19 @@ class CopySlices final : public Node {
 
 void set_history(TensorImpl& t, std::shared_ptr<Node> node) {
   AutogradMeta& meta = t.autograd_meta();
+  if (meta.retains_grad && meta.grad_fn) {
+    // retain_grad() follows the tensor to its new value, as in PyTorch: move
+    // its hook (id -1, see Tensor::retain_grad) from the old grad_fn to the new.
+    auto& hooks = meta.grad_fn->pre_hooks();
+    for (auto it = hooks.begin(); it != hooks.end();) {
+      if (it->first == meta.output_nr && it->second.first == -1) {
+        node->pre_hooks().push_back({0, it->second});
+        it = hooks.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   meta.requires_grad = true;
   meta.grad_fn = std::move(node);
   meta.output_nr = 0;

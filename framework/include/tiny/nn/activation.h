@@ -47,8 +47,9 @@ class SiLU : public Module {
 /// @brief x for x > 0, else negative_slope * x (PyTorch's `nn.LeakyReLU(negative_slope=0.01)`).
 class LeakyReLU : public Module {
  public:
-  /// @brief The slope for negative inputs.
-  explicit LeakyReLU(double negative_slope_ = 0.01) : negative_slope(negative_slope_) {}
+  /// @brief The slope for negative inputs; `inplace` overwrites the input (PyTorch's `inplace=True`).
+  explicit LeakyReLU(double negative_slope_ = 0.01, bool inplace_ = false)
+      : negative_slope(negative_slope_), inplace(inplace_) {}
   /// @brief Applies leaky_relu.
   Tensor forward(const Tensor& x) override;
   /// @brief "LeakyReLU".
@@ -56,6 +57,7 @@ class LeakyReLU : public Module {
   /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   double negative_slope;  ///< slope for x <= 0
+  bool inplace;           ///< overwrite the input
 };
 
 /// @brief GELU, exact (erf) or with the tanh approximation (PyTorch's `nn.GELU`).
@@ -100,18 +102,19 @@ class Sigmoid : public Module {
 /// @brief Zeroes elements with probability p in training mode, the identity in eval mode (PyTorch's `nn.Dropout`).
 class Dropout : public Module {
  public:
-  /// @brief Dropout with probability `p` in [0, 1] (throws tiny::ValueError otherwise).
-  explicit Dropout(double p = 0.5);
-  /// @brief `F::dropout(x, p, is_training())`, drawing from the default generator.
+  /// @brief Dropout with probability `p` in [0, 1] (throws tiny::ValueError otherwise); `inplace` multiplies the input by the mask in place.
+  explicit Dropout(double p = 0.5, bool inplace = false);
+  /// @brief `F::dropout(x, p, is_training(), {}, inplace)`, drawing from the default generator.
   Tensor forward(const Tensor& x) override;
   /// @brief "Dropout".
   std::string name() const override { return "Dropout"; }
   /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
-  /// @brief "p=0.5, inplace=False" (tiny has no in-place dropout).
+  /// @brief "p=0.5, inplace=False", as PyTorch prints it.
   std::string extra_repr() const override;
 
   double p;  ///< probability of zeroing an element
+  bool inplace = false;  ///< multiply the input by the mask in place
 };
 
 /// @brief Merges dimensions start_dim..end_dim into one (PyTorch's `nn.Flatten`).
