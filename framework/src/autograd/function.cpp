@@ -75,7 +75,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (!meta.grad.defined()) {
       // Keep the incoming buffer when nothing else can see it; otherwise copy, so
       // that later in-place accumulation never writes into someone else's tensor.
-      const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.unsafe_impl()->storage.use_count() == 1 &&
+      // A view holds its base (view_base), which holds the storage too: when
+      // nothing else holds that base, its reference is the view's own.
+      const TensorImpl& g = *grad.unsafe_impl();
+      const long base_refs = g.view_base && g.view_base.use_count() == 1 && g.view_base->storage == g.storage ? 1 : 0;
+      const bool exclusive = grad.impl_ptr().use_count() == 1 && g.storage.use_count() == 1 + base_refs &&
                              grad.is_contiguous() && grad.dtype() == variable_.dtype();
       meta.grad = exclusive ? grad.detach() : grad.to(variable_.dtype()).clone().detach();
     } else {
