@@ -272,7 +272,7 @@ Tensor operator<=(const Tensor& a, const Scalar& s);
 Tensor operator>(const Tensor& a, const Scalar& s);
 /// @brief Elementwise `a >= s`.
 Tensor operator>=(const Tensor& a, const Scalar& s);
-/// @brief `a += b` (in place, never recorded by autograd).
+/// @brief `a += b`: `a.add_(b)` (in place; autograd records it as add_).
 inline Tensor& operator+=(Tensor& a, const Tensor& b) {
   a.add_(b);
   return a;

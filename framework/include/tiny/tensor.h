@@ -296,32 +296,48 @@ class Tensor {
   /// @brief Elementwise `>=`.
   Tensor ge(const Tensor& other) const;
 
-  // ---- in-place (never recorded by autograd) ------------------------------
-  /// @brief `self += alpha * other`.
+  // ---- in-place -------------------------------------------------------------
+  // Each changes this tensor's data and bumps its version(). With grad mode on,
+  // autograd records it as PyTorch does: the op becomes this tensor's grad_fn
+  // (for a view, its base's history is rewritten through CopySlices). Refused
+  // with grad mode on: a leaf that requires grad, a view of one, a view made
+  // under NoGradGuard of a tensor that requires grad. A tensor that an op saved
+  // for backward (relu's and sigmoid's output, mul's inputs...) and that is
+  // changed in place afterwards makes backward() raise "one of the variables
+  // needed for gradient computation has been modified by an inplace operation".
+
+  /// @brief `self += alpha * other` (PyTorch's `x.add_(other, alpha=1)`).
   const Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
   /// @brief `self += value`.
   const Tensor& add_(const Scalar& value) const;
   /// @brief `self -= alpha * other`.
   const Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
-  /// @brief `self *= other`.
+  /// @brief `self *= other` (its backward saves `other`, and self's old values when other requires grad).
   const Tensor& mul_(const Tensor& other) const;
   /// @brief `self *= value`.
   const Tensor& mul_(const Scalar& value) const;
-  /// @brief `self /= other`.
+  /// @brief `self /= other` (its backward saves `other`, and self's old values when other requires grad).
   const Tensor& div_(const Tensor& other) const;
   /// @brief `self /= value`.
   const Tensor& div_(const Scalar& value) const;
-  /// @brief Sets every element to 0.
+  /// @brief Sets every element to 0 (its gradient to the old values is 0).
   const Tensor& zero_() const;
   /// @brief Sets every element to `value`.
   const Tensor& fill_(const Scalar& value) const;
   /// @brief Copies `src` (broadcast, converted to this dtype, from any device) into this tensor.
   ///
   /// `non_blocking` between the CPU and a GPU returns before the copy has run
-  /// when the CPU side is pinned; synchronize before reading the result.
+  /// when the CPU side is pinned; synchronize before reading the result. The
+  /// gradient flows to `src` (summed over broadcast dimensions), none to the old values.
   const Tensor& copy_(const Tensor& src, bool non_blocking = false) const;
-  /// @brief Limits values to [min, max] in place.
+  /// @brief Limits values to [min, max] in place (its backward saves a copy of the old values).
   const Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  /// @brief `max(self, 0)` in place (PyTorch's `x.relu_()`; its backward saves the result: this tensor).
+  const Tensor& relu_() const;
+  /// @brief `1 / (1 + e^-self)` in place (its backward saves the result: this tensor).
+  const Tensor& sigmoid_() const;
+  /// @brief Hyperbolic tangent in place (its backward saves the result: this tensor).
+  const Tensor& tanh_() const;
 
   /// @brief The implementation (internal).
   TensorImpl* unsafe_impl() const { return impl_.get(); }

@@ -7,7 +7,7 @@
 
 namespace tiny::autograd {
 
-SavedTensor::SavedTensor(const Tensor& tensor, bool is_output) : defined_(tensor.defined()) {
+SavedTensor::SavedTensor(const Tensor& tensor, bool is_output) : defined_(tensor.defined()), is_output_(is_output) {
   if (!defined_) return;
   data_ = is_output ? tensor.detach() : tensor;
   version_ = tensor.version();
@@ -20,12 +20,23 @@ Tensor SavedTensor::unpack(const std::string& node_name) const {
              "autograd::grad(). Specify retain_graph=true if you need to backward through the graph a second time "
              "(node ", node_name, ").");
   if (!defined_) return Tensor();
-  TINY_CHECK(data_.version() == version_, Error,
-             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-             dtype_name(data_.dtype()), " ", shape_str(data_.sizes()), "], which is output 0 of ", node_name,
-             ", is at version ", data_.version(), "; expected version ", version_,
-             " instead. Hint: do not change tensors in place (add_, zero_, an optimizer step) between the forward "
-             "pass and backward().");
+  if (data_.version() != version_) {
+    // As PyTorch: a saved output names the node that saved it; a saved input
+    // names its own grad_fn now (the in-place op that changed it), if any.
+    std::string which;
+    if (is_output_) {
+      which = ", which is output 0 of " + node_name + ",";
+    } else if (std::shared_ptr<Node> fn = data_.grad_fn()) {
+      which = ", which is output " + std::to_string(data_.unsafe_impl()->autograd->output_nr) + " of " + fn->name() +
+              ",";
+    }
+    TINY_THROW(Error, "one of the variables needed for gradient computation has been modified by an inplace "
+               "operation: [", dtype_name(data_.dtype()), " ", shape_str(data_.sizes()), "]", which, " is at version ",
+               data_.version(), "; expected version ", version_, " instead. Hint: ", node_name, " saved this tensor "
+               "for backward, and an in-place op (relu_, add_, mul_, copy_, ReLU(true), an optimizer step...) changed "
+               "it before backward(): use the out-of-place op there (y = y.relu(), nn::ReLU() without inplace), or "
+               "change a clone() of the tensor instead.");
+  }
   return data_;
 }
 
@@ -64,7 +75,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (!meta.grad.defined()) {
       // Keep the incoming buffer when nothing else can see it; otherwise copy, so
       // that later in-place accumulation never writes into someone else's tensor.
-      const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.unsafe_impl()->storage.use_count() == 1 &&
+      // A view holds its base (view_base), which holds the storage too: when
+      // nothing else holds that base, its reference is the view's own.
+      const TensorImpl& g = *grad.unsafe_impl();
+      const long base_refs = g.view_base && g.view_base.use_count() == 1 && g.view_base->storage == g.storage ? 1 : 0;
+      const bool exclusive = grad.impl_ptr().use_count() == 1 && g.storage.use_count() == 1 + base_refs &&
                              grad.is_contiguous() && grad.dtype() == variable_.dtype();
       meta.grad = exclusive ? grad.detach() : grad.to(variable_.dtype()).clone().detach();
     } else {
@@ -85,6 +100,7 @@ bool should_record(const std::vector<Tensor>& inputs) {
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
+  if (t.unsafe_impl()->view_base) refresh_view_grad_fn(*t.unsafe_impl());
   AutogradMeta& meta = t.unsafe_impl()->autograd_meta();
   if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
   // Forward passes on several threads may use one leaf: create its single accumulator under a lock.

@@ -30,11 +30,16 @@ class SavedTensor {
   Tensor data_;
   uint32_t version_ = 0;
   bool defined_ = false;
+  bool is_output_ = false;
   bool released_ = false;
 };
 
 // Saves an input of the op.
 inline SavedTensor save(const Tensor& t) { return SavedTensor(t, false); }
+// Saves an input only when `needed` (PyTorch saves mm's and mul's operands only
+// for the other operand's gradient), so that changing it in place afterwards
+// is fine when that gradient is not wanted.
+inline SavedTensor save_if(const Tensor& t, bool needed) { return needed ? SavedTensor(t, false) : SavedTensor(); }
 // Saves an output of the op.
 inline SavedTensor save_output(const Tensor& t) { return SavedTensor(t, true); }
 
@@ -86,6 +91,25 @@ Edge gradient_edge(const Tensor& t);
 // Creates a FunctionNode for `outputs` = op(`inputs`).
 void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             std::vector<SavedTensor> saved, BackwardFn fn);
+
+// ---- in-place ops (autograd/inplace.cpp) ----------------------------------------------
+
+// Whether an in-place op on `self` that reads `others` must be recorded
+// (grad mode on and self, its base or an other requires grad). Throws
+// PyTorch's errors for what cannot be recorded: a leaf that requires grad, a
+// view of one, a view made under no_grad, a view whose elements overlap. Call
+// it before the kernel writes.
+bool inplace_needs_record(const Tensor& self, const std::vector<Tensor>& others);
+// Rebases `self`'s history after an in-place op wrote into it (and bumped its
+// version): a node `name` with inputs (self's previous value, others...)
+// becomes self's grad_fn, as in PyTorch. For a view, the node goes into a
+// CopySlices that becomes the base's grad_fn, and the view's grad_fn becomes
+// its slice of that (AsStridedBackward0). Saved outputs must be saved after the write.
+void record_inplace(const std::string& name, const Tensor& self, const std::vector<Tensor>& others,
+                    std::vector<SavedTensor> saved, BackwardFn fn);
+// A view whose base was changed in place since its grad_fn was set gets its
+// grad_fn rebuilt from the base's new history (PyTorch does it lazily too).
+void refresh_view_grad_fn(TensorImpl& view);
 
 // Sums `grad` over broadcast dimensions so it has `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& grad, const IntArrayRef& shape);

@@ -299,7 +299,8 @@ void Tensor::set_grad(const Tensor& grad) const {
 bool Tensor::is_leaf() const { return !(checked(impl_).autograd && impl_->autograd->grad_fn); }
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
-  return checked(impl_).autograd ? impl_->autograd->grad_fn : nullptr;
+  if (checked(impl_).view_base) autograd::refresh_view_grad_fn(*impl_);
+  return impl_->autograd ? impl_->autograd->grad_fn : nullptr;
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
@@ -355,113 +356,23 @@ void Tensor::remove_hook(HookHandle handle) const {
   if (meta.grad_fn) drop(meta.grad_fn->pre_hooks(), [](const auto& e) { return e.second.first; });
 }
 
-// ---- in-place ------------------------------------------------------------------
-
-namespace {
-
-// Runs `kind` with `self` as output; `other` is converted to self's dtype.
-void inplace_binary(const Tensor& self, const Tensor& other, ops::BinaryKind kind, const kernels::OpParams& p,
-                    const char* op) {
-  ops::check_inplace(self, other, op);
-  ops::check_same_device(self, other, op);
-  const Dtype result = promote_types(self.dtype(), other.dtype());
-  // PyTorch's canCast: never from floating to integral, nor from integral to bool.
-  const bool castable = !(is_floating_point(result) && !is_floating_point(self.dtype())) &&
-                        !(result != kBool && self.dtype() == kBool);
-  TINY_CHECK(castable, DtypeError,
-             "result type ", dtype_name(result), " can't be cast to the desired output type ",
-             dtype_name(self.dtype()), " (in ", op, ")");
-  broadcast_shapes(self.sizes(), other.sizes());
-  TINY_CHECK(broadcast_shapes(self.sizes(), other.sizes()) == self.sizes(), ShapeError, "output with shape ",
-             shape_str(self.sizes()), " doesn't match the broadcast shape ",
-             shape_str(broadcast_shapes(self.sizes(), other.sizes())), " (in ", op, ")");
-  TensorIter iter = make_tensor_iter(self, {self, other.to(self.dtype())});
-  binary_stub(self.device())(iter, kind, p);
-  bump_version(self);
-}
-
-void inplace_unary(const Tensor& self, ops::UnaryKind kind, const kernels::OpParams& p, const char* op) {
-  ops::check_inplace(self, Tensor(), op);
-  TensorIter iter = make_tensor_iter(self, {self});
-  unary_stub(self.device())(iter, kind, p);
-  bump_version(self);
-}
-
-}  // namespace
-
-const Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) const {
-  inplace_binary(*this, other, ops::BinaryKind::Add, ops::scalar_params(alpha), "add_");
-  return *this;
-}
-const Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) const {
-  inplace_binary(*this, other, ops::BinaryKind::Sub, ops::scalar_params(alpha), "sub_");
-  return *this;
-}
-const Tensor& Tensor::mul_(const Tensor& other) const {
-  inplace_binary(*this, other, ops::BinaryKind::Mul, {}, "mul_");
-  return *this;
-}
-const Tensor& Tensor::div_(const Tensor& other) const {
-  TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
-             dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
-  inplace_binary(*this, other, ops::BinaryKind::Div, {}, "div_");
-  return *this;
-}
-const Tensor& Tensor::add_(const Scalar& value) const {
-  TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
-             "desired output type ", dtype_name(dtype()));
-  inplace_unary(*this, ops::UnaryKind::AddScalar, ops::scalar_params(value), "add_");
-  return *this;
-}
-const Tensor& Tensor::mul_(const Scalar& value) const {
-  TINY_CHECK(is_floating_point() || !value.is_floating_point(), DtypeError, "result type Float can't be cast to the "
-             "desired output type ", dtype_name(dtype()));
-  inplace_unary(*this, ops::UnaryKind::MulScalar, ops::scalar_params(value), "mul_");
-  return *this;
-}
-const Tensor& Tensor::div_(const Scalar& value) const {
-  TINY_CHECK(is_floating_point(), DtypeError, "result type Float can't be cast to the desired output type ",
-             dtype_name(dtype()), " (div_ of an integer tensor: convert it first)");
-  inplace_unary(*this, ops::UnaryKind::DivScalar, ops::scalar_params(value), "div_");
-  return *this;
-}
-const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
-  TINY_CHECK(min.has_value() || max.has_value(), ValueError, "clamp_: At least one of 'min' or 'max' must not be "
-             "None");
-  inplace_unary(*this, ops::UnaryKind::Clamp, ops::scalar_params(min, max), "clamp_");
-  return *this;
-}
-
-const Tensor& Tensor::zero_() const { return fill_(0); }
-
-const Tensor& Tensor::fill_(const Scalar& value) const {
-  ops::check_inplace(*this, Tensor(), "fill_");
-  TensorIter iter = make_tensor_iter(*this, {});
-  fill_stub(device())(iter, value);
-  bump_version(*this);
-  return *this;
-}
-
-const Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) const {
-  ops::check_inplace(*this, src, "copy_");
-  TINY_CHECK(broadcast_shapes(sizes(), src.sizes()) == sizes(), ShapeError, "copy_: the source of shape ",
-             shape_str(src.sizes()), " cannot be broadcast to the destination's shape ", shape_str(sizes()));
-  if (src.device() != device()) {
+void copy_values(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  if (src.device() != dst.device()) {
     // Across devices the bytes travel as they are: shape and dtype are made to
     // match on the source's device, then one copy through the runtime.
     NoGradGuard no_grad;
-    const Tensor s = src.detach().to(dtype()).expand(sizes()).contiguous();
-    if (is_contiguous()) {
-      copy_between_devices(*this, s, non_blocking);
-      bump_version(*this);
-      return *this;
+    const Tensor s = src.detach().to(dst.dtype()).expand(dst.sizes()).contiguous();
+    if (dst.is_contiguous()) {
+      copy_between_devices(dst, s, non_blocking);
+      bump_version(dst);
+      return;
     }
-    return copy_(s.to(device()));
+    copy_values(dst, s.to(dst.device()), false);
+    return;
   }
-  TensorIter iter = make_tensor_iter(*this, {src});
-  copy_stub(device())(iter);
-  bump_version(*this);
-  return *this;
+  TensorIter iter = make_tensor_iter(dst, {src});
+  copy_stub(dst.device())(iter);
+  bump_version(dst);
 }
 
 // ---- the methods that forward to the free functions -------------------------------

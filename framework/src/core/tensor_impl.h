@@ -66,6 +66,17 @@ struct TensorImpl {
   int64_t offset = 0;
   Dtype dtype = kFloat32;
   std::unique_ptr<AutogradMeta> autograd;
+  // Set on the outputs of view ops (view, t, select, ...): the tensor that is
+  // not itself a view and whose memory this one shows (PyTorch's `._base`).
+  // An in-place op on a view rewrites the base's history (CopySlices).
+  std::shared_ptr<TensorImpl> view_base;
+  // The storage version when this view's grad_fn was last set: when another
+  // in-place change of the base moved it on, the grad_fn is rebuilt from the
+  // base's history (PyTorch regenerates it the same way).
+  uint32_t view_version = 0;
+  // The view was made while its base required grad but grad mode was off:
+  // PyTorch forbids changing it in place with grad mode on (ambiguous).
+  bool view_made_in_no_grad = false;
 
   int64_t numel() const;
   AutogradMeta& autograd_meta();  // creates it on first use
@@ -86,6 +97,9 @@ Device canonical_device(const Device& device);
 Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device);
 // A view sharing `base`'s storage with the given layout (no autograd).
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
+// Writes `src` (broadcast, converted to dst's dtype, from any device) into
+// `dst` and bumps dst's version; no checks, no autograd (copy_'s data path).
+void copy_values(const Tensor& dst, const Tensor& src, bool non_blocking);
 // Marks `t` as modified in place (bumps the shared version counter).
 void bump_version(const Tensor& t);
 

@@ -53,13 +53,13 @@ std::shared_ptr<Module> Sequential::clone(const std::optional<Device>& device) c
     copy_state_into(*copy, device);                                                      \
     return copy;                                                                         \
   }
-TINY_CLONE_STATELESS(ReLU)
+TINY_CLONE_STATELESS(ReLU, inplace)
 TINY_CLONE_STATELESS(SiLU)
-TINY_CLONE_STATELESS(LeakyReLU, negative_slope)
+TINY_CLONE_STATELESS(LeakyReLU, negative_slope, inplace)
 TINY_CLONE_STATELESS(Tanh)
 TINY_CLONE_STATELESS(Sigmoid)
 TINY_CLONE_STATELESS(GELU, approximate)
-TINY_CLONE_STATELESS(Dropout, p)
+TINY_CLONE_STATELESS(Dropout, p, inplace)
 TINY_CLONE_STATELESS(Flatten, start_dim, end_dim)
 #undef TINY_CLONE_STATELESS
 

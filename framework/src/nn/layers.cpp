@@ -40,9 +40,9 @@ std::string Linear::extra_repr() const {
 
 // ---- activations, Dropout, Flatten ----------------------------------------------------
 
-Tensor ReLU::forward(const Tensor& x) { return F::relu(x); }
+Tensor ReLU::forward(const Tensor& x) { return F::relu(x, inplace); }
 Tensor SiLU::forward(const Tensor& x) { return F::silu(x); }
-Tensor LeakyReLU::forward(const Tensor& x) { return F::leaky_relu(x, negative_slope); }
+Tensor LeakyReLU::forward(const Tensor& x) { return F::leaky_relu(x, negative_slope, inplace); }
 
 GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
   TINY_CHECK(approximate == "none" || approximate == "tanh", ValueError,
@@ -54,11 +54,13 @@ std::string GELU::extra_repr() const { return "approximate='" + approximate + "'
 Tensor Tanh::forward(const Tensor& x) { return F::tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return F::sigmoid(x); }
 
-Dropout::Dropout(double p_) : p(p_) {
+Dropout::Dropout(double p_, bool inplace_) : p(p_), inplace(inplace_) {
   TINY_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout probability has to be between 0 and 1, but got ", p);
 }
-Tensor Dropout::forward(const Tensor& x) { return F::dropout(x, p, is_training()); }
-std::string Dropout::extra_repr() const { return "p=" + detail::python_float_repr(p) + ", inplace=False"; }
+Tensor Dropout::forward(const Tensor& x) { return F::dropout(x, p, is_training(), std::nullopt, inplace); }
+std::string Dropout::extra_repr() const {
+  return "p=" + detail::python_float_repr(p) + (inplace ? ", inplace=True" : ", inplace=False");
+}
 
 Flatten::Flatten(int64_t start_dim_, int64_t end_dim_) : start_dim(start_dim_), end_dim(end_dim_) {}
 Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }

@@ -9,6 +9,7 @@ namespace tiny {
 using autograd::BackwardArgs;
 using autograd::record;
 using autograd::save;
+using autograd::save_if;
 using autograd::should_record;
 
 namespace {
@@ -65,7 +66,7 @@ Tensor bmm_impl(const Tensor& a, const Tensor& b) {
     for (int64_t i = 0; i < batch; ++i) gemm_into(out.select(0, i), a.select(0, i), b.select(0, i), 1.0, 0.0);
   }
   if (should_record({a, b})) {
-    record("BmmBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+    record("BmmBackward0", {a, b}, {out}, {save_if(a, b.requires_grad()), save_if(b, a.requires_grad())}, [](const BackwardArgs& args) {
       const Tensor& g = args.grad();
       const Tensor& x = args.saved[0];
       const Tensor& y = args.saved[1];
@@ -83,12 +84,12 @@ Tensor bmm_impl(const Tensor& a, const Tensor& b) {
 // AccumulateGrad keeps it without a strided copy (PyTorch does the same).
 bool is_column_major(const Tensor& m) { return m.stride(0) == 1 && m.stride(1) != 1; }
 
-Tensor grad_of_mat1(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
-  return is_column_major(mat1) ? mm(mat2, g.t()).t() : mm(g, mat2.t());
+Tensor grad_of_mat1(const Tensor& g, bool mat1_column_major, const Tensor& mat2) {
+  return mat1_column_major ? mm(mat2, g.t()).t() : mm(g, mat2.t());
 }
 
-Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, const Tensor& mat2) {
-  return is_column_major(mat2) ? mm(g.t(), mat1).t() : mm(mat1.t(), g);
+Tensor grad_of_mat2(const Tensor& g, const Tensor& mat1, bool mat2_column_major) {
+  return mat2_column_major ? mm(g.t(), mat1).t() : mm(mat1.t(), g);
 }
 
 }  // namespace
@@ -104,10 +105,12 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = make_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
   gemm_into(out, a, b, 1.0, 0.0);
   if (should_record({a, b})) {
-    record("MmBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+    const bool a_col = is_column_major(a), b_col = is_column_major(b);
+    record("MmBackward0", {a, b}, {out}, {save_if(a, b.requires_grad()), save_if(b, a.requires_grad())},
+           [a_col, b_col](const BackwardArgs& args) {
       const Tensor& g = args.grad();
-      return std::vector<Tensor>{args.needs[0] ? grad_of_mat1(g, args.saved[0], args.saved[1]) : Tensor(),
-                                 args.needs[1] ? grad_of_mat2(g, args.saved[0], args.saved[1]) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? grad_of_mat1(g, a_col, args.saved[1]) : Tensor(),
+                                 args.needs[1] ? grad_of_mat2(g, args.saved[0], b_col) : Tensor()};
     });
   }
   return out;
@@ -129,12 +132,15 @@ Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, cons
     gemm_into(out, a, b, al, be == 0.0 ? 0.0 : be);
   }
   if (should_record({bias, a, b})) {
-    record("AddmmBackward0", {bias, a, b}, {out}, {save(bias), save(a), save(b)}, [be, al](const BackwardArgs& args) {
+    const bool a_col = is_column_major(a), b_col = is_column_major(b);
+    const IntArrayRef bias_sizes = bias.sizes();
+    record("AddmmBackward0", {bias, a, b}, {out}, {save_if(a, b.requires_grad()), save_if(b, a.requires_grad())},
+           [be, al, a_col, b_col, bias_sizes](const BackwardArgs& args) {
       const Tensor& g = args.grad();
       Tensor gbias, ga, gb;
-      if (args.needs[0]) gbias = autograd::sum_to(be == 1.0 ? g : g * be, args.saved[0].sizes());
-      if (args.needs[1]) ga = grad_of_mat1(g, args.saved[1], args.saved[2]);
-      if (args.needs[2]) gb = grad_of_mat2(g, args.saved[1], args.saved[2]);
+      if (args.needs[0]) gbias = autograd::sum_to(be == 1.0 ? g : g * be, bias_sizes);
+      if (args.needs[1]) ga = grad_of_mat1(g, a_col, args.saved[1]);
+      if (args.needs[2]) gb = grad_of_mat2(g, args.saved[0], b_col);
       if (al != 1.0) {
         if (ga.defined()) ga = ga * al;
         if (gb.defined()) gb = gb * al;

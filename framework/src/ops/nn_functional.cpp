@@ -12,14 +12,30 @@ using autograd::save;
 using autograd::save_output;
 using autograd::should_record;
 
-Tensor relu(const Tensor& x) { return tiny::relu(x); }
+Tensor relu(const Tensor& x, bool inplace) { return inplace ? x.relu_() : tiny::relu(x); }
 Tensor gelu(const Tensor& x, const std::string& approximate) { return tiny::gelu(x, approximate); }
 Tensor sigmoid(const Tensor& x) { return tiny::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return tiny::tanh(x); }
 Tensor silu(const Tensor& x) { return x * tiny::sigmoid(x); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) {
+Tensor leaky_relu(const Tensor& x, double negative_slope, bool inplace) {
   TINY_CHECK(x.is_floating_point(), DtypeError, "\"leaky_relu\" not implemented for '", dtype_name(x.dtype()), "'");
-  return where(x > 0.0, x, x * negative_slope);
+  if (!inplace) return where(x > 0.0, x, x * negative_slope);
+  const bool record = autograd::inplace_needs_record(x, {});
+  // The backward reads the result's sign, which a slope <= 0 does not keep (PyTorch refuses it too).
+  TINY_CHECK(!record || negative_slope > 0.0, ValueError, "In-place leakyReLu backward calculation is triggered with "
+             "a negative slope which is not supported. This is caused by calling in-place forward function with a "
+             "negative slope (", negative_slope, "), please call out-of-place version instead.");
+  {
+    NoGradGuard no_grad;
+    x.copy_(where(x > 0.0, x, x * negative_slope));
+  }
+  if (record) {
+    autograd::record_inplace("LeakyReluBackward1", x, {}, {save_output(x)}, [negative_slope](const BackwardArgs& args) {
+      const Tensor& g = args.grad();
+      return std::vector<Tensor>{where(args.saved[0] > 0.0, g, g * negative_slope)};
+    });
+  }
+  return x;
 }
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   TINY_CHECK(indices.dtype() == kInt64, DtypeError, "one_hot is only applicable to index tensor (int64), got ",
@@ -84,11 +100,11 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return bias.defined() ? out + bias : out;
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator> generator) {
+Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator> generator, bool inplace) {
   TINY_OP_SCOPE("dropout", x);
   TINY_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return x;
-  if (p == 1.0) return x * 0.0;
+  if (p == 1.0) return inplace ? x.mul_(0.0) : x * 0.0;
   TINY_CHECK(x.is_floating_point(), DtypeError, "dropout: expected a floating-point tensor, got ",
              dtype_name(x.dtype()));
   // mask[i] = 1/(1-p) with probability 1-p, else 0, drawn from Philox so the
@@ -99,6 +115,7 @@ Tensor dropout(const Tensor& x, double p, bool training, std::optional<Generator
   const PhiloxState state = gen.reserve(kernels::philox_counters_needed(static_cast<uint64_t>(mask.numel()),
                                                                         kernels::kDrawsBernoulli));
   random_stub(mask.device())(mask, RandomKind::Bernoulli, state, 1.0 - p, 1.0 / (1.0 - p));
+  if (inplace) return x.mul_(mask);  // MulBackward0 saves the mask only, as PyTorch's dropout_
   Tensor out;
   {
     NoGradGuard no_grad;

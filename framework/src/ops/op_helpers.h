@@ -39,7 +39,5 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
 // conv2d's im2col columns hold at most this many elements at a time (the
 // batch is cut into chunks); tests lower it to exercise the chunked path.
 int64_t& conv_column_budget();
-// Refuses in-place changes that autograd would have to record.
-void check_inplace(const Tensor& self, const Tensor& other, const char* op);
 
 }  // namespace tiny::ops

@@ -9,6 +9,7 @@ namespace tiny {
 using autograd::BackwardArgs;
 using autograd::record;
 using autograd::save;
+using autograd::save_if;
 using autograd::save_output;
 using autograd::should_record;
 using ops::BinaryKind;
@@ -74,16 +75,6 @@ Tensor reduce_grad(const Tensor& grad, const Tensor& input) {
   return autograd::sum_to(grad, input.sizes()).to(input.dtype());
 }
 
-void check_inplace(const Tensor& self, const Tensor& other, const char* op) {
-  if (!is_grad_enabled()) return;
-  TINY_CHECK(!(self.requires_grad() && self.is_leaf()), Error, "a leaf Variable that requires grad is being used in "
-             "an in-place operation (", op, " on a tensor of shape ", shape_str(self.sizes()),
-             "). Wrap it in tiny::NoGradGuard (PyTorch: with torch.no_grad()), or use the out-of-place op.");
-  TINY_CHECK(!self.requires_grad() && !(other.defined() && other.requires_grad()), Error, op,
-             ": in-place operations are not recorded by tiny's autograd; use the out-of-place form (y = x + z) "
-             "or run it under tiny::NoGradGuard");
-}
-
 }  // namespace ops
 
 namespace {
@@ -101,6 +92,15 @@ Dtype result_type(const Tensor& a, const Tensor& b) {
   const Tensor& zero_dim = a.dim() == 0 ? a : b;
   return category(zero_dim.dtype()) > category(dimensioned.dtype()) ? zero_dim.dtype() : dimensioned.dtype();
 }
+
+// What a gradient formula needs of an operand it did not save: its shape and dtype.
+struct Operand {
+  explicit Operand(const Tensor& t) : sizes(t.sizes()), dtype(t.dtype()) {}
+  // A gradient shaped like the broadcast result, summed and converted for this operand.
+  Tensor grad(const Tensor& g) const { return autograd::sum_to(g, sizes).to(dtype); }
+  IntArrayRef sizes;
+  Dtype dtype;
+};
 
 // Unary op whose backward is a BinaryKind on (grad, saved).
 Tensor unary_with_backward(const Tensor& a, UnaryKind kind, const char* name, BinaryKind backward_kind,
@@ -123,10 +123,12 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Add, result_type(a, b), ops::scalar_params(alpha));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
-    record("AddBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
+    // Saves no tensor (PyTorch's AddBackward0 neither): changing a or b in place later is fine.
+    const Operand x(a), y(b);
+    record("AddBackward0", {a, b}, {out}, {}, [al, x, y](const BackwardArgs& args) {
       const Tensor& g = args.grad();
-      return std::vector<Tensor>{args.needs[0] ? reduce_grad(g, args.saved[0]) : Tensor(),
-                                 args.needs[1] ? reduce_grad(al == 1.0 ? g : g * al, args.saved[1]) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? x.grad(g) : Tensor(),
+                                 args.needs[1] ? y.grad(al == 1.0 ? g : g * al) : Tensor()};
     });
   }
   return out;
@@ -139,10 +141,10 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Sub, result_type(a, b), ops::scalar_params(alpha));
   if (should_record({a, b})) {
     const double al = alpha.to_double();
-    record("SubBackward0", {a, b}, {out}, {save(a), save(b)}, [al](const BackwardArgs& args) {
+    const Operand x(a), y(b);
+    record("SubBackward0", {a, b}, {out}, {}, [al, x, y](const BackwardArgs& args) {
       const Tensor& g = args.grad();
-      return std::vector<Tensor>{args.needs[0] ? reduce_grad(g, args.saved[0]) : Tensor(),
-                                 args.needs[1] ? reduce_grad(g * (-al), args.saved[1]) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? x.grad(g) : Tensor(), args.needs[1] ? y.grad(g * (-al)) : Tensor()};
     });
   }
   return out;
@@ -151,12 +153,14 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Mul, result_type(a, b));
   if (should_record({a, b})) {
-    record("MulBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+    // As PyTorch: a is saved only when b's gradient needs it, and b only when a's does.
+    const Operand ia(a), ib(b);
+    record("MulBackward0", {a, b}, {out}, {save_if(a, b.requires_grad()), save_if(b, a.requires_grad())},
+           [ia, ib](const BackwardArgs& args) {
       const Tensor& g = args.grad();
       const Tensor& x = args.saved[0];
       const Tensor& y = args.saved[1];
-      return std::vector<Tensor>{args.needs[0] ? reduce_grad(g * y, x) : Tensor(),
-                                 args.needs[1] ? reduce_grad(g * x, y) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? ia.grad(g * y) : Tensor(), args.needs[1] ? ib.grad(g * x) : Tensor()};
     });
   }
   return out;
@@ -167,12 +171,14 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (!is_floating_point(compute)) compute = kFloat32;  // true division, as PyTorch's `/`
   Tensor out = ops::binary_kernel(a, b, BinaryKind::Div, compute);
   if (should_record({a, b})) {
-    record("DivBackward0", {a, b}, {out}, {save(a), save(b)}, [](const BackwardArgs& args) {
+    // As PyTorch: b is always saved, a only when b's gradient needs it.
+    const Operand ia(a), ib(b);
+    record("DivBackward0", {a, b}, {out}, {save_if(a, b.requires_grad()), save(b)}, [ia, ib](const BackwardArgs& args) {
       const Tensor& g = args.grad();
       const Tensor& x = args.saved[0];
       const Tensor& y = args.saved[1];
-      return std::vector<Tensor>{args.needs[0] ? reduce_grad(g / y, x) : Tensor(),
-                                 args.needs[1] ? reduce_grad(-g * x / (y * y), y) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? ia.grad(g / y) : Tensor(),
+                                 args.needs[1] ? ib.grad(-g * x / (y * y)) : Tensor()};
     });
   }
   return out;
@@ -243,12 +249,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   TensorIter iter = make_tensor_iter(out, {condition, a.to(dtype), b.to(dtype)});
   where_stub(a.device())(iter);
   if (should_record({a, b})) {
-    record("WhereBackward0", {a, b}, {out}, {save(condition), save(a), save(b)}, [](const BackwardArgs& args) {
+    const Operand x(a), y(b);
+    record("WhereBackward0", {a, b}, {out}, {save(condition)}, [x, y](const BackwardArgs& args) {
       const Tensor& g = args.grad();
       const Tensor& c = args.saved[0];
       Tensor zero = zeros_like(g);
-      return std::vector<Tensor>{args.needs[0] ? reduce_grad(where(c, g, zero), args.saved[1]) : Tensor(),
-                                 args.needs[1] ? reduce_grad(where(c, zero, g), args.saved[2]) : Tensor()};
+      return std::vector<Tensor>{args.needs[0] ? x.grad(where(c, g, zero)) : Tensor(),
+                                 args.needs[1] ? y.grad(where(c, zero, g)) : Tensor()};
     });
   }
   return out;
@@ -287,8 +294,9 @@ Tensor scalar_op(const Tensor& a, const Scalar& s, UnaryKind kind, Dtype dtype) 
 Tensor add(const Tensor& a, const Scalar& b) {
   Tensor out = scalar_op(a, b, UnaryKind::AddScalar, ops::result_type(a, b));
   if (should_record({a})) {
-    record("AddBackward0", {a}, {out}, {save(a)}, [](const BackwardArgs& args) {
-      return std::vector<Tensor>{args.grad().to(args.saved[0].dtype())};
+    const Dtype dtype = a.dtype();
+    record("AddBackward0", {a}, {out}, {}, [dtype](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad().to(dtype)};
     });
   }
   return out;
@@ -303,8 +311,9 @@ Tensor sub(const Tensor& a, const Scalar& b) {
 Tensor operator-(const Scalar& s, const Tensor& a) {
   Tensor out = scalar_op(a, s, UnaryKind::RSubScalar, ops::result_type(a, s));
   if (should_record({a})) {
-    record("RsubBackward1", {a}, {out}, {save(a)}, [](const BackwardArgs& args) {
-      return std::vector<Tensor>{(-args.grad()).to(args.saved[0].dtype())};
+    const Dtype dtype = a.dtype();
+    record("RsubBackward1", {a}, {out}, {}, [dtype](const BackwardArgs& args) {
+      return std::vector<Tensor>{(-args.grad()).to(dtype)};
     });
   }
   return out;
@@ -314,8 +323,9 @@ Tensor mul(const Tensor& a, const Scalar& b) {
   Tensor out = scalar_op(a, b, UnaryKind::MulScalar, ops::result_type(a, b));
   if (should_record({a})) {
     const double c = b.to_double();
-    record("MulBackward0", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
-      return std::vector<Tensor>{(args.grad() * c).to(args.saved[0].dtype())};
+    const Dtype dtype = a.dtype();
+    record("MulBackward0", {a}, {out}, {}, [c, dtype](const BackwardArgs& args) {
+      return std::vector<Tensor>{(args.grad() * c).to(dtype)};
     });
   }
   return out;
@@ -328,8 +338,9 @@ Tensor div(const Tensor& a, const Scalar& b) {
   Tensor out = ops::unary_kernel(a.to(dtype), UnaryKind::DivScalar, ops::scalar_params(b));
   if (should_record({a})) {
     const double c = b.to_double();
-    record("DivBackward0", {a}, {out}, {save(a)}, [c](const BackwardArgs& args) {
-      return std::vector<Tensor>{(args.grad() / c).to(args.saved[0].dtype())};
+    const Dtype dtype = a.dtype();
+    record("DivBackward0", {a}, {out}, {}, [c, dtype](const BackwardArgs& args) {
+      return std::vector<Tensor>{(args.grad() / c).to(dtype)};
     });
   }
   return out;

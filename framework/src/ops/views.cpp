@@ -30,6 +30,12 @@ namespace {
 Tensor view_of(const Tensor& self, IntArrayRef sizes, IntArrayRef strides, int64_t offset, const char* name,
                std::function<Tensor(const Tensor&)> backward) {
   Tensor out = make_view(self, std::move(sizes), std::move(strides), offset);
+  // Remember the base, so that an in-place op on the view can rewrite the base's history.
+  TensorImpl& view = *out.unsafe_impl();
+  const TensorImpl& source = *self.unsafe_impl();
+  view.view_base = source.view_base ? source.view_base : self.impl_ptr();
+  view.view_version = source.storage->version.load(std::memory_order_relaxed);
+  view.view_made_in_no_grad = !is_grad_enabled() && self.requires_grad();
   if (should_record({self})) {
     record(name, {self}, {out}, {}, [backward](const BackwardArgs& args) {
       return std::vector<Tensor>{backward(args.grad())};

@@ -11,13 +11,24 @@
 
 namespace tiny::nn {
 
-/// @brief `max(x, 0)` (PyTorch's `nn.ReLU`).
+/// @brief `max(x, 0)` (PyTorch's `nn.ReLU(inplace=False)`).
+///
+/// With `inplace`, forward overwrites its input (x.relu_()) and returns it:
+/// no new activation memory. Autograd records it; backward raises "modified by
+/// an inplace operation" when the op before saved that input for its own
+/// backward (a sigmoid's or a ReLU's output, an input of mul); after a Linear,
+/// a Conv2d or an add it is fine, as in PyTorch.
 class ReLU : public Module {
  public:
-  /// @brief Applies relu.
+  /// @brief `inplace`: overwrite the input instead of allocating the output.
+  explicit ReLU(bool inplace_ = false) : inplace(inplace_) {}
+  /// @brief Applies relu (in place when `inplace`).
   Tensor forward(const Tensor& x) override;
   /// @brief "ReLU".
   std::string name() const override { return "ReLU"; }
+  /// @brief "inplace=True" when in place, else nothing (PyTorch prints `ReLU()` and `ReLU(inplace=True)`).
+  std::string extra_repr() const override { return inplace ? "inplace=True" : ""; }
+  bool inplace;  ///< overwrite the input
   /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
@@ -36,8 +47,9 @@ class SiLU : public Module {
 /// @brief x for x > 0, else negative_slope * x (PyTorch's `nn.LeakyReLU(negative_slope=0.01)`).
 class LeakyReLU : public Module {
  public:
-  /// @brief The slope for negative inputs.
-  explicit LeakyReLU(double negative_slope_ = 0.01) : negative_slope(negative_slope_) {}
+  /// @brief The slope for negative inputs; `inplace` overwrites the input (PyTorch's `inplace=True`).
+  explicit LeakyReLU(double negative_slope_ = 0.01, bool inplace_ = false)
+      : negative_slope(negative_slope_), inplace(inplace_) {}
   /// @brief Applies leaky_relu.
   Tensor forward(const Tensor& x) override;
   /// @brief "LeakyReLU".
@@ -45,6 +57,7 @@ class LeakyReLU : public Module {
   /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   double negative_slope;  ///< slope for x <= 0
+  bool inplace;           ///< overwrite the input
 };
 
 /// @brief GELU, exact (erf) or with the tanh approximation (PyTorch's `nn.GELU`).
@@ -89,18 +102,19 @@ class Sigmoid : public Module {
 /// @brief Zeroes elements with probability p in training mode, the identity in eval mode (PyTorch's `nn.Dropout`).
 class Dropout : public Module {
  public:
-  /// @brief Dropout with probability `p` in [0, 1] (throws tiny::ValueError otherwise).
-  explicit Dropout(double p = 0.5);
-  /// @brief `F::dropout(x, p, is_training())`, drawing from the default generator.
+  /// @brief Dropout with probability `p` in [0, 1] (throws tiny::ValueError otherwise); `inplace` multiplies the input by the mask in place.
+  explicit Dropout(double p = 0.5, bool inplace = false);
+  /// @brief `F::dropout(x, p, is_training(), {}, inplace)`, drawing from the default generator.
   Tensor forward(const Tensor& x) override;
   /// @brief "Dropout".
   std::string name() const override { return "Dropout"; }
   /// @brief A deep copy on `device` (or where this one is), drawing no random numbers (LibTorch's `clone`).
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
-  /// @brief "p=0.5, inplace=False" (tiny has no in-place dropout).
+  /// @brief "p=0.5, inplace=False", as PyTorch prints it.
   std::string extra_repr() const override;
 
   double p;  ///< probability of zeroing an element
+  bool inplace = false;  ///< multiply the input by the mask in place
 };
 
 /// @brief Merges dimensions start_dim..end_dim into one (PyTorch's `nn.Flatten`).

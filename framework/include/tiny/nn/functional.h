@@ -11,8 +11,8 @@
 
 namespace tiny::nn::functional {
 
-/// @brief `max(x, 0)`.
-Tensor relu(const Tensor& x);
+/// @brief `max(x, 0)`; with `inplace`, x.relu_() and x itself is returned (PyTorch's `F.relu(x, inplace=True)`).
+Tensor relu(const Tensor& x, bool inplace = false);
 /// @brief GELU; `approximate` is "none" (exact, with erf) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 /// @brief Logistic sigmoid.
@@ -21,8 +21,11 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 /// @brief SiLU (swish): x * sigmoid(x) (PyTorch's `F.silu`).
 Tensor silu(const Tensor& x);
-/// @brief x where x > 0, else negative_slope * x (PyTorch's `F.leaky_relu(x, negative_slope=0.01)`).
-Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/// @brief x where x > 0, else negative_slope * x (PyTorch's `F.leaky_relu(x, negative_slope=0.01, inplace=False)`).
+///
+/// With `inplace`, x is overwritten and returned; its backward reads the
+/// result, so, as in PyTorch, that needs negative_slope > 0 when x requires grad.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, bool inplace = false);
 /// @brief int64 class indices of any shape to one-hot rows, shape + [num_classes] (PyTorch's `F.one_hot`).
 ///
 /// num_classes -1 takes max(index) + 1. A negative index, or one >= num_classes,
@@ -55,7 +58,11 @@ Tensor layer_norm(const Tensor& x, const IntArrayRef& normalized_shape, const Te
 ///
 /// The mask comes from Philox (DESIGN.md section 5): the same seed gives the
 /// same mask on the CPU and on a GPU, with any number of threads.
-Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, std::optional<Generator> generator = std::nullopt);
+///
+/// With `inplace` (PyTorch's `inplace=True`), x is multiplied by the mask in
+/// place (x.mul_(mask)) and returned: the same values and gradients.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, std::optional<Generator> generator = std::nullopt,
+               bool inplace = false);
 
 /// @brief How a loss combines per-sample values.
 enum class Reduction {
