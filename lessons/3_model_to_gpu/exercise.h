@@ -111,8 +111,9 @@ void save_checkpoint(const tiny::nn::Module& model, const std::string& path);
 
 /// @brief Loads the checkpoint at `path` into `model`, and leaves the whole model on `device`.
 ///
-/// The file holds values, not devices: tiny::load gives CPU tensors, whatever
-/// device the model was saved from. `model` has the same architecture as the
+/// tiny::load gives CPU tensors, whatever device the model was saved from (as
+/// PyTorch's `map_location="cpu"`; without it, torch.load puts each tensor back
+/// on the device it was saved from). `model` has the same architecture as the
 /// saved one and may start anywhere (a fresh model on the CPU, or one on a GPU).
 ///
 /// PyTorch:
