@@ -166,12 +166,22 @@ WORKBOOK_CHECK(gpu_compute_then_cpu, "gpu_compute_then_cpu() computes on the dev
     random_on(ctx, stream++, {5, 4}, "cpu", in, "x");
     random_on(ctx, stream++, {4, 3}, "cpu", in, "w");
     Run mine, ref;
-    if (auto early = ctx.both("gpu_compute_then_cpu", in, mine, ref)) return *early;
+    // Deferred mode: queued GPU work runs only when the host waits, so an answer copied back
+    // with non_blocking and never waited for is unwritten every time, not now and then.
+    if (auto early = ctx.both("gpu_compute_then_cpu", in, mine, ref, gpus(2, "deferred"))) return *early;
     const std::string call = std::string("gpu_compute_then_cpu(x, w, ") + device + ")";
     const std::string got = mine.out.info("y").device;
     if (got != "cpu") {
       return Outcome::fail(call + " returned a tensor that is still on " + got +
                            ": the caller cannot read it there; bring it back with .cpu() before returning");
+    }
+    if (!mine.out.values.value("idle", true)) {
+      return Outcome::fail(call + " returned while " + device + " still had work queued: the answer's copy back "
+                           "to the CPU had not run, so the caller read memory the GPU had not written yet (a "
+                           "non_blocking copy returns at once; in this check's deferred mode nothing queued runs "
+                           "until someone waits, on a real GPU it is a race you lose now and then). Copy back "
+                           "with .cpu(), which waits, or wait for the GPU (tiny::cuda::synchronize) before "
+                           "returning");
     }
     if (std::string(device) != "cpu" && counter(mine, device, "kernel_launches") == 0) {
       if (counter(mine, device, "bytes_host_to_device") > 0) {

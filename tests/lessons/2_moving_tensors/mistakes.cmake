@@ -17,6 +17,12 @@ workbook_mistake(result_left_on_gpu CHECK gpu_compute_then_cpu MESSAGE "bring it
   FIND [=[  return y.cpu();]=]
   REPLACE [=[  return y;]=])
 
+# The answer copied back with non_blocking and returned unwaited: the caller reads memory the GPU
+# has not written yet (in the check's deferred mode every time).
+workbook_mistake(copy_back_not_waited CHECK gpu_compute_then_cpu MESSAGE "the answer's copy back to the CPU had not run"
+  FIND [=[  return y.cpu();]=]
+  REPLACE [=[  return y.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "faster"]=])
+
 # Computed on the CPU: the right numbers, but the GPU did nothing.
 workbook_mistake(computed_on_cpu CHECK gpu_compute_then_cpu MESSAGE "nothing ran on"
   FIND [=[  const tiny::Tensor x_dev = x.to(device);

@@ -70,9 +70,12 @@ WORKBOOK_EXERCISE(where_is) { out.values["index"] = lesson2::where_is(placed(in,
 WORKBOOK_EXERCISE(gpu_compute_then_cpu) {
   const tiny::Tensor x = placed(in, "x"), w = placed(in, "w");
   start_counting();
-  const tiny::Tensor y =
-      lesson2::gpu_compute_then_cpu(x, w, tiny::Device(in.values.at("device").get<std::string>()));
+  const tiny::Device device(in.values.at("device").get<std::string>());
+  const tiny::Tensor y = lesson2::gpu_compute_then_cpu(x, w, device);
   record_counters(out);
+  // Whether the GPU still had work queued when the answer was handed back (a
+  // non_blocking copy back nobody waited for): in deferred mode it has not run.
+  out.values["idle"] = device.is_cpu() || tiny::cuda::current_stream(device.index()).query();
   out.put("y", y);
 }
 
