@@ -31,24 +31,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 demo_output h100-sxm >"$tmp/h100"
 demo_output t4 --epochs 1 >"$tmp/t4"
-if [[ "$write" == "--write" ]]; then
-  replace_region h100 "$tmp/h100"
-  replace_region t4 "$tmp/t4"
-  echo "wrote the h100 and t4 figures of $readme"
-fi
-
 failed=0
-for name in h100 t4; do
-  region "$name" >"$tmp/readme_$name"
-  if ! diff -q "$tmp/$name" "$tmp/readme_$name" >/dev/null; then
-    echo "FAILED: $readme's $name figures differ from what the demo prints today (< demo, > README):" >&2
-    diff "$tmp/$name" "$tmp/readme_$name" | sed 's/^/    /' >&2 || true
-    failed=1
-  else
-    echo "$name: $(wc -l <"$tmp/$name") lines match the demo"
-  fi
-done
-if [[ $failed -ne 0 ]]; then
-  echo "(regenerate: bash $0 DEMO README --write)" >&2
-  exit 1
-fi
+for name in h100 t4; do check_region "$name" "$tmp/$name" "what the demo prints today"; done
+regions_done "bash $0 DEMO README --write"

@@ -32,17 +32,6 @@ for model in h100 t4; do
     cat "$tmp/$model" >&2
     exit 1
   fi
-  [[ "$write" == "--write" ]] && replace_region "lesson7_$model" "$tmp/$model"
-  region "lesson7_$model" >"$tmp/readme_$model"
-  if ! diff -q "$tmp/$model" "$tmp/readme_$model" >/dev/null; then
-    echo "FAILED: $readme's lesson7_$model table differs from the demo's (< demo, > README):" >&2
-    diff "$tmp/$model" "$tmp/readme_$model" | sed 's/^/    /' >&2 || true
-    failed=1
-  else
-    echo "lesson7_$model: $(wc -l <"$tmp/$model") lines match the demo"
-  fi
+  check_region "lesson7_$model" "$tmp/$model" "the demo's"
 done
-if [[ $failed -ne 0 ]]; then
-  echo "(regenerate: bash $0 DEMO README --write)" >&2
-  exit 1
-fi
+regions_done "bash $0 DEMO README --write"

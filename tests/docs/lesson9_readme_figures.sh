@@ -24,18 +24,6 @@ failed=0
 for pair in l4:l4 h100:h100-sxm t4:t4; do
   name=${pair%%:*} model=${pair#*:}
   demo_table "$model" >"$tmp/$name"
-  [[ -s "$tmp/$name" ]] || { echo "FAILED: the demo printed no table on $model" >&2; exit 1; }
-  if [[ "$write" == "--write" ]]; then replace_region "$name" "$tmp/$name"; fi
-  region "$name" >"$tmp/readme_$name"
-  if ! diff -q "$tmp/$name" "$tmp/readme_$name" >/dev/null; then
-    echo "FAILED: $readme's $name table differs from the demo's on $model (< demo, > README):" >&2
-    diff "$tmp/$name" "$tmp/readme_$name" | sed 's/^/    /' >&2 || true
-    failed=1
-  else
-    echo "$name: $(wc -l <"$tmp/$name") lines match the demo on $model"
-  fi
+  check_region "$name" "$tmp/$name" "the demo's on $model"
 done
-if [[ $failed -ne 0 ]]; then
-  echo "(regenerate: bash $0 DEMO README --write, then reread the text around the tables)" >&2
-  exit 1
-fi
+regions_done "bash $0 DEMO README --write, then reread the text around the tables"

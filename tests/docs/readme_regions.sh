@@ -27,3 +27,31 @@ replace_region() {
     !skip {print}' "$readme" >"$readme.new"
   mv "$readme.new" "$readme"
 }
+
+# check_region NAME FILE WHAT: with write=--write, region NAME becomes the lines of FILE first;
+# then the region must equal them. Prints "NAME: N lines match WHAT", or, on stderr, the
+# difference (< expected, > README), and sets failed=1. FILE empty is a failure of its own.
+check_region() {
+  if [[ ! -s "$2" ]]; then
+    echo "FAILED: nothing was made for the $1 figures ($3 printed nothing)" >&2
+    failed=1
+    return
+  fi
+  if [[ "${write:-}" == "--write" ]]; then replace_region "$1" "$2"; fi
+  region "$1" >"$2.readme"
+  if ! diff -q "$2" "$2.readme" >/dev/null; then
+    echo "FAILED: $readme's $1 figures differ from $3 (< expected, > README):" >&2
+    diff "$2" "$2.readme" | sed 's/^/    /' >&2 || true
+    failed=1
+  else
+    echo "$1: $(wc -l <"$2") lines match $3"
+  fi
+}
+
+# regions_done HOW: after the check_region calls, exit 1 with how to regenerate if any failed.
+regions_done() {
+  if [[ ${failed:-0} -ne 0 ]]; then
+    echo "(regenerate: $1)" >&2
+    exit 1
+  fi
+}
