@@ -288,7 +288,7 @@ TEST_F(IntakeTest, ArchiveBombsAreRefusedNamingTheLimitTheyPassed) {
 }
 
 TEST_F(IntakeTest, CorruptArchivesAreRefusedSayingTheyCannotBeRead) {
-  write(dir_ / "noise.zip", std::string("PK\x03\x04 this is not a zip at all", 31));
+  write(dir_ / "noise.zip", std::string("PK\x03\x04") + " this is not a zip at all");  // a zip's magic, then noise
   const SubmissionLayout noise = take_in(dir_ / "noise.zip", pointers_, dir_ / "s1");
   EXPECT_NE(noise.problem.find("noise.zip cannot be read as a .zip or .tar.gz archive"), std::string::npos)
       << noise.problem;
