@@ -178,6 +178,16 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 bool pinned_host(uint8_t memory_kind) { return memory_kind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED; }
 
+// Where and when a kernel, copy or memset ran: the fields every such record has, under the same names.
+template <typename Record>
+void place(GpuWork& w, const Record* r) {
+  w.device = static_cast<int>(r->deviceId);
+  w.stream = r->streamId;
+  w.start_ns = r->start;
+  w.end_ns = r->end;
+  w.correlation = r->correlationId;
+}
+
 // One record into `out`. Only fields that sit at the same offsets in every
 // version of these records since CUDA 11 (Kernel8-10, Memcpy5-6, Memset3-4)
 // are read, so a newer libcupti's records read the same.
@@ -189,11 +199,7 @@ void read_record(const Cupti& lib, const CUpti_Activity* record, GpuActivities& 
       GpuWork w;
       w.kind = GpuWork::Kind::kernel;
       w.name = k->name != nullptr ? k->name : "(unnamed kernel)";
-      w.device = static_cast<int>(k->deviceId);
-      w.stream = k->streamId;
-      w.start_ns = k->start;
-      w.end_ns = k->end;
-      w.correlation = k->correlationId;
+      place(w, k);
       out.work.push_back(std::move(w));
       break;
     }
@@ -209,11 +215,7 @@ void read_record(const Cupti& lib, const CUpti_Activity* record, GpuActivities& 
                  : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? pinned_host(m->dstKind)
                                                                   : false;
       w.bytes = static_cast<int64_t>(m->bytes);
-      w.device = static_cast<int>(m->deviceId);
-      w.stream = m->streamId;
-      w.start_ns = m->start;
-      w.end_ns = m->end;
-      w.correlation = m->correlationId;
+      place(w, m);
       w.runtime_correlation = m->runtimeCorrelationId != m->correlationId ? m->runtimeCorrelationId : 0;
       out.work.push_back(std::move(w));
       break;
@@ -223,11 +225,7 @@ void read_record(const Cupti& lib, const CUpti_Activity* record, GpuActivities& 
       GpuWork w;
       w.kind = GpuWork::Kind::memset;
       w.bytes = static_cast<int64_t>(m->bytes);
-      w.device = static_cast<int>(m->deviceId);
-      w.stream = m->streamId;
-      w.start_ns = m->start;
-      w.end_ns = m->end;
-      w.correlation = m->correlationId;
+      place(w, m);
       out.work.push_back(std::move(w));
       break;
     }
