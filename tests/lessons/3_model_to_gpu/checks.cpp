@@ -323,6 +323,24 @@ WORKBOOK_CHECK(predict, "predict() moves the inputs to the model's device and re
                            "model inside a scope with a tiny::NoGradGuard (PyTorch: with torch.no_grad())");
     }
     if (auto why = workbook::differ(call, mine.out, ref.out, "y")) return Outcome::fail(*why);
+    // Right numbers, and the speed to go with them: one copy in, one forward, one wait for the answer.
+    // Counted on the GPU (the same on every run), so a slow predict fails here, not by chance.
+    const uint64_t waits = mine.out.values.value("predict_waits", uint64_t{0}),
+                   ref_waits = ref.out.values.value("predict_waits", uint64_t{0}),
+                   launches = mine.out.values.value("predict_launches", uint64_t{0}),
+                   ref_launches = ref.out.values.value("predict_launches", uint64_t{0});
+    if (waits > ref_waits) {
+      const int64_t rows = in.tensor("x").size(0);
+      return Outcome::fail(call + " gave the right outputs, but made the host wait for the GPU " +
+                           std::to_string(waits) + " times and queued " + std::to_string(launches) +
+                           " GPU operations, where the reference waits " + std::to_string(ref_waits) +
+                           " time(s) and queues " + std::to_string(ref_launches) + " for the same " +
+                           std::to_string(rows) + " rows" +
+                           (waits >= static_cast<uint64_t>(rows) ? ": a .cpu() (or .item()) per row" : "") +
+                           ". Every .cpu() waits for the GPU, and a row at a time pays the launches of a whole "
+                           "forward per row: move the whole batch in one .to(device), run the model once, and "
+                           "copy the outputs back once");
+    }
   }
   return Outcome::pass();
 }

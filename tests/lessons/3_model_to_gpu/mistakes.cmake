@@ -82,3 +82,12 @@ workbook_mistake(load_not_moved CHECK load_checkpoint MESSAGE "Call model.to(dev
   REPLACE [=[  tiny::StateDict on_device;
   for (const auto& [name, tensor] : tiny::load(path)) on_device.insert(name, tensor.to(device));
   model.load_state_dict(on_device);]=])
+
+# Right in its numbers, wrong only in its speed: the batch predicted a row at a
+# time, each row's outputs read back with .cpu() (a wait per row). The predict
+# check counts predict()'s waits and launches on the GPU, so it fails every time.
+workbook_mistake(predict_row_by_row CHECK predict MESSAGE "a .cpu() (or .item()) per row"
+  FIND [=[  return model(inputs.to(device)).cpu();]=]
+  REPLACE [=[  std::vector<tiny::Tensor> rows;
+  for (int64_t i = 0; i < inputs.size(0); ++i) rows.push_back(model(inputs.narrow(0, i, 1).to(device)).cpu());
+  return tiny::cat(rows, 0);]=])

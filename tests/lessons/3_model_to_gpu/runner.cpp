@@ -101,7 +101,12 @@ WORKBOOK_EXERCISE(predict) {
   const tiny::Device device(in.values.at("device").get<std::string>());
   auto net = net_from(in, device);
   const tiny::Tensor x = in.tensor("x");
+  // What predict() alone asked of the GPU (the model's move above left out): its waits and launches.
+  const tiny::cuda::DeviceCounters before = tiny::cuda::device_counters(device.index());
   const tiny::Tensor y = lesson3::predict(*net, x);
+  const tiny::cuda::DeviceCounters after = tiny::cuda::device_counters(device.index());
+  out.values["predict_waits"] = after.synchronizations - before.synchronizations;
+  out.values["predict_launches"] = after.kernel_launches - before.kernel_launches;
   out.values["model_devices"] = devices_of(*net);
   out.values["input_device"] = x.device().str();
   out.put("y", y);
