@@ -2,6 +2,8 @@
 # Lesson 6's README shows the demo's step-time tables (1 GPU, DataParallel,
 # DDP, and DDP's bucket sizes), modelled on the H100 and on the T4, each between
 # <!-- figures:NAME --> and <!-- /figures:NAME --> (lesson6_h100, lesson6_t4).
+# And the training run's own lines (lesson6_train: the losses, the modelled
+# time of the whole run, the test accuracy), from ./workbook run 6 on the H100.
 # They must be what the demo prints today: the modelled clock is
 # deterministic, so any difference is a change of the model or of the lesson,
 # and the README must follow it.
@@ -16,6 +18,14 @@ demo_tables() {
   echo '```'
   TINY_EMULATED_GPU_MODEL=$1 TINY_EMULATED_GPUS=2 TINY_EMULATED_GPU_CLOCK=modelled TINY_FORCE_EMULATED_GPU=1 \
     "$demo" --speed-only | sed -n 's/^\[rank0\]: \{0,1\}//p' | awk '/^one training step/ {table = 1} table {print}'
+  echo '```'
+}
+
+# Rank 0's lines of the training run on the modelled H100 (before the step times), in a code block.
+demo_training() {
+  echo '```'
+  TMPDIR=/tmp TINY_EMULATED_GPU_MODEL=h100-sxm TINY_EMULATED_GPUS=2 TINY_EMULATED_GPU_CLOCK=modelled \
+    TINY_FORCE_EMULATED_GPU=1 "$demo" | awk '/^starting 2 ranks: .*--speed-ranks/ {exit} /^\[rank0\]:/ {print}'
   echo '```'
 }
 
@@ -35,4 +45,6 @@ for model in h100 t4; do
   fi
   check_region "lesson6_$model" "$tmp/$model" "the demo's"
 done
+demo_training >"$tmp/train"
+check_region lesson6_train "$tmp/train" "the demo's training run"
 regions_done "bash $0 DEMO README --write"
