@@ -246,12 +246,15 @@ namespace {
 
 // The reference's time_matmul_ms on the same inputs and options: the modelled
 // GPU's milliseconds per product, timed with events.
-std::optional<double> reference_ms(Context& ctx, const Bundle& in, const RunOptions& options, std::string& error) {
+// With `trace`, also the reference's GPU trace (null when it sent none).
+std::optional<double> reference_ms(Context& ctx, const Bundle& in, const RunOptions& options, std::string& error,
+                                   nlohmann::json* trace = nullptr) {
   const Run ref = ctx.reference("time_matmul_ms", in, options);
   if (!ref.ok()) {
     error = "the reference solution failed: " + ref.message;
     return std::nullopt;
   }
+  if (trace) *trace = ref.out.values.value("trace", nlohmann::json());
   return ref.out.values["ms"].get<double>();
 }
 
@@ -288,6 +291,7 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() times the GPU's work with th
   const nlohmann::json& v = mine.out.values;
   const double ms = v["ms"];
   ctx.details["time_matmul"] = v;
+  ctx.details["time_matmul"].erase("trace");  // drawn below, not listed
   if (!std::isfinite(ms) || ms <= 0) {
     return Outcome::fail(call + " returned " + fixed(ms, 4) + " ms: expected a positive time per product");
   }
@@ -307,7 +311,11 @@ WORKBOOK_CHECK(time_matmul_waits, "time_matmul_ms() times the GPU's work with th
   }
 
   std::string error;
-  const std::optional<double> expected = reference_ms(ctx, in, options, error);
+  nlohmann::json ref_trace;
+  const std::optional<double> expected = reference_ms(ctx, in, options, error, &ref_trace);
+  if (v.contains("trace") && ref_trace.is_object()) {  // the report's two GPU timelines
+    ctx.details["timelines"] = {{"yours", v["trace"]}, {"reference", ref_trace}};
+  }
   if (!expected) return Outcome::error(error);
   ctx.details["reference_ms"] = *expected;
   const double ratio = ms / *expected;

@@ -310,6 +310,9 @@ WORKBOOK_TIMED_CHECK(step_speed, "train_step() of a large model: DataParallel on
                            {"ratio_low", ratio},  {"ratio_high", ratio},
                            {"clock", gpu.empty() ? "host" : "modelled " + gpu}};
   ctx.details["one_gpu_ms"] = one_gpu;
+  if (mine.out.values.contains("trace") && ref.out.values.contains("trace")) {  // the report's two GPU timelines
+    ctx.details["timelines"] = {{"yours", mine.out.values["trace"]}, {"reference", ref.out.values["trace"]}};
+  }
   const std::string figures = "your DataParallel step took " + ms_text(yours) + ", the reference's " +
                               ms_text(theirs) + ", one GPU alone " + ms_text(one_gpu) +
                               (gpu.empty() ? " (host time)" : " on the modelled " + gpu);

@@ -171,10 +171,17 @@ WORKBOOK_EXERCISE(step_speed) {
   };
   step();
   start_counting();
+  // On the emulated GPUs the timed step is profiled: the grader's report draws its timeline beside the reference's.
+  std::optional<tiny::profiler::profile> prof;
+  if (tiny::cuda::is_emulated(0)) prof.emplace();
   const double start = tiny::cuda::host_time();
   const double loss = step();
   for (int d = 0; d < gpus(); ++d) tiny::cuda::synchronize(d);
   out.values["step_ms"] = (tiny::cuda::host_time() - start) * 1e3;
+  if (prof) {
+    prof->stop();
+    out.values["trace"] = nlohmann::json::parse(prof->chrome_trace());
+  }
   out.values["copy_counters"] = copy_counters();
   out.values["loss"] = loss;
   if (tiny::cuda::is_emulated(0)) out.values["modelled_gpu"] = tiny::cuda::get_device_properties(0).modelled_gpu;
