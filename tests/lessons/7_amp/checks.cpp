@@ -368,9 +368,13 @@ WORKBOOK_CHECK(amp_forward, "amp_forward() runs the model under float16 autocast
   put_model(in, ctx, kIn, kHidden);
   in.put("x", features(ctx, 1, kBatch, kIn));
   in.put("y", labels(ctx, 2, kBatch));
+  in.values["keep_trace"] = true;
   const std::string call = "amp_forward(model, x, y) on a batch of 64";
   Run mine, ref;
   if (auto early = ctx.both("amp_forward", in, mine, ref, one_gpu(call))) return *early;
+  if (mine.out.values.contains("trace") && ref.out.values.contains("trace")) {  // the report's two GPU timelines
+    ctx.details["timelines"] = {{"yours", mine.out.values["trace"]}, {"reference", ref.out.values["trace"]}};
+  }
   const nlohmann::json& v = mine.out.values;
   if (v["forward_calls"].size() != 1) {
     return Outcome::fail(call + " ran the model " + std::to_string(v["forward_calls"].size()) + " times: once");

@@ -468,8 +468,12 @@ WORKBOOK_CHECK(cache_reused, "train_epoch() lets the caching allocator reuse its
   Bundle in;
   put_model(in, ctx, /*momentum=*/0.9);
   put_batches(in, ctx, 8, 6, 512);
+  in.values["keep_trace"] = true;
   Run mine, ref;
   if (auto early = ctx.both("train_epoch", in, mine, ref, memory_options())) return *early;
+  if (mine.out.values.contains("trace") && ref.out.values.contains("trace")) {  // the report's two GPU timelines
+    ctx.details["timelines"] = {{"yours", mine.out.values["trace"]}, {"reference", ref.out.values["trace"]}};
+  }
   // Allocations the cache could not serve went to the device (cudaMalloc on a
   // real GPU: slow, and it synchronizes); segments given back show as drops of
   // memory_reserved in the timeline.
