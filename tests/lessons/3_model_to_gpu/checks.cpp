@@ -313,6 +313,10 @@ WORKBOOK_CHECK(predict, "predict() moves the inputs to the model's device and re
     }
     Run ref;
     if (auto early = reference_run(ctx, "predict", in, ref)) return *early;
+    if (!ctx.details.contains("timelines") && mine.out.values.contains("trace") && ref.out.values.contains("trace")) {
+      // The report's two GPU timelines (cuda:0's call): a row at a time shows as a wait per row.
+      ctx.details["timelines"] = {{"yours", mine.out.values["trace"]}, {"reference", ref.out.values["trace"]}};
+    }
     const workbook::TensorInfo& y = mine.out.info("y");
     if (y.defined && y.device != "cpu") {
       return Outcome::fail(call + " returned outputs on " + y.device + ": return them on the CPU with .cpu(), "

@@ -432,6 +432,9 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
   const std::string call = "3 epochs of train_one_epoch on 2 ranks, 8 examples each";
   Run mine, ref;
   if (auto early = run_both(ctx, "train_one_epoch", in, mine, ref, options_for(call))) return *early;
+  if (rank_values(mine, 0).contains("trace") && rank_values(ref, 0).contains("trace")) {  // the report's timelines
+    ctx.details["timelines"] = {{"yours", rank_values(mine, 0)["trace"]}, {"reference", rank_values(ref, 0)["trace"]}};
+  }
   // Probe: the same order every epoch means the sampler's epoch never changed.
   for (int r = 0; r < kWorld; ++r) {
     const nlohmann::json& served = rank_values(mine, r)["served"];
