@@ -328,12 +328,13 @@ WORKBOOK_CHECK(predict, "predict() moves the inputs to the model's device and re
     }
     if (auto why = workbook::differ(call, mine.out, ref.out, "y")) return Outcome::fail(*why);
     // Right numbers, and the speed to go with them: one copy in, one forward, one wait for the answer.
-    // Counted on the GPU (the same on every run), so a slow predict fails here, not by chance.
+    // Counted on the GPU (the same on every run), so a slow predict fails here, not by chance. One extra
+    // wait (a synchronize "to be safe") is let pass: it costs one wait, not one per row.
     const uint64_t waits = mine.out.values.value("predict_waits", uint64_t{0}),
                    ref_waits = ref.out.values.value("predict_waits", uint64_t{0}),
                    launches = mine.out.values.value("predict_launches", uint64_t{0}),
                    ref_launches = ref.out.values.value("predict_launches", uint64_t{0});
-    if (waits > ref_waits) {
+    if (waits > ref_waits + 1) {
       const int64_t rows = in.tensor("x").size(0);
       return Outcome::fail(call + " gave the right outputs, but made the host wait for the GPU " +
                            std::to_string(waits) + " times and queued " + std::to_string(launches) +
