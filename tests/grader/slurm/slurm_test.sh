@@ -124,6 +124,9 @@ done
 for i in 0 1; do
   [[ -f "$t/out/shard-$i/shard.json" ]] || fail "task $i wrote no shard.json"
   grep -q "\"index\": $i" "$t/out/shard-$i/shard.json" || fail "task $i did not grade part $i: $(cat "$t/out/shard-$i/shard.json")"
+  # The part came from the array task's own variables: the script passes no --shard.
+  grep -q "\"source\": \"SLURM_ARRAY_TASK_ID=$i, SLURM_ARRAY_TASK_COUNT=2\"" "$t/out/shard-$i/shard.json" ||
+    fail "task $i did not take its part from SLURM_ARRAY_TASK_ID: $(cat "$t/out/shard-$i/shard.json")"
 done
 # Part 0/2 is alice and carol, part 1/2 bob (the split of the sorted names).
 grep -q '^"alice"' "$t/out/shard-0/gradebook.csv" && grep -q '^"carol"' "$t/out/shard-0/gradebook.csv" &&
