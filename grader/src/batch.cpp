@@ -313,7 +313,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   if (reference_runs + reference_hits > 0) {
     std::printf("the reference solution ran %ld time%s; %ld of its runs were answered from this batch's earlier ones "
                 "(the same lesson, check, seed and modelled GPU)%s\n", reference_runs, reference_runs == 1 ? "" : "s",
-                reference_hits, b.share_reference ? "" : " (not shared here: a student's run could have written them)");
+                reference_hits, b.share_reference ? "" : " (not shared: --no-reference-cache, or a student's run could have written them)");
   }
   if (!b.skipped.empty()) {
     // Said again at the end, where the instructor reads: a student whose file was not taken gets no row at all.

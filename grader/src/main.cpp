@@ -293,6 +293,9 @@ int main(int argc, char** argv) {
                                            "then grade merge the parts");
   grade->add_option("--shard-count", shard_count, "with --batch: the number of parts when the index comes from "
                                                    "JOB_COMPLETION_INDEX (Kubernetes does not say how many)");
+  bool no_reference_cache = false;
+  grade->add_flag("--no-reference-cache", no_reference_cache, "(maintainers) with --batch: run the reference for "
+                  "every submission instead of once per input (to measure what sharing it saves)")->group("");
   grade->get_option("--batch")->excludes(grade->get_option("--submission"));
   std::vector<std::string> merge_dirs;
   std::string merge_out;
@@ -483,7 +486,7 @@ int main(int argc, char** argv) {
         b.deadline_s = deadline_s;
         b.shard = shard;
         // Shared reference results only where no student's run could have written them.
-        b.share_reference = isolation.own_user || isolation.paths_hidden;
+        b.share_reference = (isolation.own_user || isolation.paths_hidden) && !no_reference_cache;
         b.sandbox_warning = g_sandbox_warning;
         // Removed however grade_batch ends (a refusal throws).
         struct RemovedAfter {
