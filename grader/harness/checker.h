@@ -204,6 +204,16 @@ class Context {
   double seconds_left() const;
   /// @brief Whether --deadline stopped a run or kept one from starting: the lesson is then "out of time".
   bool deadline_hit() const { return deadline_hit_; }
+  /// @brief A folder shared by the checkers of a class (--reference-cache; "" for none): a run of the
+  /// reference (not a timed one) whose inputs, exercise, runner, GPUs, mode, limits and TINY_*
+  /// environment (the modelled GPU) are exactly those of a run made before is read back from it
+  /// instead of being run again; a run that returned normally is added to it. The whole key is
+  /// stored and compared, not only its digest, and inputs naming this checker's own folder are never cached.
+  std::filesystem::path reference_cache;
+  /// @brief The reference's runs started here (timed ones not counted).
+  int reference_runs() const { return reference_runs_; }
+  /// @brief The reference's runs answered from reference_cache instead.
+  int reference_cache_hits() const { return reference_cache_hits_; }
 
  private:
   Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
@@ -213,6 +223,7 @@ class Context {
   /// @brief Whether a reference run of `exercise` was timed here (then a student's run gets its own limit).
   bool knows_reference_time(const std::string& exercise, int repeat = 0) const;
   int runs_ = 0;
+  int reference_runs_ = 0, reference_cache_hits_ = 0;
   std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run
   std::string timed_out_;
   bool deadline_hit_ = false;

@@ -115,7 +115,7 @@ std::vector<fs::path> find_submissions(const fs::path& batch, std::vector<std::s
       skipped.push_back(file + (fs::is_directory(st) ? " (a hidden folder)" : " (a hidden file)"));
     } else if (name.empty()) {
       skipped.push_back(file + " (an archive without a name before its extension)");
-    } else if (name == "gradebook.csv" || name == "index.html" ||
+    } else if (name == "gradebook.csv" || name == "index.html" || name == "shard.json" ||
                (name.size() > 4 && name.substr(name.size() - 4) == ".tmp")) {
       // Its folder in --out would take the place of the batch's own file.
       skipped.push_back(file + " (named as a file the batch writes in --out: rename the " +
@@ -171,12 +171,33 @@ std::vector<LessonResult> grade_submission(const Recipe& recipe, const std::vect
 
 int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, BatchOptions b,
                 GradeOptions options) {
-  const std::vector<fs::path> submissions = find_submissions(b.batch, b.skipped);
+  const std::vector<fs::path> everyone = find_submissions(b.batch, b.skipped);
   for (const std::string& s : b.skipped) std::fprintf(stderr, "skipped in --batch: %s\n", s.c_str());
-  TINY_CHECK(!submissions.empty(), ValueError, "--batch ", b.batch.string(),
+  TINY_CHECK(!everyone.empty(), ValueError, "--batch ", b.batch.string(),
              " holds no submissions (one folder, .zip or .tar.gz per student, each holding the lessons folder)");
+  // This run's part of the class: every shard splits the same sorted list the same way.
+  const std::vector<fs::path> submissions = shard_of(everyone, b.shard);
   fs::create_directories(b.out_dir);
   const fs::path csv = b.out_dir / "gradebook.csv";
+  const fs::path record = b.out_dir / "shard.json";
+  if (fs::exists(record)) {
+    // Two shards writing one gradebook would each take the other's rows for their own.
+    nlohmann::json was;
+    try {
+      std::ifstream in(record);
+      was = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+    }
+    const int index = was.value("index", b.shard.index), count = was.value("count", b.shard.count);
+    TINY_CHECK(index == b.shard.index && count == b.shard.count, ValueError, b.out_dir.string(), " holds shard ",
+               index, "/", count, "'s gradebook, and this is shard ", b.shard.text(), " (", b.shard.source,
+               "): give each shard its own --out (e.g. OUT/shard-", b.shard.index, "), then grade merge them");
+  }
+  if (b.shard.count > 1) {
+    std::fprintf(stderr, "shard %s (%s): %zu of the class's %zu submissions, %s\n", b.shard.text().c_str(),
+                 b.shard.source.c_str(), submissions.size(), everyone.size(),
+                 submissions.empty() ? "nothing to grade here" : "the others are the other shards'");
+  }
   const std::string header = gradebook_header(lessons);
 
   // What is graded already (--resume), and the seed the class shares.
@@ -190,6 +211,11 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   } else {
     write_gradebook(csv, header, {});
   }
+  {
+    std::vector<std::string> names;
+    for (const fs::path& s : submissions) names.push_back(submission_name(s));
+    spit(record, shard_record(b.shard, b.batch, everyone.size(), names, b.skipped).dump(1) + "\n");
+  }
   std::vector<fs::path> todo;
   for (const fs::path& s : submissions) {
     if (done.submissions.count(submission_name(s)) == 0) todo.push_back(s);
@@ -200,8 +226,10 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
                  static_cast<unsigned long long>(options.seed));
   }
 
+  if (b.share_reference) options.reference_cache = b.work / "reference-cache";
   std::mutex mutex;
   size_t next = 0, finished = 0, lessons_done = 0;
+  long reference_runs = 0, reference_hits = 0;
   std::vector<std::string> failed;
   const size_t lessons_total = todo.size() * lessons.size();
   const Clock::time_point start = Clock::now();
@@ -242,6 +270,8 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
               std::lock_guard<std::mutex> lock(mutex);
               ++lessons_done;
               ++graded;
+              reference_runs += so_far.back().reference_runs;
+              reference_hits += so_far.back().reference_cache_hits;
               std::fprintf(stderr, "%s: %s\n", tag.c_str(), lesson_line(so_far.back()).c_str());
             });
         const double seconds = since(t0);
@@ -280,6 +310,11 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
               "junit.xml and scoreboard.txt in a folder per submission)\n",
               finished, finished == 1 ? "" : "s", static_cast<unsigned long long>(options.seed),
               duration_text(since(start)).c_str(), csv.c_str());
+  if (reference_runs + reference_hits > 0) {
+    std::printf("the reference solution ran %ld time%s; %ld of its runs were answered from this batch's earlier ones "
+                "(the same lesson, check, seed and modelled GPU)%s\n", reference_runs, reference_runs == 1 ? "" : "s",
+                reference_hits, b.share_reference ? "" : " (not shared: --no-reference-cache, or a student's run could have written them)");
+  }
   if (!b.skipped.empty()) {
     // Said again at the end, where the instructor reads: a student whose file was not taken gets no row at all.
     std::printf("%zu entr%s of %s not graded (no row in the gradebook):\n", b.skipped.size(),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "grade.h"
+#include "shard.h"
 
 namespace workbook {
 
@@ -46,14 +47,20 @@ struct BatchOptions {
   bool resume = false;     // go on with out_dir/gradebook.csv: its submissions are not graded again
   bool seed_given = false;  // --seed was given (else --resume takes the gradebook's)
   double deadline_s = 600;
+  Shard shard;  // the part of the class this run grades (shard.h; 0/1: all of it)
+  // The reference's results kept in work/reference-cache and shared by the submissions (GradeOptions::
+  // reference_cache): only where a student's run cannot write there (its own uid, or the folder hidden).
+  bool share_reference = true;
   std::string sandbox_warning;  // on top of every results.json, scoreboard, report and index.html
   std::vector<std::string> skipped;  // filled by grade_batch: what of the batch folder is no submission, and why
 };
 
-// Grades every submission folder of options.batch into options.out_dir:
+// Grades every submission folder of options.batch (of its shard: options.shard) into options.out_dir:
 // gradebook.csv (a row appended as each submission finishes), NAME/results.json,
 // scoreboard.txt, report.html and junit.xml (rewritten after each lesson), and
-// index.html; prints progress on stderr and the class table at the end.
+// index.html, and shard.json (what this run is to grade, for grade merge); prints progress on stderr and the
+// class table at the end. Within the batch the reference's runs are made once per input and shared
+// (GradeOptions::reference_cache), and it says how many were shared.
 int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons, BatchOptions batch,
                 GradeOptions options);
 

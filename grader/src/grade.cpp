@@ -195,6 +195,12 @@ std::string text_of(const nlohmann::json& c, const char* key) { return cut_text(
 void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t seed) {
   if (doc.contains("devices") && doc["devices"].is_array()) r.devices = doc["devices"];
   if (doc.contains("timed_out") && doc["timed_out"].is_string()) r.timed_out = text_of(doc, "timed_out");
+  if (doc.contains("reference_runs") && doc["reference_runs"].is_number_integer()) {
+    r.reference_runs = doc["reference_runs"];
+  }
+  if (doc.contains("reference_cache_hits") && doc["reference_cache_hits"].is_number_integer()) {
+    r.reference_cache_hits = doc["reference_cache_hits"];
+  }
   if (doc.contains("counters_shown") && doc["counters_shown"].is_array()) {
     for (const auto& name : doc["counters_shown"]) {
       if (name.is_string()) r.counters_shown.push_back(name);
@@ -361,6 +367,10 @@ void build_and_check(const Recipe& recipe, const Lesson& lesson, const fs::path&
   p.argv = {lesson.checks.string(), "--student", built.runner.string(), "--reference", lesson.reference.string(),
             "--seed", std::to_string(options.seed), "--json", json.string()};
   if (!options.timing) p.argv.push_back("--no-timing");
+  if (!options.reference_cache.empty()) {
+    p.argv.push_back("--reference-cache");
+    p.argv.push_back(options.reference_cache.string());
+  }
   if (options.run_timeout_s > 0) {
     p.argv.push_back("--timeout");
     p.argv.push_back(std::to_string(options.run_timeout_s));

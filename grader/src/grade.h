@@ -43,6 +43,9 @@ struct LessonResult {
   // the checker says: the lesson's other checks then failed at once. "" when none did.
   std::string timed_out;
   double points = 0, max_points = 0;  // the sums of the checks' (assign_points)
+  // The reference's runs the checker made (not timed ones), and how many of them were answered from
+  // GradeOptions::reference_cache instead of running it again.
+  int reference_runs = 0, reference_cache_hits = 0;
 
   // The share of its points scored, 0 to 1.
   double score() const { return max_points <= 0 ? 0.0 : points / max_points; }
@@ -71,6 +74,10 @@ struct GradeOptions {
   // Why the submission has no exercise.cpp of this lesson to grade, as the intake found (intake.h: two of
   // them, a refused archive, none anywhere): the lesson is "not submitted" with it. "": look for the file.
   std::string not_submitted;
+  // A folder the checkers keep the reference's results in (checker --reference-cache), shared by a
+  // batch's submissions: a run of the reference on the very inputs it was given before (same exercise,
+  // seed, GPUs, modelled GPU) is read back, not run again. "": every reference run is made.
+  std::filesystem::path reference_cache;
 };
 
 // Builds and checks one lesson of `lessons_dir` (only its exercise.cpp is used),

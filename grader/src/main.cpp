@@ -25,6 +25,7 @@
 #include "harness/process.h"
 #include "recipe.h"
 #include "report.h"
+#include "shard.h"
 #include "stubs.h"
 #include "submission.h"
 #include "tiny/error.h"
@@ -285,7 +286,23 @@ int main(int argc, char** argv) {
   grade->add_flag("--resume", resume, "with --batch: go on with OUT/gradebook.csv, grading only the submissions without a row");
   grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
       ->check(CLI::IsMember({"full", "zero"}))->group("");
+  std::string shard_text;
+  std::optional<int> shard_count;
+  grade->add_option("--shard", shard_text, "with --batch: grade only part INDEX of COUNT of the class, counted from 0 "
+                                           "(default: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX when set); "
+                                           "then grade merge the parts");
+  grade->add_option("--shard-count", shard_count, "with --batch: the number of parts when the index comes from "
+                                                   "JOB_COMPLETION_INDEX (Kubernetes does not say how many)");
+  bool no_reference_cache = false;
+  grade->add_flag("--no-reference-cache", no_reference_cache, "(maintainers) with --batch: run the reference for "
+                  "every submission instead of once per input (to measure what sharing it saves)")->group("");
   grade->get_option("--batch")->excludes(grade->get_option("--submission"));
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+  auto* merge = grade->add_subcommand("merge", "combine the out folders of a class graded in parts (--shard) into one "
+                                               "gradebook.csv and index.html");
+  merge->add_option("folders", merge_dirs, "each part's --out folder")->required();
+  merge->add_option("--out", merge_out, "where the merged gradebook.csv, index.html and submission folders go")->required();
   bool unsafe = false, require_sandbox = false;
   grade->add_flag("--require-sandbox", require_sandbox,
                   "refuse to grade unless the sandbox has every protection here (Gradescope's run_autograder; --batch always does)");
@@ -378,6 +395,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return 1;
     }
+    if (*grade && *merge) {
+      std::vector<fs::path> dirs(merge_dirs.begin(), merge_dirs.end());
+      return merge_shards(recipe, dirs, merge_out, "");
+    }
     if (*grade) {
       const auto t0 = std::chrono::steady_clock::now();
       if (!batch.empty()) {
@@ -393,6 +414,24 @@ int main(int argc, char** argv) {
       } else {
         TINY_CHECK(!resume, ValueError, "--resume goes on with a --batch's gradebook.csv: add --batch FOLDER (and the "
                    "same --out), or drop --resume");
+        TINY_CHECK(shard_text.empty() && !shard_count, ValueError, "--shard and --shard-count split a --batch's class: "
+                   "add --batch FOLDER, or drop them");
+      }
+      // Which part of the class this run grades: --shard, else a SLURM array task's or an indexed Job's.
+      Shard shard;
+      shard.source = "the whole class";
+      if (!batch.empty()) {
+        if (!shard_text.empty()) {
+          shard = parse_shard(shard_text);
+          TINY_CHECK(!shard_count || *shard_count == shard.count, ValueError, "--shard-count ", *shard_count,
+                     " and --shard ", shard_text, " disagree: drop --shard-count (--shard says how many parts)");
+        } else if (const std::optional<Shard> s = shard_from_environment([](const char* v) { return std::getenv(v); },
+                                                                         shard_count)) {
+          shard = *s;
+        } else {
+          TINY_CHECK(!shard_count, ValueError, "--shard-count ", *shard_count, " needs the part's index: give --shard "
+                     "INDEX/COUNT, or run it where JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID is set");
+        }
       }
       if (deadline) {
         TINY_CHECK(*deadline >= 10 && *deadline <= 86400, ValueError, "--deadline ", *deadline, " is not a time a "
@@ -445,6 +484,9 @@ int main(int argc, char** argv) {
         b.resume = resume;
         b.seed_given = seed.has_value();
         b.deadline_s = deadline_s;
+        b.shard = shard;
+        // Shared reference results only where no student's run could have written them.
+        b.share_reference = (isolation.own_user || isolation.paths_hidden) && !no_reference_cache;
         b.sandbox_warning = g_sandbox_warning;
         // Removed however grade_batch ends (a refusal throws).
         struct RemovedAfter {
