@@ -48,7 +48,8 @@ tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& 
 ///
 /// Return the loss as a tensor on `device`, without its autograd graph: reading
 /// it as a number here (`.item()`) would make the host wait for the GPU at every
-/// step, and keeping its graph would keep the step's activations alive.
+/// step, and a loss that keeps its graph, added to the epoch's sum, makes the sum
+/// hold every step's graph until the epoch ends.
 ///
 /// PyTorch:
 /// ```python

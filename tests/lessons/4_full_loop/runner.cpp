@@ -80,7 +80,13 @@ void record_passes(const ProbedMLP& model, const RecordingDataset& dataset, work
   out.values["pass_training"] = training;
   out.values["pass_requires_grad"] = requires_grad;
   out.values["pass_devices"] = nlohmann::json::array();
-  for (const auto& call : model.calls) out.values["pass_devices"].push_back(call.device);
+  out.values["pass_graphs_alive"] = nlohmann::json::array();
+  out.values["pass_memory_allocated"] = nlohmann::json::array();
+  for (const auto& call : model.calls) {
+    out.values["pass_devices"].push_back(call.device);
+    out.values["pass_graphs_alive"].push_back(call.graphs_alive);
+    out.values["pass_memory_allocated"].push_back(call.memory_allocated);
+  }
 }
 
 }  // namespace
