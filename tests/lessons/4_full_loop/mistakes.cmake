@@ -164,3 +164,12 @@ workbook_mistake(epoch_sum_keeps_graph CHECK train_one_epoch MESSAGE "your runni
     optimizer.step();
     loss_sum.add_(loss, static_cast<double>(n));  // the loss still has its graph
     examples += n;]=])
+
+# Right in every number: empty_cache() after every step, "to keep memory low".
+# It waits for the GPU and gives the cache back, so each step allocates again;
+# the epoch check names it from the device-malloc counter (before it would have
+# blamed a blocking copy for the extra waits).
+workbook_mistake(empty_cache_every_step CHECK epoch_copies_and_waits MESSAGE "what tiny::cuda::empty_cache() in the loop does"
+  FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
+  REPLACE [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
+    tiny::cuda::empty_cache();  // "keep memory low"]=])

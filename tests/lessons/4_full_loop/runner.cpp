@@ -33,7 +33,8 @@ nlohmann::json counters_of(const tiny::Device& device) {
   const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(device.index());
   return {{"synchronizations", c.synchronizations},
           {"bytes_host_to_device_pinned", c.bytes_host_to_device_pinned},
-          {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable}};
+          {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable},
+          {"device_mallocs", c.device_mallocs}};
 }
 
 std::shared_ptr<ProbedMLP> load_model(const workbook::Bundle& in, const tiny::Device& device) {
