@@ -518,21 +518,19 @@ WORKBOOK_CHECK(epoch_copies_and_waits, "an epoch with your loader copies every b
                            "the running loss on the device (a tensor you add each batch's loss to) and read it once, "
                            "after the loop");
     }
-    // Probe: empty_cache() waits for the GPU, then gives the cached blocks back, so the next
-    // step's tensors reach the device's allocator again (cudaMalloc) instead of the cache.
-    const uint64_t mallocs = counter(mine, "device_mallocs"), ref_mallocs = counter(ref, "device_mallocs");
-    if (mallocs >= ref_mallocs + batches) {
-      return Outcome::fail(why + ". No value came back to the host, but your epoch's memory requests reached the "
-                           "GPU's allocator " + std::to_string(mallocs) + " times (the reference's " +
-                           std::to_string(ref_mallocs) + "; the cache served the rest): memory was given back and "
-                           "asked for again every step, which is what tiny::cuda::empty_cache() in the loop does "
-                           "(PyTorch's torch.cuda.empty_cache()). It waits for the GPU first, and every block it "
-                           "frees must be allocated again at the next step. Nothing in a training loop needs it: "
-                           "the cache is reused, not leaked (lesson 8 shows it)");
+    // Probe: the glue ran your to_device alone on a pinned batch, so a blocking copy is named only when it waits.
+    const uint64_t copy_waits = mine.out.values.value("to_device_synchronizations", uint64_t{0});
+    if (copy_waits == 0 && mine.out.values.contains("to_device_synchronizations")) {
+      return Outcome::fail(why + ". No value came back to the host, and your to_device does not wait (the glue "
+                           "ran it alone on a pinned batch: 0 waits), so the waits are in the loop itself: a "
+                           "tiny::cuda::synchronize(), or tiny::cuda::empty_cache(), which waits for the GPU before "
+                           "it frees the cache (PyTorch's torch.cuda.empty_cache()). Nothing in a training loop "
+                           "needs either: the GPU runs the steps in order, and the cache is reused, not leaked");
     }
-    return Outcome::fail(why + ". No value came back to the host, so the waits are elsewhere: a copy with "
-                               "non_blocking=false, or a synchronize; copy the batches with to_device(batch, device, "
-                               "/*non_blocking=*/true)");
+    return Outcome::fail(why + ". No value came back to the host, and your to_device made the host wait " +
+                         std::to_string(copy_waits) + " time(s) alone on one pinned batch: a copy with "
+                         "non_blocking=false waits for the GPU; copy the batches with to_device(batch, device, "
+                         "/*non_blocking=*/true)");
   }
   const double got = mine.out.values["mean_loss"].get<double>(), expected = ref.out.values["mean_loss"].get<double>();
   if (!close(got, expected)) {

@@ -166,10 +166,19 @@ workbook_mistake(epoch_sum_keeps_graph CHECK train_one_epoch MESSAGE "your runni
     examples += n;]=])
 
 # Right in every number: empty_cache() after every step, "to keep memory low".
-# It waits for the GPU and gives the cache back, so each step allocates again;
-# the epoch check names it from the device-malloc counter (before it would have
-# blamed a blocking copy for the extra waits).
-workbook_mistake(empty_cache_every_step CHECK epoch_copies_and_waits MESSAGE "what tiny::cuda::empty_cache() in the loop does"
+# It waits for the GPU each time. The model is small enough that its cached
+# segment also holds the weights, so no segment is freed and device_mallocs does
+# not move: only the waits show. The epoch check names the loop, not to_device,
+# once a probe has run the student's to_device alone and seen it wait 0 times.
+workbook_mistake(empty_cache_every_step CHECK epoch_copies_and_waits MESSAGE "or tiny::cuda::empty_cache(), which waits for the GPU"
   FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
   REPLACE [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
     tiny::cuda::empty_cache();  // "keep memory low"]=])
+
+# The batches copied without non_blocking inside the epoch: the same probe then
+# sees to_device wait, and the epoch check names the copy.
+add_test(NAME dev.mistake.4.blocking_copy_epoch
+         COMMAND lesson_4_checks --student $<TARGET_FILE:lesson_4_mistake_blocking_copy>
+                 --reference $<TARGET_FILE:lesson_4_reference> --no-timing
+                 --expect-fail "epoch_copies_and_waits=a copy with non_blocking=false waits for the GPU")
+set_tests_properties(dev.mistake.4.blocking_copy_epoch PROPERTIES LABELS dev TIMEOUT 600)

@@ -220,6 +220,17 @@ WORKBOOK_EXERCISE(epoch_pipeline) {
   }
   out.values["mean_loss"] = mean;
   out.values["batches"] = dataset->served().size();
+  // A probe, so that the check blames the right function: how often the student's
+  // to_device alone makes the host wait, on a pinned batch as the loader gives it.
+  if (device.is_cuda()) {
+    const tiny::Tensor x = in.tensor("features"), y = in.tensor("labels");
+    const tiny::data::Batch probe{x.narrow(0, 0, 8).contiguous().pin_memory(), y.narrow(0, 0, 8).contiguous().pin_memory()};
+    start_counting();
+    const tiny::data::Batch moved = lesson4::to_device(probe, device, /*non_blocking=*/true);
+    out.values["to_device_synchronizations"] = tiny::cuda::device_counters(device.index()).synchronizations;
+    (void)moved;  // kept alive until the copy is done
+    tiny::cuda::synchronize(device.index());
+  }
 }
 
 // evaluate over an unshuffled loader made by the glue, with the model in training mode.

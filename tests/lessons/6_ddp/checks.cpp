@@ -275,8 +275,9 @@ WORKBOOK_CHECK(average_gradients, "average_gradients() leaves every rank the mea
       return Outcome::fail(call + ": the gradients are right, but they went from the GPU to the host and back: "
                            "rank 0 copied " + std::to_string(out_bytes) + " bytes to the host and " +
                            std::to_string(in_bytes) + " back, the reference " + std::to_string(ref_out) + " and " +
-                           std::to_string(ref_in) + " (the gradients are " + std::to_string(grad_bytes) + " bytes; "
-                           "the reference's are gloo staging them, which NCCL would not do). Each trip through the "
+                           std::to_string(ref_in) + " (the gradients are " + std::to_string(grad_bytes) + " bytes" +
+                           (ref_out > 0 ? std::string("; the reference's are the backend staging them") : std::string()) +
+                           "). Each trip through the "
                            "host costs two copies and a wait for the GPU. all_reduce takes the GPU tensor itself: "
                            "reduce p.grad() where it is, and divide it there");
     }
