@@ -102,6 +102,9 @@ WORKBOOK_EXERCISE(predict) {
   auto net = net_from(in, device);
   const tiny::Tensor x = in.tensor("x");
   const tiny::Tensor y = lesson3::predict(*net, x);
+  // Whether the model's GPU still had work queued when the outputs were handed
+  // back (a non_blocking copy back nobody waited for): in deferred mode it has not run.
+  out.values["idle"] = !device.is_cuda() || tiny::cuda::current_stream(device.index()).query();
   out.values["model_devices"] = devices_of(*net);
   out.values["input_device"] = x.device().str();
   out.put("y", y);
