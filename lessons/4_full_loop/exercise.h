@@ -42,23 +42,19 @@ tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& 
 /// @brief One optimisation step on one batch; returns the batch's loss, still on the device.
 ///
 /// The model and the optimizer's parameters are already on `device`; the batch is
-/// still where the loader made it (the CPU). In order: move the batch (to_device,
-/// non_blocking), clear the gradients left by the previous step, forward, the
-/// cross-entropy loss (mean over the batch), backward, optimizer step.
+/// still where the loader made it (the CPU): your to_device moves it, without
+/// making the host wait when the loader pinned it. The model arrives with the
+/// previous step's gradients still in `.grad()`, and backward adds to what is
+/// there. The loss is the cross-entropy averaged over the batch; the optimizer
+/// updates once.
 ///
 /// Return the loss as a tensor on `device`, without its autograd graph: reading
 /// it as a number here (`.item()`) would make the host wait for the GPU at every
-/// step, and keeping its graph would keep the step's activations alive.
+/// step, and a loss that keeps its graph, added to the epoch's sum, makes the sum
+/// hold every step's graph until the epoch ends.
 ///
-/// PyTorch:
-/// ```python
-/// x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-/// optimizer.zero_grad()
-/// loss = F.cross_entropy(model(x), y)
-/// loss.backward()
-/// optimizer.step()
-/// return ...  # this batch's loss, for the epoch's sum: see above
-/// ```
+/// PyTorch: the five lines of every training loop (`to`, `zero_grad`,
+/// `cross_entropy`, `backward`, `step`); what to return is this lesson's question.
 tiny::Tensor train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer,
                         const tiny::Device& device);
 

@@ -16,8 +16,7 @@ namespace lesson5 {
 ///
 /// - the pieces keep the order of the rows: piece 0 holds the first rows;
 /// - their sizes differ by at most one, the larger ones first: 10 rows on 3
-///   devices are 4, 3, 3 (`batch.size(0) / n`, plus one for the first
-///   `batch.size(0) % n` pieces);
+///   devices are 4, 3, 3 (every device as busy as the others can be);
 /// - copy each piece from where the batch is, not the whole batch to every
 ///   device (`narrow` takes rows without copying);
 /// - fewer rows than devices would leave a device without work: throw
@@ -37,10 +36,10 @@ tiny::Tensor gather(const std::vector<tiny::Tensor>& pieces, const tiny::Device&
 /// @brief `model` wrapped in a tiny::nn::DataParallel over `device_ids`, ready to train.
 ///
 /// DataParallel replicates the module from the first device in `device_ids`
-/// at every forward pass, so the module must be there first: move it to
-/// `cuda:<device_ids[0]>`, then wrap it. Outputs are gathered on that same device.
+/// at every forward pass, and gathers the outputs on that same device; it does
+/// not move the module for you. Where must the module be before it is wrapped?
 ///
-/// PyTorch: `model.to(f"cuda:{device_ids[0]}"); dp = nn.DataParallel(model, device_ids=device_ids)`.
+/// PyTorch's names: `nn.DataParallel(module, device_ids=...)`, `module.to(device)`.
 std::shared_ptr<tiny::nn::DataParallel> wrap(std::shared_ptr<tiny::nn::Module> model,
                                              const std::vector<int>& device_ids);
 
@@ -49,20 +48,12 @@ std::shared_ptr<tiny::nn::DataParallel> wrap(std::shared_ptr<tiny::nn::Module> m
 /// Give `batch.data` to the model as it is, on the CPU: DataParallel scatters
 /// it to the GPUs itself, so each GPU receives only its own rows (moving the
 /// batch to cuda:0 first sends everything through one GPU). The output comes
-/// back on `model.output_device()`: the labels must be there too for the loss.
-/// In order: zero_grad, forward, cross-entropy (mean), backward, step. The
-/// gradients of all replicas arrive in the wrapped module's parameters, which
-/// the optimizer holds.
+/// back on `model.output_device()`, and the loss needs the labels beside it.
+/// Otherwise it is lesson 4's step (mean cross-entropy, SGD): the gradients of
+/// all replicas arrive in the wrapped module's parameters, which the optimizer
+/// holds, so backward and step look as they do on one GPU.
 ///
-/// PyTorch:
-/// ```python
-/// optimizer.zero_grad()
-/// out = dp(x)
-/// loss = F.cross_entropy(out, y.to(dp.output_device))
-/// loss.backward()
-/// optimizer.step()
-/// return loss.item()
-/// ```
+/// PyTorch's names: `dp(x)`, `dp.output_device`, `F.cross_entropy`, `loss.item()`.
 double train_step(tiny::nn::DataParallel& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer);
 
 }  // namespace lesson5

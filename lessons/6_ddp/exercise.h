@@ -27,34 +27,32 @@ namespace lesson6 {
 /// (the gradient of the whole batch, as one process would have computed it).
 /// Then the same optimizer step on every rank keeps the replicas equal.
 ///
-/// Use `tiny::distributed::all_reduce` (it works in place, and every rank must
-/// call it, in the same order) and `tiny::distributed::get_world_size()`.
-/// Skip parameters without a gradient. The check compares one step taken
-/// after your average with DDP's step on the same data, and counts your
-/// collectives: each gradient crosses the network once (one all-reduce per
-/// parameter; flattening them all into one buffer first, as DDP's buckets do,
-/// is also fine: fewer calls, the same bytes), and nothing else does.
+/// The tools: `tiny::distributed::all_reduce` (a collective: it works in place,
+/// every rank must call it, in the same order, and it sums by default) and
+/// `tiny::distributed::get_world_size()`. A parameter without a gradient has
+/// nothing to average. The check compares one step taken after your average
+/// with DDP's step on the same data, and counts your collectives: each gradient
+/// crosses the network once (one all-reduce per parameter; flattening them all
+/// into one buffer first, as DDP's buckets do, is also fine: fewer calls, the
+/// same bytes), and nothing else does.
 ///
-/// PyTorch: the same function, with `dist.all_reduce(p.grad)` (see README.md).
+/// PyTorch: `dist.all_reduce(tensor)` and `dist.get_world_size()`; what you
+/// reduce, and what a sum over N ranks needs to become a mean, is the exercise.
 void average_gradients(tiny::nn::Module& model);
 
 /// @brief Joins the process group and returns the device this rank trains on.
 ///
-/// - `tiny::distributed::init_process_group(backend)`: the rank, the world size
-///   and the rendezvous address come from the environment tinyrun set;
-/// - the device is `cuda:LOCAL_RANK` (`tiny::distributed::local_rank()`), the
-///   rank's index on its own machine, not its global rank: on the second of two
-///   machines with 2 GPUs each, rank 2 uses cuda:0. Make it the current device
-///   too (`tiny::cuda::set_device`);
-/// - with no GPU at all (`!tiny::cuda::is_available()`), the CPU.
+/// When it returns, this process is a member of the group (`backend` given;
+/// the rank, the world size and where the ranks meet come from the environment
+/// tinyrun set), and it trains on its own GPU, which is also the current device,
+/// so that code saying only "cuda" lands there too. Which GPU: each machine
+/// numbers its GPUs from 0, so the index is the rank's place on its own machine,
+/// not its place in the whole run (on the second of two machines with 2 GPUs
+/// each, global rank 2 uses cuda:0). With no GPU at all, the CPU.
 ///
-/// PyTorch:
-/// ```python
-/// dist.init_process_group(backend)
-/// local_rank = int(os.environ["LOCAL_RANK"])
-/// torch.cuda.set_device(local_rank)
-/// device = torch.device("cuda", local_rank)
-/// ```
+/// PyTorch's names: `dist.init_process_group`, the `LOCAL_RANK` and `RANK`
+/// environment variables (tiny: `tiny::distributed::local_rank()`, `get_rank()`),
+/// `torch.cuda.set_device`, `torch.cuda.is_available()`.
 tiny::Device setup(const std::string& backend);
 
 /// @brief A DataLoader over this rank's share of the data, and the sampler that decides the share.
@@ -63,87 +61,69 @@ struct ShardedLoader {
   std::unique_ptr<tiny::data::DataLoader> loader;           ///< batches of this rank's examples only
 };
 
-/// @brief This rank's loader: a DistributedSampler over `dataset`, and a DataLoader that uses it.
+/// @brief This rank's loader: batches of `batch_size` from this rank's share of `dataset`.
 ///
-/// - the sampler: `dataset->size()` examples shared among
-///   `tiny::distributed::get_world_size()` replicas, this one being
-///   `tiny::distributed::get_rank()`, shuffled, with `seed` (the same on every
-///   rank, so that the ranks agree on one permutation and take disjoint parts of it);
-/// - the loader: `batch_size` examples per batch, the sampler in
-///   `DataLoaderOptions::sampler` (not `shuffle`: the sampler shuffles);
-/// - return both: the training loop calls `sampler->set_epoch(epoch)`.
+/// What must hold: over an epoch the ranks together see every example once,
+/// each rank a disjoint part of about the same size; the order is shuffled,
+/// and the same `seed` on every rank is what makes the ranks agree on one
+/// permutation before they split it. The sampler that decides the share is
+/// returned too: the training loop must reach it at each epoch (set_epoch), so
+/// the loader must use that very object, and shuffling belongs to it, not to
+/// the loader.
 ///
-/// PyTorch:
-/// ```python
-/// sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed)
-/// loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
-/// ```
+/// PyTorch's names: `DistributedSampler(dataset, num_replicas, rank, shuffle, seed)`
+/// and `DataLoader(..., sampler=...)`; tiny's sampler counts examples
+/// (`dataset->size()`) and goes in `DataLoaderOptions::sampler`.
 ShardedLoader make_loader(std::shared_ptr<tiny::data::Dataset> dataset, int64_t batch_size, uint64_t seed);
 
 /// @brief One epoch of this rank's share; returns this rank's mean loss per example.
 ///
-/// - first `data.sampler->set_epoch(epoch)`: the shuffle is seeded with
-///   seed + epoch, so without it every epoch repeats the same order;
-/// - for each batch: to `device`, zero_grad, forward through `model` (the DDP
-///   wrapper: calling it is what makes backward average the gradients),
-///   cross-entropy (mean), backward, step. DDP has already averaged the
-///   gradients over the ranks when backward returns: do not all-reduce them yourself;
-/// - return (sum over batches of loss * batch size) / (examples seen by this rank).
+/// Lesson 4's epoch (cross-entropy, SGD), with two things that only DDP needs:
+/// - a new order every epoch: the sampler seeds its shuffle with seed + epoch,
+///   and only the loop knows the epoch (PyTorch's `sampler.set_epoch`);
+///   without it every epoch repeats the first one's order;
+/// - the model is the DDP wrapper, and calling it (not the module inside) is
+///   what makes the next backward average the gradients over the ranks, so
+///   that when backward returns they are already the mean. Anything your loop
+///   adds to them is a second average (the check counts the collectives).
 ///
-/// PyTorch:
-/// ```python
-/// sampler.set_epoch(epoch)
-/// for x, y in loader:
-///     x, y = x.to(device), y.to(device)
-///     optimizer.zero_grad()
-///     loss = F.cross_entropy(ddp(x), y)
-///     loss.backward()          # all-reduces the gradients, bucket by bucket
-///     optimizer.step()
-/// ```
+/// The value returned is the mean loss per example, as in lesson 4: each
+/// batch's mean loss weighted by its number of examples, over the examples this
+/// rank saw (its last batch may be short).
 double train_one_epoch(tiny::nn::parallel::DistributedDataParallel& model, ShardedLoader& data,
                        tiny::optim::Optimizer& optimizer, const tiny::Device& device, int epoch);
 
 /// @brief One optimizer step from several micro-batches (gradient accumulation), synchronizing once.
 ///
-/// The step must equal one step on all the micro-batches at once: the
-/// gradients of the micro-batches add up in `.grad()` (no zero_grad between
-/// them), each micro-batch's mean loss weighted so that the sum is the mean
-/// over all of them (they have the same size), then one `optimizer.step()`.
-/// Start with `optimizer.zero_grad()`.
+/// The step must equal one step on all the micro-batches at once (they have
+/// the same size). Their gradients add up in `.grad()`, so each micro-batch's
+/// loss must count for its share of the mean over all of them, and nothing left
+/// in `.grad()` by an earlier step may count at all; the weights move once.
 ///
-/// With DDP, every backward all-reduces the gradients, but only the last one
-/// needs to: run the earlier micro-batches inside `model.no_sync()` (a guard:
-/// synchronization is off while it lives, and it must cover the forward as
-/// well as the backward). The check counts the all-reduces of a step: DDP's
-/// buckets once, not once per micro-batch.
+/// With DDP, every backward all-reduces the gradients, but the sum only needs
+/// averaging once, when it is complete. `model.no_sync()` (PyTorch's
+/// `with ddp.no_sync():`, here a guard: synchronization is off while it lives)
+/// keeps a backward local; DDP decides during the forward whether the coming
+/// backward synchronizes. Which micro-batches belong under it, and which one
+/// must not? The check counts the all-reduces of a step: DDP's buckets once,
+/// not once per micro-batch.
 ///
 /// Returns the step's loss: the mean over the micro-batches of their losses.
-///
-/// PyTorch:
-/// ```python
-/// optimizer.zero_grad()
-/// for i, (x, y) in enumerate(micro_batches):
-///     ctx = ddp.no_sync() if i < len(micro_batches) - 1 else contextlib.nullcontext()
-///     with ctx:
-///         ...                  # forward, loss, backward
-/// optimizer.step()
-/// ```
 double accumulation_step(tiny::nn::parallel::DistributedDataParallel& model,
                          const std::vector<tiny::data::Batch>& micro_batches, tiny::optim::Optimizer& optimizer,
                          const tiny::Device& device);
 
 /// @brief The mean of `value` over every rank, returned on every rank.
 ///
-/// Put the value in a one-element tensor on `device`, `tiny::distributed::all_reduce`
-/// it (a sum), and divide by the world size (or all-reduce with `ReduceOp::AVG`).
-/// Every rank must call it: a collective waits for all of them.
+/// Each rank's epoch loss covers only its own share; the number worth printing
+/// is the mean over the ranks. average_gradients for one number: collectives
+/// move tensors, not doubles, and with NCCL the tensor must be on this rank's
+/// GPU (`device`). Keep the precision of a double. Every rank must call it: a
+/// collective waits for all of them, and a rank that skips it leaves the
+/// others hanging.
 ///
-/// PyTorch:
-/// ```python
-/// t = torch.tensor([value], device=device)
-/// dist.all_reduce(t)                       # SUM
-/// return (t / dist.get_world_size()).item()
-/// ```
+/// PyTorch's names: `torch.tensor(..., device=device)`, `dist.all_reduce`
+/// (`op=ReduceOp.SUM` by default; tiny has `ReduceOp::AVG` too), `.item()`.
 double all_reduce_mean(double value, const tiny::Device& device);
 
 /// @brief What train() needs; the same on every rank.
@@ -160,22 +140,22 @@ struct TrainOptions {
 
 /// @brief The per-rank training program; returns the mean loss over all ranks of every epoch.
 ///
-/// In order:
-/// 1. `setup(options.backend)` for the device;
-/// 2. `options.make_model()`, moved to the device, then wrapped in a
-///    `tiny::nn::parallel::DistributedDataParallel` (it copies rank 0's weights
-///    to every rank), and a `tiny::optim::SGD` over its parameters with `options.lr`;
-/// 3. make_loader(options.dataset, options.batch_size, options.seed);
-/// 4. for each epoch 0..epochs-1: train_one_epoch, then all_reduce_mean of its
-///    loss (every rank calls it); only rank 0 prints a line with the epoch and
-///    that mean (the other ranks print nothing);
-/// 5. only rank 0 saves the plain model's weights (`model->state_dict()`, or
-///    `ddp->module()->state_dict()`, not the wrapper's "module."-prefixed keys)
-///    with `tiny::save` to `options.checkpoint`: every rank holds the same
-///    weights, and several processes writing one file would corrupt it;
-/// 6. `tiny::distributed::destroy_process_group()` before returning.
+/// Your functions above, put together: what the run must do and leave behind.
+/// - Every rank trains the same model on its own GPU: a fresh
+///   `options.make_model()` on the device, wrapped in
+///   `tiny::nn::parallel::DistributedDataParallel` (which copies rank 0's weights
+///   to every rank when it is made), SGD with `options.lr` over its parameters.
+/// - `options.epochs` epochs of the rank's share of `options.dataset`
+///   (`options.batch_size`, `options.seed`). Each epoch's loss, averaged over
+///   the ranks, goes in the returned vector on every rank, and one line per
+///   epoch (the epoch and that loss) is printed by rank 0 alone.
+/// - One file at `options.checkpoint`, written by rank 0 alone with `tiny::save`:
+///   every rank holds the same weights, and several processes writing one file
+///   would corrupt it. It holds the plain model's state_dict, whose keys load
+///   into a model without DDP (the wrapper's own keys start with "module.").
+/// - The process leaves the group before returning.
 ///
-/// PyTorch: the body of the function you give `torchrun` (see README.md).
+/// PyTorch: the function you give `torchrun`; README.md shows its skeleton.
 std::vector<double> train(const TrainOptions& options);
 
 }  // namespace lesson6

@@ -23,7 +23,7 @@ void update_scale(ScalerState& state, bool found_inf) {
 
 double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, ScalerState& state,
                          const Tensor& x, const Tensor& y) {
-  TINY_TODO("lesson 7: zero_grad; amp_forward; backward on loss * scale; unscale_grads_ on the parameters' gradients; step only when finite; update_scale");
+  TINY_TODO("lesson 7: one float16 step with your scaler: scaled backward, the optimizer sees true gradients or nothing, the scale updated");
 }
 
 double amp_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, tiny::amp::GradScaler& scaler,
@@ -38,11 +38,11 @@ void save_checkpoint(const std::string& path, const tiny::nn::Module& model, con
 
 void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
                      tiny::amp::GradScaler& scaler) {
-  TINY_TODO("lesson 7: tiny::load, split the three states by their prefixes, load_state_dict each");
+  TINY_TODO("lesson 7: the model, the optimizer and the scaler as save_checkpoint saved them");
 }
 
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const Tensor& x, const Tensor& y) {
-  TINY_TODO("lesson 7: zero_grad; forward and loss in a bfloat16 autocast region; backward and step outside it");
+  TINY_TODO("lesson 7: one step whose products run in bfloat16 while the gradients and the update stay float32");
 }
 
 }  // namespace lesson7

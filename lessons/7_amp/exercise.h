@@ -23,7 +23,8 @@ namespace lesson7 {
 /// float32 and the loss comes out float32. Return the loss as cross_entropy
 /// gave it (mean over the batch): the caller calls backward on it.
 ///
-/// PyTorch: `with torch.amp.autocast("cuda", dtype=torch.float16): return F.cross_entropy(model(x), y)`
+/// PyTorch: the `torch.autocast("cuda", dtype=torch.float16)` region; tiny's is
+/// a guard (README.md), alive for a scope: which lines must that scope hold?
 tiny::Tensor amp_forward(tiny::nn::Module& model, const tiny::Tensor& x, const tiny::Tensor& y);
 
 /// @brief What a dynamic loss scaler keeps: tiny::amp::GradScaler's options and its two numbers.
@@ -56,11 +57,13 @@ void update_scale(ScalerState& state, bool found_inf);
 
 /// @brief One float16 step with your own loss scaling (no GradScaler); returns the loss.
 ///
-/// Clear the old gradients, take the loss from amp_forward, run backward on
-/// the loss multiplied by `state.scale`, unscale the parameters' gradients
-/// with unscale_grads_, let the optimizer step only when they were all
-/// finite, and move the scale with update_scale. Return the (unscaled) loss
-/// as a number.
+/// What GradScaler does for a step, with your two functions: float16
+/// gradients this small would flush to zero, so backward must run on a loss
+/// made `state.scale` times larger; the optimizer must then read the true
+/// gradients, and must not move the weights at all on a step where any of them
+/// overflowed; the scale follows your rule afterwards. As in every step,
+/// nothing from the previous step's gradients may count. Return the
+/// (unscaled) loss as a number.
 double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, ScalerState& state,
                          const tiny::Tensor& x, const tiny::Tensor& y);
 

@@ -11,16 +11,16 @@ namespace F = tiny::nn::functional;
 using tiny::data::Batch;
 
 TrainLog train_epoch(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const std::vector<Batch>& batches) {
-  TINY_TODO("lesson 8: for each batch: zero_grad, forward, cross_entropy, backward, step; keep the losses as numbers (loss.item<double>())");
+  TINY_TODO("lesson 8: one step per batch; each step's loss kept as a number, nothing that holds its graph");
 }
 
 EvalResult evaluate(tiny::nn::Module& model, const std::vector<Batch>& batches) {
-  TINY_TODO("lesson 8: under tiny::NoGradGuard, sum loss * batch size and the correct predictions over the batches");
+  TINY_TODO("lesson 8: the mean loss per example and the accuracy, with no autograd graph recorded");
 }
 
 double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& inputs,
                            const tiny::Tensor& targets, int64_t micro_batch) {
-  TINY_TODO("lesson 8: zero_grad once; for each slice of micro_batch rows: forward, loss * (rows / batch size), backward; then one step");
+  TINY_TODO("lesson 8: one step equal to a step on the whole batch, from slices of micro_batch rows (the last may be shorter)");
 }
 
 FreeReport free_and_measure(tiny::Tensor tensor) {

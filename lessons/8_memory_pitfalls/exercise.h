@@ -23,13 +23,14 @@ struct TrainLog {
 
 /// @brief One epoch of training over `batches` (already on the model's device); returns the loss history.
 ///
-/// For each batch: zero_grad, forward, cross_entropy (mean over the batch),
-/// backward, step. Keep the running total and the history as plain numbers
-/// (`loss.item<double>()`): a loss *tensor* kept after its step keeps that
-/// step's graph alive (and its own GPU memory), step after step.
-/// memory_allocated() must be the same at the start of every step after the first two.
+/// One ordinary step per batch (the mean cross-entropy, the optimizer's
+/// update). Here every step's loss is wanted on the host, for a plot, so the
+/// question is what you keep of it: a loss *tensor* kept after its step keeps
+/// that step's graph alive (and its own GPU memory), step after step. The
+/// check reads memory_allocated() at the start of every step: after the first
+/// two it must not move. mean_loss weights each batch by its size.
 ///
-/// PyTorch: `running += loss.item() * len(y); history.append(loss.item())`.
+/// PyTorch's names: `loss.item()`, and what `loss` still references (`loss.grad_fn`).
 TrainLog train_epoch(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
                      const std::vector<tiny::data::Batch>& batches);
 
@@ -51,12 +52,12 @@ EvalResult evaluate(tiny::nn::Module& model, const std::vector<tiny::data::Batch
 /// returns the batch's mean loss.
 ///
 /// The batch's activations do not fit on the GPU at once; a micro-batch's do.
-/// zero_grad once, then for each slice of at most `micro_batch` rows (the last
-/// one may be shorter): forward, loss, backward of the loss scaled by
-/// slice size / batch size, so that the gradients add up to those of the mean
-/// loss over the whole batch; then one optimizer.step(). With equal slices that
-/// scale is 1 / number of micro-batches. Call backward() for each slice: its
-/// graph (the slice's activations) is freed at once.
+/// The step must equal one step on the whole batch: the slices (at most
+/// `micro_batch` rows, the last one may be shorter) add their gradients up in
+/// `.grad()`, and the sum must be the gradient of the mean loss over the whole
+/// batch, while only one slice's activations are alive at a time. How much must
+/// each slice's mean loss count, when the slices differ in size, and when must
+/// each slice's graph be released?
 double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& inputs,
                            const tiny::Tensor& targets, int64_t micro_batch);
 

@@ -73,6 +73,13 @@ void train_step(tiny::nn::Module& model, const tiny::data::Batch& batch, tiny::o
 /// @brief One pass over `loader` with train_step; returns the mean loss per
 /// batch, read from the GPU once, at the end.
 ///
+/// Per batch, not per example as in lessons 4 and 6: train_step adds each
+/// batch's mean loss to `loss_sum` as it is (the PyTorch tutorials'
+/// `running_loss += loss.item()`, without the wait), so the sum counts batches.
+/// With batches of one size, as here (320 examples in 5 batches of 64), the two
+/// means are equal; with a short last batch only lesson 4's weighted mean is the
+/// mean over the examples.
+///
 /// Where, in the whole epoch, must the host wait for the GPU, and how many
 /// times? PyTorch: the accumulator made on the device, the loop, one read.
 double train_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,

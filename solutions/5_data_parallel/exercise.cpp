@@ -6,7 +6,7 @@ namespace lesson5 {
 namespace F = tiny::nn::functional;
 
 std::vector<tiny::Tensor> scatter(const tiny::Tensor& batch, const std::vector<tiny::Device>& devices) {
-  // BEGIN SOLUTION: check there are at least as many rows as devices, then narrow and copy one piece per device
+  // BEGIN SOLUTION: one piece of the batch's rows on each device, in order; too few rows is an error that says so
   const auto n = static_cast<int64_t>(devices.size());
   const int64_t rows = batch.size(0);
   TINY_CHECK(rows >= n, ValueError, "scatter: cannot split ", rows, " samples across ", n,
@@ -23,7 +23,7 @@ std::vector<tiny::Tensor> scatter(const tiny::Tensor& batch, const std::vector<t
 }
 
 tiny::Tensor gather(const std::vector<tiny::Tensor>& pieces, const tiny::Device& output_device) {
-  // BEGIN SOLUTION: move every piece to output_device, then tiny::cat them along dimension 0
+  // BEGIN SOLUTION: the pieces joined, in order, into one tensor on output_device
   std::vector<tiny::Tensor> moved;
   for (const tiny::Tensor& piece : pieces) moved.push_back(piece.to(output_device));
   return tiny::cat(moved, 0);
@@ -32,14 +32,14 @@ tiny::Tensor gather(const std::vector<tiny::Tensor>& pieces, const tiny::Device&
 
 std::shared_ptr<tiny::nn::DataParallel> wrap(std::shared_ptr<tiny::nn::Module> model,
                                              const std::vector<int>& device_ids) {
-  // BEGIN SOLUTION: move the model to cuda:<device_ids[0]>, then make a tiny::nn::DataParallel over device_ids
+  // BEGIN SOLUTION: a DataParallel over device_ids, with the model where DataParallel expects to find it
   model->to(tiny::Device(tiny::kCUDA, device_ids.at(0)));  // replicas are copied from here every step
   return std::make_shared<tiny::nn::DataParallel>(model, device_ids);
   // END SOLUTION
 }
 
 double train_step(tiny::nn::DataParallel& model, const tiny::data::Batch& batch, tiny::optim::Optimizer& optimizer) {
-  // BEGIN SOLUTION: zero_grad, forward on the CPU batch, labels to model.output_device(), cross_entropy, backward, step
+  // BEGIN SOLUTION: lesson 4's step through the DataParallel, the batch as the loader made it; the loss as a number
   optimizer.zero_grad();
   const tiny::Tensor logits = model(batch.data);  // scattered from the CPU, gathered on the output device
   const tiny::Tensor loss = F::cross_entropy(logits, batch.target.to(model.output_device()));

@@ -9,7 +9,7 @@ namespace dist = tiny::distributed;
 namespace F = tiny::nn::functional;
 
 void average_gradients(tiny::nn::Module& model) {
-  // BEGIN SOLUTION: every parameter's gradient summed over the ranks (all_reduce), then divided by the world size
+  // BEGIN SOLUTION: every rank ends with the mean over the ranks of each parameter's gradient; each gradient crosses the network once
   const double world = dist::get_world_size();
   tiny::NoGradGuard no_grad;
   for (const tiny::Tensor& p : model.parameters()) {
@@ -21,7 +21,7 @@ void average_gradients(tiny::nn::Module& model) {
 }
 
 tiny::Device setup(const std::string& backend) {
-  // BEGIN SOLUTION: init_process_group(backend), then cuda:local_rank() (set it as the current device), or the CPU without GPUs
+  // BEGIN SOLUTION: join the group; this rank's GPU on its own machine, made current (the CPU without GPUs)
   dist::init_process_group(backend);  // RANK, WORLD_SIZE, MASTER_ADDR/PORT from tinyrun
   if (!tiny::cuda::is_available()) return tiny::Device("cpu");
   const int local = dist::local_rank();  // this machine's GPU, not the global rank
@@ -31,7 +31,7 @@ tiny::Device setup(const std::string& backend) {
 }
 
 ShardedLoader make_loader(std::shared_ptr<tiny::data::Dataset> dataset, int64_t batch_size, uint64_t seed) {
-  // BEGIN SOLUTION: a DistributedSampler(size, world size, rank, shuffle, seed), and a DataLoader with it as options.sampler
+  // BEGIN SOLUTION: this rank's shuffled share of the data, and the sampler that decides it (the loader uses that very sampler)
   ShardedLoader data;
   data.sampler = std::make_shared<tiny::data::DistributedSampler>(dataset->size(), dist::get_world_size(),
                                                                   dist::get_rank(), /*shuffle=*/true, seed);
@@ -45,7 +45,7 @@ ShardedLoader make_loader(std::shared_ptr<tiny::data::Dataset> dataset, int64_t 
 
 double train_one_epoch(tiny::nn::parallel::DistributedDataParallel& model, ShardedLoader& data,
                        tiny::optim::Optimizer& optimizer, const tiny::Device& device, int epoch) {
-  // BEGIN SOLUTION: sampler->set_epoch(epoch); then per batch: to device, zero_grad, forward, cross_entropy, backward, step; return the mean loss per example
+  // BEGIN SOLUTION: lesson 4's epoch through the DDP model, a new shuffle each epoch; this rank's mean loss per example
   data.sampler->set_epoch(static_cast<uint64_t>(epoch));  // a new shuffle every epoch
   double sum = 0;
   int64_t examples = 0;
@@ -65,7 +65,7 @@ double train_one_epoch(tiny::nn::parallel::DistributedDataParallel& model, Shard
 double accumulation_step(tiny::nn::parallel::DistributedDataParallel& model,
                          const std::vector<tiny::data::Batch>& micro_batches, tiny::optim::Optimizer& optimizer,
                          const tiny::Device& device) {
-  // BEGIN SOLUTION: zero_grad; each micro-batch's loss / their count, backward; all but the last inside no_sync(); one step
+  // BEGIN SOLUTION: one step equal to a step on all the micro-batches at once, the gradients all-reduced once
   optimizer.zero_grad();
   const double count = static_cast<double>(micro_batches.size());
   double total = 0;
@@ -89,7 +89,7 @@ double accumulation_step(tiny::nn::parallel::DistributedDataParallel& model,
 }
 
 double all_reduce_mean(double value, const tiny::Device& device) {
-  // BEGIN SOLUTION: put value in a float64 tensor on device, all_reduce it (a sum), divide by get_world_size()
+  // BEGIN SOLUTION: the mean of value over the ranks, on every rank (collectives move tensors, not doubles)
   const tiny::Tensor t = tiny::full({1}, value, tiny::kFloat64).to(device);
   dist::all_reduce(t);  // ReduceOp::SUM
   return t.item<double>() / dist::get_world_size();
@@ -97,7 +97,7 @@ double all_reduce_mean(double value, const tiny::Device& device) {
 }
 
 std::vector<double> train(const TrainOptions& options) {
-  // BEGIN SOLUTION: setup, model to device, DDP, SGD, make_loader; per epoch train_one_epoch + all_reduce_mean (rank 0 prints); rank 0 saves; destroy_process_group
+  // BEGIN SOLUTION: the whole per-rank program: every rank trains, rank 0 alone prints the ranks' mean loss and saves, the group is left
   const tiny::Device device = setup(options.backend);
   const int rank = dist::get_rank();
   std::shared_ptr<tiny::nn::Module> model = options.make_model();

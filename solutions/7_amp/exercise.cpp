@@ -46,7 +46,7 @@ void update_scale(ScalerState& state, bool found_inf) {
 
 double scaled_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, ScalerState& state,
                          const Tensor& x, const Tensor& y) {
-  // BEGIN SOLUTION: zero_grad; amp_forward; backward on loss * scale; unscale_grads_ on the parameters' gradients; step only when finite; update_scale
+  // BEGIN SOLUTION: one float16 step with your scaler: scaled backward, the optimizer sees true gradients or nothing, the scale updated
   optimizer.zero_grad();
   const Tensor loss = amp_forward(model, x, y);
   (loss * state.scale).backward();  // every gradient state.scale times larger: no float16 underflow
@@ -88,7 +88,7 @@ void save_checkpoint(const std::string& path, const tiny::nn::Module& model, con
 
 void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
                      tiny::amp::GradScaler& scaler) {
-  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  // BEGIN SOLUTION: the model, the optimizer and the scaler as save_checkpoint saved them
   const tiny::StateDict all = tiny::load(path);
   tiny::StateDict parts[3];  // model, optimizer, scaler
   const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
@@ -107,7 +107,7 @@ void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::opt
 }
 
 double bf16_train_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const Tensor& x, const Tensor& y) {
-  // BEGIN SOLUTION: zero_grad; forward and loss in a bfloat16 autocast region; backward and step outside it
+  // BEGIN SOLUTION: one step whose products run in bfloat16 while the gradients and the update stay float32
   optimizer.zero_grad();
   Tensor loss;
   {

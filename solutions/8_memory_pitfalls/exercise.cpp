@@ -11,7 +11,7 @@ namespace F = tiny::nn::functional;
 using tiny::data::Batch;
 
 TrainLog train_epoch(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const std::vector<Batch>& batches) {
-  // BEGIN SOLUTION: for each batch: zero_grad, forward, cross_entropy, backward, step; keep the losses as numbers (loss.item<double>())
+  // BEGIN SOLUTION: one step per batch; each step's loss kept as a number, nothing that holds its graph
   TrainLog log;
   double loss_sum = 0.0;  // a number, not a tensor: a tensor total would chain every step's graph
   int64_t examples = 0;
@@ -32,7 +32,7 @@ TrainLog train_epoch(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
 }
 
 EvalResult evaluate(tiny::nn::Module& model, const std::vector<Batch>& batches) {
-  // BEGIN SOLUTION: under tiny::NoGradGuard, sum loss * batch size and the correct predictions over the batches
+  // BEGIN SOLUTION: the mean loss per example and the accuracy, with no autograd graph recorded
   tiny::NoGradGuard no_grad;  // no backward() will come: keep no activations for it
   double loss_sum = 0.0;
   int64_t correct = 0, examples = 0;
@@ -50,7 +50,7 @@ EvalResult evaluate(tiny::nn::Module& model, const std::vector<Batch>& batches) 
 
 double accumulate_and_step(tiny::nn::Module& model, tiny::optim::Optimizer& optimizer, const tiny::Tensor& inputs,
                            const tiny::Tensor& targets, int64_t micro_batch) {
-  // BEGIN SOLUTION: zero_grad once; for each slice of micro_batch rows: forward, loss * (rows / batch size), backward; then one step
+  // BEGIN SOLUTION: one step equal to a step on the whole batch, from slices of micro_batch rows (the last may be shorter)
   const int64_t total = inputs.size(0);
   optimizer.zero_grad();
   double loss_sum = 0.0;

@@ -206,7 +206,7 @@ WORKBOOK_CHECK(linear_relu, "linear_relu() works wherever its parameters are, co
   };
   uint64_t stream = 40;
   for (const Case& c : {Case{"cuda:0", "cuda:0", "cpu"}, Case{"cuda:1", "cpu", "cpu"}, Case{"cpu", "cuda:1", "cuda:1"},
-                        Case{"cuda:1", "cuda:1", "cuda:1"}}) {
+                        Case{"cuda:1", "cuda:1", "cuda:1"}, Case{"cuda:0", "cuda:1", "cuda:1"}}) {
     Bundle in;
     random_on(ctx, stream++, {6, 4}, c.x, in, "x");
     random_on(ctx, stream++, {4, 3}, c.w, in, "w");
@@ -238,6 +238,23 @@ WORKBOOK_CHECK(linear_relu, "linear_relu() works wherever its parameters are, co
       return Outcome::fail(call + " returned its result on " + got + ", expected it on x's device, " + c.x);
     }
     if (auto why = workbook::differ(call, mine.out, ref.out, "y")) return Outcome::fail(*why);
+    // Right values, and still a trip through the host: bytes copied out of a GPU and
+    // back into one, beyond the reference's (which copies GPU to GPU, or not at all).
+    int64_t out_bytes = 0, in_bytes = 0, ref_out = 0, ref_in = 0;
+    for (const char* gpu : {"cuda:0", "cuda:1"}) {
+      out_bytes += counter(mine, gpu, "bytes_device_to_host");
+      in_bytes += counter(mine, gpu, "bytes_host_to_device");
+      ref_out += counter(ref, gpu, "bytes_device_to_host");
+      ref_in += counter(ref, gpu, "bytes_host_to_device");
+    }
+    if (out_bytes > ref_out && in_bytes > ref_in) {
+      return Outcome::fail(call + ": the result is right, but the parameters went from a GPU through the CPU to " +
+                           c.x + ": " + std::to_string(out_bytes) + " bytes copied to the host and " +
+                           std::to_string(in_bytes) + " back, the reference " + std::to_string(ref_out) + " and " +
+                           std::to_string(ref_in) + ". Each trip through the host is two copies and a wait for the "
+                           "GPU; .to(x.device()) copies straight from one GPU to the other (and does nothing for a "
+                           "tensor already there)");
+    }
   }
   return Outcome::pass();
 }

@@ -218,3 +218,9 @@ workbook_alternative(events_under_device_guard CHECKS time_matmul_waits time_mat
     stop.record();
     tiny::cuda::synchronize(a.get_device());
     total_ms = start.elapsed_time(stop);]=])
+
+# The parameters taken through the host on their way to x's GPU: right values,
+# right device; only the copy counters (bytes out of a GPU and back in) see it.
+workbook_mistake(params_through_host CHECK linear_relu MESSAGE "the parameters went from a GPU through the CPU"
+  FIND [=[  return tiny::relu(x.matmul(w.to(device)) + b.to(device));]=]
+  REPLACE [=[  return tiny::relu(x.matmul(w.cpu().to(device)) + b.cpu().to(device));  // "the CPU is the safe way"]=])

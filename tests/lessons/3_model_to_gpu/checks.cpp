@@ -12,6 +12,7 @@ using workbook::Bundle;
 using workbook::Context;
 using workbook::Outcome;
 using workbook::Run;
+using workbook::RunOptions;
 
 WORKBOOK_LESSON(3, "3_model_to_gpu");
 
@@ -290,7 +291,11 @@ WORKBOOK_CHECK(predict, "predict() moves the inputs to the model's device and re
   for (const char* device : {"cuda:0", "cuda:1"}) {
     in.values["device"] = device;
     const std::string call = std::string("predict(model on ") + device + ", inputs on cpu)";
-    Run mine = ctx.student("predict", in);
+    // Deferred mode: queued GPU work runs only when the host waits, so outputs copied back
+    // with non_blocking and never waited for are unwritten every time, not now and then.
+    RunOptions deferred;
+    deferred.mode = "deferred";
+    Run mine = ctx.student("predict", in, deferred);
     if (mixed_devices(mine) && mine.message.find("cpu") != std::string::npos) {
       return Outcome::fail(call + " mixed devices: the inputs are still on cpu while the model is on " + device +
                            ". Move the inputs to the model's device (the device of its first parameter) with "
@@ -321,6 +326,13 @@ WORKBOOK_CHECK(predict, "predict() moves the inputs to the model's device and re
     if (y.defined && y.device != "cpu") {
       return Outcome::fail(call + " returned outputs on " + y.device + ": return them on the CPU with .cpu(), "
                            "ready to print or save");
+    }
+    if (y.defined && !mine.out.values.value("idle", true)) {
+      return Outcome::fail(call + " returned while " + device + " still had work queued: the outputs' copy back to "
+                           "the CPU had not run, so the caller would read memory the GPU had not written yet (a "
+                           "non_blocking copy returns at once; in this check's deferred mode nothing queued runs "
+                           "until someone waits, on a real GPU it is a race you lose now and then). Return them "
+                           "with .cpu(), which waits");
     }
     if (y.defined && y.requires_grad) {
       return Outcome::fail(call + " returned outputs that require grad: a graph was recorded for nothing. Run the "

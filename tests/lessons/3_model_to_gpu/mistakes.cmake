@@ -97,3 +97,9 @@ workbook_alternative(predict_with_a_sync CHECKS predict
   REPLACE [=[  const tiny::Tensor outputs = model(inputs.to(device));
   if (device.is_cuda()) tiny::cuda::synchronize(device.index());
   return outputs.cpu();]=])
+# Outputs copied back with non_blocking and returned unwaited: values right most
+# of the time in threaded mode, wrong every time in the check's deferred mode,
+# and named from the stream still holding work (issue 21: unfinished copies).
+workbook_mistake(predict_copy_back_not_waited CHECK predict MESSAGE "the outputs' copy back to the CPU had not run"
+  FIND [=[  return model(inputs.to(device)).cpu();]=]
+  REPLACE [=[  return model(inputs.to(device)).to(tiny::Device("cpu"), /*non_blocking=*/true);  // "faster"]=])

@@ -109,6 +109,9 @@ WORKBOOK_EXERCISE(predict) {
   if (device.is_cuda() && tiny::cuda::is_emulated(device.index())) prof.emplace();
   const tiny::cuda::DeviceCounters before = tiny::cuda::device_counters(device.index());
   const tiny::Tensor y = lesson3::predict(*net, x);
+  // Whether the model's GPU still had work queued when the outputs were handed
+  // back (a non_blocking copy back nobody waited for): in deferred mode it has not run.
+  out.values["idle"] = !device.is_cuda() || tiny::cuda::current_stream(device.index()).query();
   const tiny::cuda::DeviceCounters after = tiny::cuda::device_counters(device.index());
   if (prof) {
     prof->stop();

@@ -146,8 +146,8 @@ static Outcome step_habits(const Run& mine, const Run& ref, int steps) {
   }
   if (any_true(mine.out.values["loss_requires_grad"])) {
     return Outcome::fail("train_step returned the loss with its autograd graph (requires_grad is true): return "
-                         "loss.detach(). Added up over an epoch, the attached losses keep every step's graph, and "
-                         "with it every activation, alive until the epoch ends");
+                         "loss.detach(). Added up over an epoch, the attached losses keep every step's autograd graph "
+                         "alive until the epoch ends");
   }
   if (waits > ref_waits) {
     return Outcome::fail("train_step made the host wait for the GPU " + std::to_string(waits) + " time(s) in " +
@@ -376,6 +376,37 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
   return Outcome::fail(*weights + "\n(the losses match: the update differs; call optimizer.step() once, after backward())");
 }
 
+// Right numbers, and every step's graph still alive: a running sum of losses
+// that kept their graphs (added without .detach() or .item()) is itself part of
+// the graph, so it holds each step's nodes until the epoch ends. Named only when
+// the probe saw it: at each forward pass the glue counted the earlier passes whose
+// output node still had an owner, and that count grew step over step.
+static std::optional<std::string> graphs_kept(const Run& mine, const Run& ref) {
+  const nlohmann::json& alive = mine.out.values["pass_graphs_alive"];
+  const nlohmann::json& ref_alive = ref.out.values["pass_graphs_alive"];
+  if (!alive.is_array() || alive.size() < 3) return std::nullopt;
+  const int64_t last = alive.back().get<int64_t>();
+  const int64_t ref_last = ref_alive.is_array() && !ref_alive.empty() ? ref_alive.back().get<int64_t>() : 0;
+  bool growing = true;
+  for (size_t k = 1; k < alive.size(); ++k) growing = growing && alive[k].get<int64_t>() > alive[k - 1].get<int64_t>();
+  if (!growing || last <= ref_last) return std::nullopt;
+  const size_t steps = alive.size();
+  std::string why = "your running loss keeps every step's graph alive: when step " + std::to_string(steps) +
+                    " began, the autograd graphs of " + std::to_string(last) + " earlier steps were still held (the "
+                    "reference's: " + std::to_string(ref_last) + "), one more each step";
+  const nlohmann::json& bytes = mine.out.values["pass_memory_allocated"];
+  const nlohmann::json& ref_bytes = ref.out.values["pass_memory_allocated"];
+  if (bytes.is_array() && bytes.size() == steps && ref_bytes.is_array() && ref_bytes.size() == steps &&
+      bytes.back().get<int64_t>() > ref_bytes.back().get<int64_t>()) {
+    why += ", and memory_allocated() at the start of the last step was " + std::to_string(bytes.back().get<int64_t>()) +
+           " bytes, the reference's " + std::to_string(ref_bytes.back().get<int64_t>());
+  }
+  return why + ". The numbers are right, but a loss that still requires grad, added to a running sum, makes the sum "
+               "part of its graph: the sum then holds every step's nodes (and whatever they saved) until the epoch "
+               "ends. Add each loss without its graph: loss.detach(), what train_step returns (PyTorch: "
+               "`total += loss.detach()`)";
+}
+
 WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and returns the loss per example, weighted by batch size") {
   Bundle in;
   put_model(in, ctx);
@@ -425,6 +456,7 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
                          number_text(ref.out.values["mean_loss"].get<double>()) + ")");
   }
   if (auto why = weights_differ(mine, ref, "one epoch")) return Outcome::fail(*why);
+  if (auto why = graphs_kept(mine, ref)) return Outcome::fail(*why);
   return Outcome::pass();
 }
 
@@ -486,9 +518,19 @@ WORKBOOK_CHECK(epoch_copies_and_waits, "an epoch with your loader copies every b
                            "the running loss on the device (a tensor you add each batch's loss to) and read it once, "
                            "after the loop");
     }
-    return Outcome::fail(why + ". No value came back to the host, so the waits are elsewhere: a copy with "
-                               "non_blocking=false, or a synchronize; copy the batches with to_device(batch, device, "
-                               "/*non_blocking=*/true)");
+    // Probe: the glue ran your to_device alone on a pinned batch, so a blocking copy is named only when it waits.
+    const uint64_t copy_waits = mine.out.values.value("to_device_synchronizations", uint64_t{0});
+    if (copy_waits == 0 && mine.out.values.contains("to_device_synchronizations")) {
+      return Outcome::fail(why + ". No value came back to the host, and your to_device does not wait (the glue "
+                           "ran it alone on a pinned batch: 0 waits), so the waits are in the loop itself: a "
+                           "tiny::cuda::synchronize(), or tiny::cuda::empty_cache(), which waits for the GPU before "
+                           "it frees the cache (PyTorch's torch.cuda.empty_cache()). Nothing in a training loop "
+                           "needs either: the GPU runs the steps in order, and the cache is reused, not leaked");
+    }
+    return Outcome::fail(why + ". No value came back to the host, and your to_device made the host wait " +
+                         std::to_string(copy_waits) + " time(s) alone on one pinned batch: a copy with "
+                         "non_blocking=false waits for the GPU; copy the batches with to_device(batch, device, "
+                         "/*non_blocking=*/true)");
   }
   const double got = mine.out.values["mean_loss"].get<double>(), expected = ref.out.values["mean_loss"].get<double>();
   if (!close(got, expected)) {

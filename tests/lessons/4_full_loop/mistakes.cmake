@@ -141,6 +141,44 @@ workbook_alternative(evaluate_item_per_batch CHECKS evaluate
   REPLACE [=[    loss_sum.add_(F::cross_entropy(logits, on_device.target).item<double>() * static_cast<double>(n));
     correct.add_((logits.argmax(1) == on_device.target).sum().item<int64_t>());]=])
 
-# loss_with_graph is named by the train_step check only: train_one_epoch's
-# in-place sum of attached losses is legal, as in PyTorch, since autograd
-# records in-place ops (it used to refuse it, and the epoch check read that).
+# An epoch that adds up losses still attached to their graphs. The sum is legal
+# (autograd records the in-place add, as PyTorch's does) and every number is
+# right; only the glue's probe sees it: at each forward pass, the graphs of the
+# earlier steps are still held, one more each step. train_one_epoch names it
+# both when train_step returns the attached loss (loss_with_graph, above, run
+# against the epoch check here) and when the loop inlines the step and adds its
+# own loss (epoch_sum_keeps_graph).
+add_test(NAME dev.mistake.4.loss_with_graph_epoch
+         COMMAND lesson_4_checks --student $<TARGET_FILE:lesson_4_mistake_loss_with_graph>
+                 --reference $<TARGET_FILE:lesson_4_reference> --no-timing
+                 --expect-fail "train_one_epoch=your running loss keeps every step's graph alive")
+set_tests_properties(dev.mistake.4.loss_with_graph_epoch PROPERTIES LABELS dev TIMEOUT 600)
+
+workbook_mistake(epoch_sum_keeps_graph CHECK train_one_epoch MESSAGE "your running loss keeps every step's graph alive"
+  FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
+    examples += n;]=]
+  REPLACE [=[    const Batch on_device = to_device(batch, device, /*non_blocking=*/true);
+    optimizer.zero_grad();
+    const tiny::Tensor loss = F::cross_entropy(model(on_device.data), on_device.target);
+    loss.backward();
+    optimizer.step();
+    loss_sum.add_(loss, static_cast<double>(n));  // the loss still has its graph
+    examples += n;]=])
+
+# Right in every number: empty_cache() after every step, "to keep memory low".
+# It waits for the GPU each time. The model is small enough that its cached
+# segment also holds the weights, so no segment is freed and device_mallocs does
+# not move: only the waits show. The epoch check names the loop, not to_device,
+# once a probe has run the student's to_device alone and seen it wait 0 times.
+workbook_mistake(empty_cache_every_step CHECK epoch_copies_and_waits MESSAGE "or tiny::cuda::empty_cache(), which waits for the GPU"
+  FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
+  REPLACE [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
+    tiny::cuda::empty_cache();  // "keep memory low"]=])
+
+# The batches copied without non_blocking inside the epoch: the same probe then
+# sees to_device wait, and the epoch check names the copy.
+add_test(NAME dev.mistake.4.blocking_copy_epoch
+         COMMAND lesson_4_checks --student $<TARGET_FILE:lesson_4_mistake_blocking_copy>
+                 --reference $<TARGET_FILE:lesson_4_reference> --no-timing
+                 --expect-fail "epoch_copies_and_waits=a copy with non_blocking=false waits for the GPU")
+set_tests_properties(dev.mistake.4.blocking_copy_epoch PROPERTIES LABELS dev TIMEOUT 600)

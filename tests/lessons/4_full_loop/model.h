@@ -26,6 +26,12 @@ struct ProbedMLP : tiny::nn::Module {
     bool requires_grad = false;  ///< the output's requires_grad (a graph was recorded)
     std::string device;          ///< where the input was
     tiny::Tensor logits;         ///< the output, detached
+    /// @brief How many earlier passes' graphs were still alive when this pass began: their output's
+    /// grad_fn had an owner. Something that kept a step's loss with its graph (a running sum of
+    /// attached losses) keeps every earlier step's graph alive, and this grows by one a step.
+    int64_t graphs_alive = 0;
+    /// @brief tiny::cuda::memory_allocated() of the input's GPU when this pass began (0 on the CPU).
+    int64_t memory_allocated = 0;
   };
 
   ProbedMLP() {
@@ -35,8 +41,12 @@ struct ProbedMLP : tiny::nn::Module {
   }
 
   tiny::Tensor forward(const tiny::Tensor& x) override {
+    int64_t alive = 0;
+    for (const std::weak_ptr<tiny::autograd::Node>& node : graphs_) alive += node.expired() ? 0 : 1;
+    const int64_t allocated = x.device().is_cuda() ? static_cast<int64_t>(tiny::cuda::memory_allocated(x.device().index())) : 0;
     tiny::Tensor y = (*fc2)((*dropout)(tiny::relu((*fc1)(x))));
-    calls.push_back({tiny::is_grad_enabled(), is_training(), y.requires_grad(), x.device().str(), y.detach()});
+    calls.push_back({tiny::is_grad_enabled(), is_training(), y.requires_grad(), x.device().str(), y.detach(), alive, allocated});
+    graphs_.push_back(y.grad_fn());  // watched, not owned
     return y;
   }
   std::string name() const override { return "MLP"; }
@@ -44,6 +54,9 @@ struct ProbedMLP : tiny::nn::Module {
   std::shared_ptr<tiny::nn::Linear> fc1, fc2;
   std::shared_ptr<tiny::nn::Dropout> dropout;
   std::vector<Call> calls;
+
+ private:
+  std::vector<std::weak_ptr<tiny::autograd::Node>> graphs_;  // each pass's output node (expired: nothing holds it)
 };
 
 /// @brief Modelled host time to produce one example of the timed epoch's data

@@ -33,7 +33,8 @@ nlohmann::json counters_of(const tiny::Device& device) {
   const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(device.index());
   return {{"synchronizations", c.synchronizations},
           {"bytes_host_to_device_pinned", c.bytes_host_to_device_pinned},
-          {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable}};
+          {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable},
+          {"device_mallocs", c.device_mallocs}};
 }
 
 std::shared_ptr<ProbedMLP> load_model(const workbook::Bundle& in, const tiny::Device& device) {
@@ -80,7 +81,13 @@ void record_passes(const ProbedMLP& model, const RecordingDataset& dataset, work
   out.values["pass_training"] = training;
   out.values["pass_requires_grad"] = requires_grad;
   out.values["pass_devices"] = nlohmann::json::array();
-  for (const auto& call : model.calls) out.values["pass_devices"].push_back(call.device);
+  out.values["pass_graphs_alive"] = nlohmann::json::array();
+  out.values["pass_memory_allocated"] = nlohmann::json::array();
+  for (const auto& call : model.calls) {
+    out.values["pass_devices"].push_back(call.device);
+    out.values["pass_graphs_alive"].push_back(call.graphs_alive);
+    out.values["pass_memory_allocated"].push_back(call.memory_allocated);
+  }
 }
 
 }  // namespace
@@ -213,6 +220,17 @@ WORKBOOK_EXERCISE(epoch_pipeline) {
   }
   out.values["mean_loss"] = mean;
   out.values["batches"] = dataset->served().size();
+  // A probe, so that the check blames the right function: how often the student's
+  // to_device alone makes the host wait, on a pinned batch as the loader gives it.
+  if (device.is_cuda()) {
+    const tiny::Tensor x = in.tensor("features"), y = in.tensor("labels");
+    const tiny::data::Batch probe{x.narrow(0, 0, 8).contiguous().pin_memory(), y.narrow(0, 0, 8).contiguous().pin_memory()};
+    start_counting();
+    const tiny::data::Batch moved = lesson4::to_device(probe, device, /*non_blocking=*/true);
+    out.values["to_device_synchronizations"] = tiny::cuda::device_counters(device.index()).synchronizations;
+    (void)moved;  // kept alive until the copy is done
+    tiny::cuda::synchronize(device.index());
+  }
 }
 
 // evaluate over an unshuffled loader made by the glue, with the model in training mode.

@@ -261,6 +261,27 @@ WORKBOOK_CHECK(average_gradients, "average_gradients() leaves every rank the mea
     }
     return Outcome::fail(why);
   }
+  // Right gradients, right collectives, and still a trip through the host: the
+  // copies between the rank's GPU and the host, beyond what the reference's
+  // all_reduce makes (gloo stages a GPU tensor through the host itself; NCCL
+  // would make none), named when they are at least the gradients' bytes.
+  const nlohmann::json& mine0 = rank_values(mine, 0);
+  const nlohmann::json& ref0 = rank_values(ref, 0);
+  if (mine0.contains("bytes_to_host") && ref0.contains("bytes_to_host")) {
+    const int64_t grad_bytes = mine0["grad_bytes"].get<int64_t>();
+    const int64_t out_bytes = mine0["bytes_to_host"].get<int64_t>(), in_bytes = mine0["bytes_to_device"].get<int64_t>();
+    const int64_t ref_out = ref0["bytes_to_host"].get<int64_t>(), ref_in = ref0["bytes_to_device"].get<int64_t>();
+    if (out_bytes - ref_out >= grad_bytes && in_bytes - ref_in >= grad_bytes) {
+      return Outcome::fail(call + ": the gradients are right, but they went from the GPU to the host and back: "
+                           "rank 0 copied " + std::to_string(out_bytes) + " bytes to the host and " +
+                           std::to_string(in_bytes) + " back, the reference " + std::to_string(ref_out) + " and " +
+                           std::to_string(ref_in) + " (the gradients are " + std::to_string(grad_bytes) + " bytes" +
+                           (ref_out > 0 ? std::string("; the reference's are the backend staging them") : std::string()) +
+                           "). Each trip through the "
+                           "host costs two copies and a wait for the GPU. all_reduce takes the GPU tensor itself: "
+                           "reduce p.grad() where it is, and divide it there");
+    }
+  }
   // The mechanism: a step after your average is DDP's step.
   for (const auto& [name, expected] : mine.out.state("rank0.ddp")) {
     const std::string key = "rank0.manual." + name;

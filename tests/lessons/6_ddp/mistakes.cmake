@@ -146,3 +146,13 @@ workbook_mistake(no_sync_backward_only CHECK accumulation_step MESSAGE "the forw
       loss.backward();
     }
     total += loss.item<double>();]=])
+
+# Right in every number and every collective: each gradient taken to the host,
+# all-reduced there and copied back. Only the copy counters of the rank's GPU
+# see it (bytes each way beyond what the reference's gloo staging makes).
+workbook_mistake(average_through_host CHECK average_gradients MESSAGE "they went from the GPU to the host and back"
+  FIND [=[    dist::all_reduce(p.grad());  // in place: every rank now holds the sum
+    p.grad().div_(world);        // the sum over the ranks becomes their mean]=]
+  REPLACE [=[    const tiny::Tensor host = p.grad().cpu();  // "gloo works on the CPU"
+    dist::all_reduce(host);
+    p.grad().copy_(host.div(world));]=])

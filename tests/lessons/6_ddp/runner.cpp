@@ -375,8 +375,17 @@ WORKBOOK_EXERCISE(rank_average_gradients) {
   F::cross_entropy((*model)(x), y).backward();
   for (const auto& named : model->named_parameters()) out.put("local." + named.first, named.second.grad().cpu());
   dist::reset_collective_counts();
+  if (device.is_cuda()) {  // the copies between this rank's GPU and the host, its own and gloo's staging
+    tiny::cuda::synchronize(device.index());
+    workbook::reset_device_counters(device.index());
+  }
   lesson6::average_gradients(*model);
   out.values["collectives"] = collectives();
+  if (device.is_cuda()) {
+    const tiny::cuda::DeviceCounters c = tiny::cuda::device_counters(device.index());
+    out.values["bytes_to_host"] = c.bytes_device_to_host_pageable + c.bytes_device_to_host_pinned;
+    out.values["bytes_to_device"] = c.bytes_host_to_device_pageable + c.bytes_host_to_device_pinned;
+  }
   out.values["parameters"] = static_cast<int64_t>(model->parameters().size());
   int64_t grad_bytes = 0;
   for (const auto& named : model->named_parameters()) {

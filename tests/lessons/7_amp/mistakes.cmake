@@ -116,7 +116,7 @@ workbook_mistake(checkpoint_without_scaler CHECK checkpoint MESSAGE "the scaler'
 
 void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
                      tiny::amp::GradScaler& scaler) {
-  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  // BEGIN SOLUTION: the model, the optimizer and the scaler as save_checkpoint saved them
   const tiny::StateDict all = tiny::load(path);
   tiny::StateDict parts[3];  // model, optimizer, scaler
   const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};
@@ -138,7 +138,7 @@ void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::opt
 
 void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::optim::Optimizer& optimizer,
                      tiny::amp::GradScaler& scaler) {
-  // BEGIN SOLUTION: tiny::load, split the three states by their prefixes, load_state_dict each
+  // BEGIN SOLUTION: the model, the optimizer and the scaler as save_checkpoint saved them
   const tiny::StateDict all = tiny::load(path);
   tiny::StateDict parts[3];  // model, optimizer, scaler
   const std::string prefixes[3] = {"model.", "optimizer.", "scaler."};

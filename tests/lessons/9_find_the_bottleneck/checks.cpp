@@ -186,12 +186,21 @@ WORKBOOK_CHECK(train_step, "train_step() trains in bfloat16 with non_blocking co
                          " bytes from pageable memory: copy the batch itself, which is pinned, with "
                          ".to(device, /*non_blocking=*/true)");
   }
+  // Probe: a value read back (.item(), .cpu()) is a copy to the host; without one, the waits are elsewhere.
+  if (syncs > 0 && counter(mine, "bytes_device_to_host") == 0 && mine.out.values["counters"].contains("bytes_device_to_host")) {
+    return Outcome::fail(call + ": the host waited for the GPU " + fixed(syncs, 0) + " times (the synchronization "
+                         "counter; the reference: 0), and no value came back to the host, so no .item() or .cpu() "
+                         "is to blame: a copy without non_blocking (.to(device, /*non_blocking=*/true), the batch is "
+                         "pinned), a tiny::cuda::synchronize(), or a tiny::cuda::empty_cache(), which waits for the "
+                         "GPU before it frees the cache. Each makes the host wait for every step to finish before it "
+                         "can queue the next, and nothing in a step needs them");
+  }
   if (syncs > 0) {
     return Outcome::fail(call + ": the host waited for the GPU " + fixed(syncs, 0) + " times (the synchronization "
-                         "counter; the reference: 0). A .item() or .cpu() of the loss, a synchronize, or a copy "
-                         "without non_blocking makes the host wait for every step to finish before it can queue "
-                         "the next: keep the loss on the GPU (loss_sum.add_(loss.detach())) and copy with "
-                         ".to(device, /*non_blocking=*/true)");
+                         "counter; the reference: 0), and " + fixed(counter(mine, "bytes_device_to_host"), 0) +
+                         " bytes came back to the host: a value read in the step (.item() or .cpu() of the loss, "
+                         "printing it) makes the host wait for every step to finish before it can queue the next. "
+                         "Keep the loss on the GPU (loss_sum.add_(loss.detach())); train_epoch reads the sum once");
   }
   if (counter(mine, "bytes_host_to_device_pinned") == 0) {
     return Outcome::fail(call + " copied nothing to the GPU: move batch.data and batch.target to the device");

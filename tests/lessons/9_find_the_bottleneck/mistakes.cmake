@@ -114,3 +114,11 @@ workbook_alternative(events CHECKS measure
   stop.record(stream);
   stop.synchronize();
   const double elapsed_s = start.elapsed_time(stop) / 1e3;]=])
+
+# Right numbers, no value read back: empty_cache() every step, "to keep memory
+# low". It waits for the GPU each time; with no copy to the host in the counters,
+# train_step's check does not blame an .item() and names empty_cache among the waits left.
+workbook_mistake(empty_cache_every_step CHECK train_step MESSAGE "or a tiny::cuda::empty_cache(), which waits for the"
+  FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
+  REPLACE [=[  loss_sum.add_(loss.detach());
+  tiny::cuda::empty_cache();  // "keep memory low"]=])

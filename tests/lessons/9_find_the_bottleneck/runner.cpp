@@ -27,6 +27,7 @@ nlohmann::json counters() {
           {"kernel_launches", c.kernel_launches},
           {"bytes_host_to_device_pageable", c.bytes_host_to_device_pageable},
           {"bytes_host_to_device_pinned", c.bytes_host_to_device_pinned},
+          {"bytes_device_to_host", c.bytes_device_to_host_pageable + c.bytes_device_to_host_pinned},
           {"modelled_kernel_ms", c.modelled_kernel_ms}};
 }
 
