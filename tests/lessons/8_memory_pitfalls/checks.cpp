@@ -192,7 +192,13 @@ WORKBOOK_CHECK(memory_flat, "train_epoch() keeps memory_allocated flat from step
 WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, peak memory of a no-grad pass") {
   Bundle in;
   put_model(in, ctx);
-  put_batches(in, ctx, 3, 3, 200);
+  put_batches(in, ctx, 3, 2, 200);
+  // A short last batch: the mean per example weighs each batch's mean loss by its size.
+  tiny::Generator g = ctx.generator(9);
+  in.put("x.2", tiny::randn({56, lesson8_checks::kFeatures}, {}, g));
+  in.put("y.2", tiny::randint(0, lesson8_checks::kClasses, {56}, tiny::TensorOptions(tiny::kInt64), g));
+  in.values["batches"] = 3;
+  const std::string examples = "456 examples (batches of 200, 200 and 56)";
   Run mine, ref;
   if (auto early = ctx.both("evaluate", in, mine, ref, memory_options())) return *early;
   const nlohmann::json& v = mine.out.values;
@@ -217,12 +223,22 @@ WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, 
   const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
   if (std::fabs(acc - want_acc) > 1e-9) {
     return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ", expected " + number_text(want_acc) +
-                         " (the fraction of the 600 examples whose largest logit is at the label)");
+                         " (the fraction of the " + examples + " whose largest logit is at the label)");
   }
   const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
   if (!close(loss, want)) {
+    // Probe: the plain mean of the batches' mean losses (right only when every batch has the same size).
+    double sum = 0.0;
+    for (const nlohmann::json& b : ref.out.values["batch_losses"]) sum += b.get<double>();
+    const double per_batch = sum / static_cast<double>(ref.out.values["batch_losses"].size());
+    if (close(loss, per_batch)) {
+      return Outcome::fail("evaluate's loss is " + number_text(loss) + ", the mean of the 3 batches' mean losses; "
+                           "expected " + number_text(want) + ", the mean per example over the " + examples +
+                           ". The short last batch counts as much as a full one in your mean: weigh each batch's "
+                           "mean loss by its number of rows, then divide by the number of examples");
+    }
     return Outcome::fail("evaluate's loss is " + number_text(loss) + ", expected " + number_text(want) +
-                         " (the mean cross-entropy per example over the 600 examples)");
+                         " (the mean cross-entropy per example over the " + examples + ")");
   }
   return Outcome::pass("peak " + kib(static_cast<double>(peak)) + " above the model and data");
 }

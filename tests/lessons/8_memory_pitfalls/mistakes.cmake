@@ -165,3 +165,20 @@ workbook_alternative(checkpoint_sequential CHECKS checkpoint_gradients checkpoin
   }
   return (*model[last])(h);  // the logits are needed right away: nothing to save]=]
   REPLACE [=[  return tiny::utils::checkpoint_sequential(model, static_cast<int>(model.size()), x);]=])
+
+# The mean of the batches' mean losses: right while every batch has the same
+# size, wrong with the check's short last batch (a newcomer's version passed
+# before the check had one).
+workbook_mistake(evaluate_mean_of_batches CHECK evaluate MESSAGE "the mean of the 3 batches' mean losses"
+  FIND [=[    loss_sum += F::cross_entropy(logits, batch.target).item<double>() * static_cast<double>(n);
+    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();
+    examples += n;
+  }
+  if (examples == 0) return {};
+  return {loss_sum / static_cast<double>(examples), static_cast<double>(correct) / static_cast<double>(examples)};]=]
+  REPLACE [=[    loss_sum += F::cross_entropy(logits, batch.target).item<double>();  // this batch's mean
+    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();
+    examples += n;
+  }
+  if (examples == 0) return {};
+  return {loss_sum / static_cast<double>(batches.size()), static_cast<double>(correct) / static_cast<double>(examples)};]=])
