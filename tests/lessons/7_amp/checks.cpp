@@ -16,6 +16,7 @@
 // float16 runs are not compared: rounding differences grow chaotically.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "harness/checker.h"
@@ -442,6 +443,22 @@ WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about
   return Outcome::pass(figures + ", " + number_text(100.0 * amp / fp32, 3) + "%");
 }
 
+// Loss scaling by hand must not call amp's own helpers, the fused kernels of
+// GradScaler that do the exercise in one call: the runner counts their kernels.
+static std::optional<std::string> used_amp_helpers(const Run& mine, const std::string& function) {
+  const nlohmann::json calls = mine.out.values.value("amp_helper_kernels", nlohmann::json::object());
+  std::string used;
+  for (const auto& [name, count] : calls.items()) {
+    if (count.get<int>() > 0) used += (used.empty() ? "" : ", ") + name + " (" + count.dump() + " kernels)";
+  }
+  if (used.empty()) return std::nullopt;
+  return "your " + function + " called amp's own helpers: " + used + ". Those are GradScaler's fused kernels "
+         "(tiny::amp::foreach_non_finite_check_and_unscale_ and update_scale_, PyTorch's "
+         "torch._amp_foreach_non_finite_check_and_unscale_ and torch._amp_update_scale_): this exercise is to build "
+         "what they do from ordinary tensor ops and arithmetic, so write it yourself" +
+         (function == "scaled_train_step" ? std::string(", with your unscale_grads_ and update_scale") : std::string());
+}
+
 WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the scale in place and finds an inf or a NaN, with one wait for the GPU") {
   constexpr double scale = 1024.0;
   const Bundle clean = unscale_inputs(ctx, 9, scale);
@@ -458,6 +475,7 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
                              std::string(c.what) + "; scale 1024)";
     Run mine, ref;
     if (auto early = ctx.both("unscale", c.in, mine, ref, one_gpu(call))) return *early;
+    if (auto why = used_amp_helpers(mine, "unscale_grads_")) return Outcome::fail(*why);
     const bool found = mine.out.values["found_inf"].get<bool>(), want = ref.out.values["found_inf"].get<bool>();
     if (found != want) {
       return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +
@@ -540,6 +558,7 @@ WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::
   // The same steps through tiny::amp::GradScaler: the reference's amp_train_step, clipping at 1e9 (never).
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call + ", with tiny::amp::GradScaler"));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = used_amp_helpers(mine, function)) return Outcome::fail(*why);
   if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
   const nlohmann::json& v = mine.out.values;
   const nlohmann::json& want = ref.out.values;

@@ -78,6 +78,28 @@ workbook_mistake(unscale_item_per_gradient CHECK unscale_grads MESSAGE "waited f
   REPLACE [=[    const Tensor largest = g.abs().max();
     if (!worst.defined() || !std::isfinite(largest.item<double>())) worst = largest;  // a wait per gradient]=])
 
+# The exercise in one call: GradScaler's own fused helper, right in its values and its one wait.
+workbook_mistake(unscale_with_amp_helper CHECK unscale_grads MESSAGE "called amp's own helpers"
+  FIND [=[  Tensor worst;  // the largest |gradient| of all, kept on the GPU: inf or NaN when any element is
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    const Tensor largest = g.abs().max();
+    worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN
+    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()
+  }
+  return worst.defined() && !std::isfinite(worst.item<double>());  // the one wait for the GPU]=]
+  REPLACE [=[  const tiny::Device gpu("cuda:0");
+  const Tensor found_inf = tiny::zeros({1}, tiny::TensorOptions(gpu));
+  tiny::amp::foreach_non_finite_check_and_unscale_(grads, found_inf, tiny::full({1}, 1.0 / scale).to(gpu));
+  return found_inf.item<double>() > 0;]=])
+
+# The same helper in the step instead of your unscale_grads_: right in its values.
+workbook_mistake(scaled_step_with_amp_helper CHECK scaled_step MESSAGE "with your unscale_grads_ and update_scale"
+  FIND [=[  const bool found_inf = unscale_grads_(grads, state.scale);]=]
+  REPLACE [=[  const Tensor inf_flag = tiny::zeros({1}, tiny::TensorOptions(loss.device()));
+  tiny::amp::foreach_non_finite_check_and_unscale_(grads, inf_flag, tiny::full({1}, 1.0 / state.scale).to(loss.device()));
+  const bool found_inf = inf_flag.item<double>() > 0;]=])
+
 workbook_mistake(update_no_tracker_reset CHECK update_scale MESSAGE "start counting clean steps again"
   FIND [=[    state.scale *= state.backoff_factor;  // too large: some gradient overflowed
     state.growth_tracker = 0;]=]
