@@ -738,9 +738,15 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   }
   const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
   const bool moved_on_inf = v["params_changed"].size() > bad && v["params_changed"][bad].get<bool>();
-  if (ran_on_inf || moved_on_inf) {
-    std::string why = "at step 2 the gradients were inf, and yet ";
-    why += ran_on_inf ? "optimizer.step() ran" : "the weights changed";
+  if (!ran_on_inf && moved_on_inf) {
+    // The probe: optimizer.step() did not run (scaler.step skipped it), so something else moved the weights.
+    return Outcome::fail("at step 2 the gradients were inf and optimizer.step() did not run (scaler.step skipped it), "
+                         "and yet the weights changed: a step that should have been skipped was applied, by code after "
+                         "scaler.step(optimizer) that changes the weights itself (weight decay or an update by hand?). "
+                         "Only the optimizer, through scaler.step(optimizer), may change them");
+  }
+  if (ran_on_inf) {
+    std::string why = "at step 2 the gradients were inf, and yet optimizer.step() ran";
     const nlohmann::json& finite = v["params_finite"];
     if (std::any_of(finite.begin(), finite.end(), [](const nlohmann::json& f) { return !f.get<bool>(); })) {
       why += " and the weights became inf or NaN";
@@ -765,6 +771,21 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   if (v["stepped"] != want["stepped"]) {
     return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " + values_text(want["stepped"]) +
                          " (true: it ran)");
+  }
+  // Probe: step by step, did the weights move where the reference's did? A
+  // skipped step that still moved them was applied some other way.
+  for (int k = 0; k < steps && k < static_cast<int>(v["params_changed"].size()); ++k) {
+    const bool moved = v["params_changed"][k].get<bool>(), ref_moved = want["params_changed"][k].get<bool>();
+    if (moved == ref_moved) continue;
+    if (moved) {
+      return Outcome::fail("at step " + std::to_string(k + 1) + " optimizer.step() did not run, as in the reference, "
+                           "and yet the weights changed: a step that should have been skipped was applied, by code "
+                           "that changes the weights itself. Only the optimizer, through scaler.step(optimizer), may "
+                           "change them");
+    }
+    return Outcome::fail("at step " + std::to_string(k + 1) + " the reference's weights moved and yours did not, "
+                         "although optimizer.step() ran: were the gradients cleared between backward() and "
+                         "scaler.step(optimizer)?");
   }
   if (auto why = updates_differ(mine, ref, in.state("init"), "6 steps (one skipped)", kHalfTol)) {
     return Outcome::fail(*why);

@@ -59,6 +59,16 @@ workbook_mistake(tf32_for_bf16 CHECK bf16_step MESSAGE "products did not run in 
   FIND [=[    tiny::amp::autocast guard("cuda", tiny::kBFloat16);  // bfloat16: float32's exponent range]=]
   REPLACE [=[    tiny::set_float32_matmul_precision("high");  // TF32 instead of autocast]=])
 
+# Weight decay by hand after scaler.step(): it also runs at the step the scaler skipped, so a
+# skipped step changes the weights (a step that should have been skipped was applied).
+workbook_mistake(decay_after_skipped_step CHECK amp_skip_inf MESSAGE "a step that should have been skipped was applied"
+  FIND [=[  scaler.step(optimizer);                          // skipped when a gradient is inf or NaN]=]
+  REPLACE [=[  scaler.step(optimizer);
+  {
+    tiny::NoGradGuard no_grad;
+    for (const Tensor& p : model.parameters()) p.mul_(1.0 - 1e-3);  // weight decay, "after every step"
+  }]=])
+
 # Issue 21: a missing zero_grad() was blamed on scaler.update().
 workbook_mistake(no_zero_grad CHECK amp_skip_inf MESSAGE "did not clear the gradients"
   FIND [=[  optimizer.zero_grad();                           // set_to_none: the previous step's gradients go]=]
