@@ -132,18 +132,24 @@ double median_of(const nlohmann::json& values) {
 }
 
 // "1.23x": your median time over the reference's, the figures the check's note shows.
+// A timed check's (WORKBOOK_TIMED_CHECK: host time or modelled) first; else any
+// check that was judged on modelled speed and says so in details["timing"]
+// (lesson 9's fixed_program is not a timed check, so that --no-timing keeps it,
+// but its verdict is its speed against the reference's).
 std::string timing_text(const LessonResult& r) {
-  for (const CheckResult& c : r.checks) {
-    if (!c.timed) continue;
-    if (c.note.rfind("timing inconclusive", 0) == 0) return "inconclusive";
-    if (c.details.is_object() && c.details.contains("timing") && c.details["timing"].is_object()) {
-      const nlohmann::json& t = c.details["timing"];
-      const double yours = median_of(t.value("yours_ms", nlohmann::json::array()));
-      const double ref = median_of(t.value("reference_ms", nlohmann::json::array()));
-      const double ratio = yours > 0 && ref > 0 ? yours / ref : t.value("ratio", 0.0);
-      std::ostringstream s;
-      s << std::fixed << std::setprecision(2) << ratio << "x";
-      return s.str();
+  for (const bool timed_only : {true, false}) {
+    for (const CheckResult& c : r.checks) {
+      if (timed_only && !c.timed) continue;
+      if (c.timed && c.note.rfind("timing inconclusive", 0) == 0) return "inconclusive";
+      if (c.details.is_object() && c.details.contains("timing") && c.details["timing"].is_object()) {
+        const nlohmann::json& t = c.details["timing"];
+        const double yours = median_of(t.value("yours_ms", nlohmann::json::array()));
+        const double ref = median_of(t.value("reference_ms", nlohmann::json::array()));
+        const double ratio = yours > 0 && ref > 0 ? yours / ref : t.value("ratio", 0.0);
+        std::ostringstream s;
+        s << std::fixed << std::setprecision(2) << ratio << "x";
+        return s.str();
+      }
     }
   }
   return "-";

@@ -4,7 +4,7 @@
 // between the GPUs, and when two GPUs pay: the modelled step time of a small
 // and a large model on one GPU and with DataParallel.
 //   ./workbook run 5                        (5 epochs, batch size 128, then the speed table)
-//   ./workbook run 5 --trace dp.json        (also a trace of 3 DataParallel steps of the large model:
+//   ./workbook run 5 --trace dp.json        (also a trace of 2 DataParallel steps of the large model:
 //                                            ui.perfetto.dev, or dp.html in any browser)
 // Options: --epochs N, --batch-size B, --lr LR, --seed S, --trace FILE
 // On the emulated GPUs the step times are modelled: how long the same steps
@@ -113,6 +113,7 @@ std::map<int, double> busy_ms(const std::string& chrome_trace, int gpus) {
 struct Timing {
   double single_ms = 0, parallel_ms = 0;
   std::map<int, double> busy_ms;  // each GPU's kernels and copies in a DataParallel step
+  std::string trace_written;      // where the trace went, to print after the table ("" without --trace)
 };
 
 // The modelled time of one training step, on one GPU and with your train_step over every GPU,
@@ -159,8 +160,8 @@ Timing time_steps(const std::vector<int64_t>& widths, int64_t batch_size, const 
     html.replace_extension(".html");
     prof.export_chrome_trace(json.string());
     prof.export_timeline_html(html.string());
-    std::printf("(trace of %d DataParallel steps of %s: %s for ui.perfetto.dev, %s for any browser)\n", steps,
-                widths_text(widths).c_str(), json.c_str(), html.c_str());
+    t.trace_written = "(trace of " + std::to_string(steps) + " DataParallel steps of " + widths_text(widths) +
+                      ": " + json.string() + " for ui.perfetto.dev, " + html.string() + " for any browser)";
   }
   return t;
 }
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
       int64_t batch;
     };
     const Case cases[] = {{{64, 256, 10}, 128}, {{1024, 1024, 1024, 10}, 4096}};
+    std::string trace_written;
     for (const Case& c : cases) {
       const bool large = &c == &cases[1];
       const Timing t = time_steps(c.widths, c.batch, ids, 2, large ? o.trace : "");
@@ -261,7 +263,9 @@ int main(int argc, char** argv) {
                   static_cast<long long>(c.batch), t.single_ms, t.parallel_ms, t.single_ms / t.parallel_ms);
       for (const auto& [device, ms] : t.busy_ms) std::printf(" cuda:%d %.3f", device, ms);
       std::printf("\n");
+      if (!t.trace_written.empty()) trace_written = t.trace_written;
     }
+    if (!trace_written.empty()) std::printf("\n%s\n", trace_written.c_str());
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n", e.what());
     return 1;

@@ -79,6 +79,11 @@ std::string tinyrun_path() {
   return (self.parent_path().parent_path().parent_path() / "framework" / "tinyrun").string();
 }
 
+// "1 rank", "2 ranks" (and "1 GPU", "2 GPUs").
+std::string count(int n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // Not started by tinyrun: run this program under it, N ranks (with `extra`
 // arguments), and wait for it; returns its exit status.
 int launch(int argc, char** argv, const Options& o, const std::string& extra) {
@@ -87,7 +92,7 @@ int launch(int argc, char** argv, const Options& o, const std::string& extra) {
   std::vector<std::string> args{tinyrun, "--nproc-per-node", std::to_string(o.nproc), "--timeout", "60", self};
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   if (!extra.empty()) args.push_back(extra);
-  std::printf("starting %d ranks:", o.nproc);
+  std::printf("starting %s:", count(o.nproc, "rank").c_str());
   for (const auto& a : args) std::printf(" %s", a.c_str());
   std::printf("\n\n");
   std::fflush(stdout);
@@ -262,8 +267,8 @@ int speed_ranks(const Options& o) {
     std::printf("%-36s %9.3f %12.1f %8.2fx\n", what.c_str(), ms, rate, rate / one_rate);
   };
   line("1 GPU", one_ms, o.speed_batch);
-  if (dp_ms > 0) line("DataParallel, " + std::to_string(world) + " GPUs, 1 process", dp_ms, o.speed_batch * world);
-  line("DDP, " + std::to_string(world) + " ranks (default buckets)", rows[0].ms, o.speed_batch * world);
+  if (dp_ms > 0) line("DataParallel, " + count(world, "GPU") + ", 1 process", dp_ms, o.speed_batch * world);
+  line("DDP, " + count(world, "rank") + " (default buckets)", rows[0].ms, o.speed_batch * world);
   std::printf("\nDDP's buckets: each all-reduce starts when its bucket is full\n");
   std::printf("%-36s %7s %8s %11s %12s\n", "", "buckets", "ms/step", "all-reduce", "hidden under");
   std::printf("%-36s %7s %8s %11s %12s\n", "", "", "", "us/step", "backward, us");
@@ -295,6 +300,16 @@ int main(int argc, char** argv) {
         std::printf("this machine has one GPU (%s): starting 1 rank. For 2 ranks on 2 emulated GPUs: "
                     "TINY_FORCE_EMULATED_GPU=1 ./workbook run 6\n", tiny::cuda::get_device_name(0).c_str());
       }
+    } else if (!real && tiny::cuda::is_available() && o.nproc > tiny::cuda::device_count()) {
+      // Each rank takes cuda:LOCAL_RANK, so --nproc N needs N emulated GPUs.
+      const int emulated = tiny::cuda::device_count();
+      std::fprintf(stderr,
+                   "--nproc %d: each rank takes the GPU of its LOCAL_RANK (cuda:0 to cuda:%d) and there are %s "
+                   "(TINY_EMULATED_GPUS=%d%s). Set TINY_EMULATED_GPUS to the number of ranks: "
+                   "TINY_EMULATED_GPUS=%d ./workbook run 6 --nproc %d\n",
+                   o.nproc, o.nproc - 1, count(emulated, "emulated GPU").c_str(), emulated,
+                   std::getenv("TINY_EMULATED_GPUS") == nullptr ? ", the default" : "", o.nproc, o.nproc);
+      return 2;
     } else if (real && o.nproc > gpus) {
       std::fprintf(stderr, "--nproc %d: each rank needs a GPU of its own and this machine has %d (%s). Use --nproc %d, "
                            "or 2 emulated GPUs: TINY_FORCE_EMULATED_GPU=1 ./workbook run 6 --nproc %d\n",
@@ -323,9 +338,9 @@ int main(int argc, char** argv) {
     auto train_set = std::make_shared<tiny::data::Digits>("", true);
     const std::string checkpoint = (fs::temp_directory_path() / "lesson6_ddp_digits.safetensors").string();
     if (rank == 0) {
-      std::printf("%d ranks, %lld training digits: each rank trains on its own %lld per epoch, batch size %lld per "
+      std::printf("%s, %lld training digits: each rank trains on its own %lld per epoch, batch size %lld per "
                   "rank (%lld in all)\n",
-                  world, static_cast<long long>(train_set->size()),
+                  count(world, "rank").c_str(), static_cast<long long>(train_set->size()),
                   static_cast<long long>((train_set->size() + world - 1) / world),
                   static_cast<long long>(o.batch_size), static_cast<long long>(o.batch_size * world));
       std::fflush(stdout);

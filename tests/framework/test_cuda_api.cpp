@@ -71,6 +71,21 @@ TEST(CudaApi, MemoryAllocatedFollowsTensorsAndReservedKeepsTheCache) {
   EXPECT_NE(tiny::cuda::memory_summary(0).find("Allocated memory"), std::string::npos);
 }
 
+// empty_cache() empties every device's cache, not only the current device's
+// (its documentation says so, as PyTorch's does).
+TEST(CudaApi, EmptyCacheEmptiesEveryDevicesCacheNotOnlyTheCurrentOne) {
+  if (!tiny::cuda::is_available() || tiny::cuda::device_count() < 2) GTEST_SKIP() << "needs two cuda devices";
+  tiny::cuda::empty_cache();
+  const size_t base0 = tiny::cuda::memory_reserved(0), base1 = tiny::cuda::memory_reserved(1);
+  { const tiny::Tensor t = tiny::empty({1000, 1000}, tiny::Device("cuda:1")); }
+  { const tiny::Tensor t = tiny::empty({1000, 1000}, tiny::Device("cuda:0")); }
+  ASSERT_GT(tiny::cuda::memory_reserved(1), base1) << "the freed block should stay cached on cuda:1";
+  ASSERT_EQ(tiny::cuda::current_device(), 0);
+  tiny::cuda::empty_cache();
+  EXPECT_EQ(tiny::cuda::memory_reserved(1), base1) << "empty_cache() with cuda:0 current left cuda:1's cache";
+  EXPECT_EQ(tiny::cuda::memory_reserved(0), base0);
+}
+
 // DESIGN.md section 3: holding a tensor holds its graph. Summing losses as
 // tensors keeps every step's graph (and its saved activations) alive; summing
 // .item() values does not. The memory lesson is built on this.

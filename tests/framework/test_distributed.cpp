@@ -356,6 +356,47 @@ TEST(Distributed, CollectivesOfDifferentSizesAreAnErrorNotAnAbort) {
   EXPECT_LT(seconds, 1.5 + 0.5 + 2.0) << describe(outcomes);
 }
 
+// On the emulated GPU the ranks agree on each collective's start before it is
+// queued: a disagreement is named there, on the host, with the process
+// group's words (never a CUDA device-side assert from the collective's kernel).
+TEST(Distributed, CollectivesOfDifferentSizesOnEmulatedGpusNameTheCallsNotADeviceAssert) {
+  auto outcomes = run_ranks(2, {"sizes", "cuda"}, file_init("sizes_gpu"), {"TINY_DIST_TIMEOUT=1.5"});
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& o = outcomes[r];
+    EXPECT_FALSE(o.ok()) << describe(outcomes);
+    EXPECT_NE(o.err.find("all_reduce failed on rank " + std::to_string(r) +
+                         ": Detected mismatch between collectives on ranks. Rank " + std::to_string(r) +
+                         " is running collective all_reduce of " + (r == 0 ? "2" : "41") +
+                         " float32 elements, but Rank " + std::to_string(1 - r) +
+                         " is running collective all_reduce of " + (r == 0 ? "41" : "2") + " float32 elements"),
+              std::string::npos)
+        << describe(outcomes);
+    EXPECT_EQ(o.err.find("device-side assert"), std::string::npos) << describe(outcomes);
+    EXPECT_EQ(o.err.find("TINY_LAUNCH_BLOCKING"), std::string::npos) << describe(outcomes);
+  }
+}
+
+// Lesson 6's newcomer called all_reduce on rank 0 only: each rank names what
+// the other called (rank 1 went on to the barrier).
+TEST(Distributed, CollectiveCalledOnOneRankOnlyNamesWhatEachRankCalled) {
+  for (const std::string device : {"cpu", "cuda"}) {
+    SCOPED_TRACE(device);
+    auto outcomes = run_ranks(2, {"one_rank", device}, file_init("one_rank_" + device), {"TINY_DIST_TIMEOUT=1.5"});
+    ASSERT_EQ(outcomes.size(), 2u);
+    const std::string rank0 = "Rank 0 is running collective all_reduce of 3 float32 elements, but Rank 1 is "
+                              "running collective barrier";
+    const std::string rank1 = "Rank 1 is running collective barrier, but Rank 0 is running collective all_reduce "
+                              "of 3 float32 elements";
+    EXPECT_NE(outcomes[0].err.find(rank0), std::string::npos) << describe(outcomes);
+    EXPECT_NE(outcomes[1].err.find(rank1), std::string::npos) << describe(outcomes);
+    for (const Outcome& o : outcomes) {
+      EXPECT_FALSE(o.ok()) << describe(outcomes);
+      EXPECT_EQ(o.err.find("device-side assert"), std::string::npos) << describe(outcomes);
+    }
+  }
+}
+
 TEST(DistributedDataParallel, MatchesSingleProcessTrainingOnTwoAndThreeCpuRanks) {
   expect_ddp_matches_single_process(2, "cpu", false);
   expect_ddp_matches_single_process(3, "cpu", false);

@@ -29,6 +29,7 @@
 #include "gpu/emulated/emulated_runtime.h"
 #include "rendezvous.h"
 #include "runtime/thread_pool.h"
+#include "tiny/distributed/store.h"
 #include "tiny/error.h"
 
 namespace gpu = tiny::gpu;
@@ -608,6 +609,34 @@ TEST(EmulatedRuntime, KernelErrorsAreStickyUntilCleared) {
   rt.clear_error(0);
   rt.stream_synchronize(s);
   rt.device_synchronize(0);
+}
+
+// A collective that fails (a rank missing, or calling another collective) is
+// the process group's error, as PyTorch's DistBackendError: not a fake CUDA
+// device-side assert, and not advice to set TINY_LAUNCH_BLOCKING.
+TEST(EmulatedRuntime, FailedCollectiveIsADistributedErrorNotADeviceSideAssert) {
+  ThreadedMode threaded;
+  gpu::EmulatedRuntime& rt = runtime();
+  ScopedStream s(0);
+  const char* why = "all_reduce failed on rank 0: rank 1 did not answer within the timeout of 1500 ms";
+  rt.collective(s, rt.collective_ready(s), 1000, "ncclDevKernel_AllReduce_RING", 12,
+                [why] { throw tiny::distributed::DistributedError(why); });
+  try {
+    rt.stream_synchronize(s);
+    ADD_FAILURE() << "expected the collective's failure at the next synchronization";
+  } catch (const tiny::distributed::DistributedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(std::string("NCCL collective ncclDevKernel_AllReduce_RING failed on cuda:0 (emulated): ") +
+                           why),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("device-side assert"), std::string::npos) << message;
+    EXPECT_EQ(message.find("TINY_LAUNCH_BLOCKING"), std::string::npos) << message;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected tiny::distributed::DistributedError, got: " << e.what();
+  }
+  rt.clear_error(0);
+  rt.stream_synchronize(s);
 }
 
 TEST(EmulatedRuntime, ThrowingKernelBecomesTheStickyError) {

@@ -120,6 +120,22 @@ TEST(Scoreboard, SpeedIsTheRatioOfTheTimesShown) {
   EXPECT_NE(line_with(out.str(), "The full training loop").find("1.38x"), std::string::npos) << out.str();
 }
 
+// Lesson 9's fixed_program is judged on modelled speed but is not a timed
+// check (--no-timing must keep it): its ratio still fills the column, not "-".
+TEST(Scoreboard, SpeedOfAnUntimedCheckJudgedOnModelledTimeIsShown) {
+  const workbook::Lesson l = lesson(9, "Find the bottleneck");
+  workbook::LessonResult r = counted(l, {});
+  workbook::CheckResult program;
+  program.name = "fixed_program";
+  program.verdict = "pass";
+  program.timed = false;
+  program.details["timing"] = {{"yours_ms", {1.2}}, {"reference_ms", {1.0}}, {"clock", "modelled L4"}};
+  r.checks.push_back(program);
+  std::ostringstream out;
+  workbook::print_scoreboard(out, {r}, 42, false);
+  EXPECT_NE(line_with(out.str(), "Find the bottleneck").find("1.20x"), std::string::npos) << out.str();
+}
+
 // A newcomer's terminal showed a 124-column table and a 152-column "Next" line,
 // and a "speed vs ref" column of '-' nobody explained.
 TEST(Scoreboard, FitsAHundredColumnsAndSaysWhatTheTimeColumnMeans) {

@@ -79,7 +79,14 @@ size_t memory_reserved(int index = -1);
 size_t max_memory_reserved(int index = -1);
 /// @brief Starts the peaks again from the current values (`torch.cuda.reset_peak_memory_stats`).
 void reset_peak_memory_stats(int index = -1);
-/// @brief Gives cached, unused memory back to the device, after synchronizing (`torch.cuda.empty_cache`).
+/// @brief Gives the cached, unused memory of every GPU back to it (`torch.cuda.empty_cache`).
+///
+/// Every device's cache, not only the current device's (as PyTorch's, whose
+/// caching allocator empties the cache of each device it has used): each
+/// device is synchronized first, then its cached segments that hold no live
+/// block are freed, so memory_reserved() drops on every device while
+/// memory_allocated() does not change. A segment that still holds one live
+/// block stays whole (the allocator cannot return part of a segment).
 void empty_cache();
 /// @brief A readable table of the allocator's statistics (`torch.cuda.memory_summary`).
 ///

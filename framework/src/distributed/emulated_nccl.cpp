@@ -68,14 +68,17 @@ class EmulatedNcclGroup final : public NcclGroup {
     const size_t bytes = nbytes(tensor);
     const size_t count = static_cast<size_t>(tensor.numel());
     const Dtype dtype = tensor.dtype();
-    return issue(Collective::all_reduce, tensor, tensor, bytes, bytes, 0, static_cast<int64_t>(bytes),
+    return issue(Collective::all_reduce, "all_reduce of " + std::to_string(count) + " " + dtype_name(dtype) + " elements",
+                 tensor, tensor, bytes, bytes, 0, static_cast<int64_t>(bytes),
                  [this, count, dtype, op](char* host, std::function<void()> staged) {
                    return group_.all_reduce_async(host, count, dtype, op, std::move(staged), {}, false);
                  });
   }
   std::shared_ptr<NcclWork> broadcast(const Tensor& tensor, int root) override {
     const size_t bytes = nbytes(tensor);
-    return waited(issue(Collective::broadcast, tensor, tensor, bytes, bytes, 0, static_cast<int64_t>(bytes),
+    return waited(issue(Collective::broadcast,
+                        "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root), tensor,
+                        tensor, bytes, bytes, 0, static_cast<int64_t>(bytes),
                         [this, bytes, root](char* host, std::function<void()> staged) {
                           return group_.broadcast_async(host, bytes, root, std::move(staged), false);
                         }));
@@ -83,7 +86,8 @@ class EmulatedNcclGroup final : public NcclGroup {
   std::shared_ptr<NcclWork> all_gather(const Tensor& input, const Tensor& output) override {
     // The host buffer holds the input, then every rank's input in rank order.
     const size_t in = nbytes(input), out = nbytes(output);
-    return waited(issue(Collective::all_gather, input, output, in + out, out, in, static_cast<int64_t>(out),
+    return waited(issue(Collective::all_gather, "all_gather of " + std::to_string(in) + " bytes per rank", input,
+                        output, in + out, out, in, static_cast<int64_t>(out),
                         [this, in](char* host, std::function<void()> staged) {
                           return group_.all_gather_async(host, host + in, in, std::move(staged), false);
                         }));
@@ -94,7 +98,9 @@ class EmulatedNcclGroup final : public NcclGroup {
     const size_t in = nbytes(input), out = nbytes(output);
     const size_t count = static_cast<size_t>(input.numel());
     const Dtype dtype = input.dtype();
-    return waited(issue(Collective::reduce_scatter, input, output, in, out, out * group_.rank(),
+    return waited(issue(Collective::reduce_scatter,
+                        "reduce_scatter of " + std::to_string(count) + " " + dtype_name(dtype) + " elements", input,
+                        output, in, out, out * group_.rank(),
                         static_cast<int64_t>(in), [this, count, dtype, op](char* host, std::function<void()> staged) {
                           return group_.all_reduce_async(host, count, dtype, op, std::move(staged), {}, false);
                         }));
@@ -118,11 +124,14 @@ class EmulatedNcclGroup final : public NcclGroup {
   // One collective: `input`'s bytes go to the start of a host buffer of
   // `host_bytes`, `gloo` runs on it, and `out_bytes` from `out_offset` go to
   // `output`. `size` is nccl-tests' size of the collective (its cost).
+  // `call` describes it as the process group does ("all_reduce of 3 float32
+  // elements"): ranks that call different ones are named with it when they
+  // agree on its start time, on the host, before anything is queued.
   template <typename Gloo>
-  std::shared_ptr<NcclWork> issue(Collective kind, const Tensor& input, const Tensor& output, size_t host_bytes,
-                                  size_t out_bytes, size_t out_offset, int64_t size, Gloo gloo) {
+  std::shared_ptr<NcclWork> issue(Collective kind, const std::string& call, const Tensor& input, const Tensor& output,
+                                  size_t host_bytes, size_t out_bytes, size_t out_offset, int64_t size, Gloo gloo) {
     const gpu::Stream stream = gpu::current_stream(device_);
-    const int64_t ready = group_.agree_on_time(rt_.collective_ready(stream));
+    const int64_t ready = group_.agree_on_time(rt_.collective_ready(stream), gpu::model::collective_name(kind), call);
     const int64_t duration =
         gpu::model::nccl_collective_ns(rt_.model(), kind, group_.size(), size);
     auto exchange = std::make_shared<Exchange>(host_bytes);

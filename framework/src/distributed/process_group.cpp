@@ -363,10 +363,12 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const void* in, void* out, 
   }, timing);
 }
 
-int64_t ProcessGroup::agree_on_time(int64_t mine) {
+int64_t ProcessGroup::agree_on_time(int64_t mine, const char* what, const std::string& call) {
   if (size_ == 1) return mine;
   auto latest = std::make_shared<int64_t>(mine);
-  submit("agree_on_time", "modelled-clock agreement", [this, latest](uint32_t tag) {
+  // The call is the collective's own name: a rank that called another one, or
+  // the same on another size, is named here, before any bytes move.
+  submit(what, call, [this, latest](uint32_t tag) {
     run_all_reduce<int64_t>(context_, latest.get(), 1, ReduceOp::MAX, tag, timeout_);
   }, GlooTiming{false})->wait();
   return *latest;

@@ -96,7 +96,11 @@ class ProcessGroup {
   void all_gather(const void* in, void* out, size_t bytes);
   /// The latest of every rank's `mine` (a modelled time: DESIGN.md 4a, "Several
   /// processes"), exchanged in the order of the collectives; `mine` with one rank.
-  int64_t agree_on_time(int64_t mine);
+  /// `what` and `call` name the collective the time is agreed for ("all_reduce",
+  /// "all_reduce of 3 float32 elements"; `what` must outlive the call): ranks
+  /// that disagree are named with it, not with the agreement.
+  int64_t agree_on_time(int64_t mine, const char* what = "init_process_group",
+                        const std::string& call = "init_process_group");
   /// The NCCL-like collectives of the emulated GPU on `device` (distributed/emulated_nccl.h), made on first use.
   NcclGroup* emulated_nccl(int device);
   void barrier();

@@ -337,8 +337,14 @@ int main(int argc, char** argv) {
       auto model = std::make_shared<tiny::nn::Sequential>(std::make_shared<tiny::nn::Linear>(4, rank == 1 ? 6 : 5));
       DistributedDataParallel ddp(model);
     } else if (scenario == "sizes") {  // the same collective on different sizes: must not abort
-      tiny::Tensor t = tiny::ones({rank == 0 ? 2 : 41});
+      tiny::Tensor t = tiny::ones({rank == 0 ? 2 : 41}).to(device_for(argc > 2 ? argv[2] : "cpu"));
       dist::all_reduce(t);
+      (void)t.cpu();  // waits for the collective: its failure is raised here
+    } else if (scenario == "one_rank") {  // only rank 0 all-reduces (lesson 6's all_reduce_mean under `if rank == 0`)
+      tiny::Tensor t = tiny::ones({3}).to(device_for(argc > 2 ? argv[2] : "cpu"));
+      if (rank == 0) dist::all_reduce(t);
+      (void)t.cpu();
+      dist::barrier();
     } else if (scenario == "leave") {  // a rank that returns early, as if its loop had fewer steps
       if (rank == 1) {
         std::cout << "rank 1 leaves early" << std::endl;

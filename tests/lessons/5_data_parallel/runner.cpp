@@ -169,15 +169,22 @@ WORKBOOK_EXERCISE(step_speed) {
     optimizer.step();
     return loss.item<double>();
   };
+  // Timed as the demo's table times it (lessons/5_data_parallel/main.cpp,
+  // time_steps), so that the student sees the same figures in both: one
+  // warm-up step (the allocator's cache fills), every GPU synchronized, then
+  // the mean of kTimedSteps steps.
+  constexpr int kTimedSteps = 2;
   step();
+  for (int d = 0; d < gpus(); ++d) tiny::cuda::synchronize(d);
   start_counting();
   // On the emulated GPUs the timed step is profiled: the grader's report draws its timeline beside the reference's.
   std::optional<tiny::profiler::profile> prof;
   if (tiny::cuda::is_emulated(0)) prof.emplace();
   const double start = tiny::cuda::host_time();
-  const double loss = step();
+  double loss = 0;
+  for (int i = 0; i < kTimedSteps; ++i) loss = step();
   for (int d = 0; d < gpus(); ++d) tiny::cuda::synchronize(d);
-  out.values["step_ms"] = (tiny::cuda::host_time() - start) * 1e3;
+  out.values["step_ms"] = (tiny::cuda::host_time() - start) * 1e3 / kTimedSteps;
   if (prof) {
     prof->stop();
     out.values["trace"] = nlohmann::json::parse(prof->chrome_trace());

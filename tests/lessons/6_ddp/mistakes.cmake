@@ -156,3 +156,8 @@ workbook_mistake(average_through_host CHECK average_gradients MESSAGE "they went
   REPLACE [=[    const tiny::Tensor host = p.grad().cpu();  // "gloo works on the CPU"
     dist::all_reduce(host);
     p.grad().copy_(host.div(world));]=])
+# all_reduce_mean under `if (rank == 0)`: rank 0 waits in a collective rank 1 never calls. The
+# message names what each rank called, never a CUDA device-side assert (the emulated NCCL's error).
+workbook_mistake(mean_on_rank_0_only CHECK train MESSAGE "Rank 0 is running collective all_reduce of 1 float64 elements, but Rank 1 is running collective"
+  FIND [=[    const double mean = all_reduce_mean(local, device);  // every rank takes part]=]
+  REPLACE [=[    const double mean = rank == 0 ? all_reduce_mean(local, device) : local;  // "only rank 0 prints it"]=])

@@ -16,6 +16,7 @@
 // float16 runs are not compared: rounding differences grow chaotically.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "harness/checker.h"
@@ -446,6 +447,22 @@ WORKBOOK_CHECK(activation_memory, "at a batch of 4096, amp_forward() keeps about
   return Outcome::pass(figures + ", " + number_text(100.0 * amp / fp32, 3) + "%");
 }
 
+// Loss scaling by hand must not call amp's own helpers, the fused kernels of
+// GradScaler that do the exercise in one call: the runner counts their kernels.
+static std::optional<std::string> used_amp_helpers(const Run& mine, const std::string& function) {
+  const nlohmann::json calls = mine.out.values.value("amp_helper_kernels", nlohmann::json::object());
+  std::string used;
+  for (const auto& [name, count] : calls.items()) {
+    if (count.get<int>() > 0) used += (used.empty() ? "" : ", ") + name + " (" + count.dump() + " kernels)";
+  }
+  if (used.empty()) return std::nullopt;
+  return "your " + function + " called amp's own helpers: " + used + ". Those are GradScaler's fused kernels "
+         "(tiny::amp::foreach_non_finite_check_and_unscale_ and update_scale_, PyTorch's "
+         "torch._amp_foreach_non_finite_check_and_unscale_ and torch._amp_update_scale_): this exercise is to build "
+         "what they do from ordinary tensor ops and arithmetic, so write it yourself" +
+         (function == "scaled_train_step" ? std::string(", with your unscale_grads_ and update_scale") : std::string());
+}
+
 WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the scale in place and finds an inf or a NaN, with one wait for the GPU") {
   constexpr double scale = 1024.0;
   const Bundle clean = unscale_inputs(ctx, 9, scale);
@@ -462,6 +479,7 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
                              std::string(c.what) + "; scale 1024)";
     Run mine, ref;
     if (auto early = ctx.both("unscale", c.in, mine, ref, one_gpu(call))) return *early;
+    if (auto why = used_amp_helpers(mine, "unscale_grads_")) return Outcome::fail(*why);
     const bool found = mine.out.values["found_inf"].get<bool>(), want = ref.out.values["found_inf"].get<bool>();
     if (found != want) {
       return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +
@@ -544,6 +562,7 @@ WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::
   // The same steps through tiny::amp::GradScaler: the reference's amp_train_step, clipping at 1e9 (never).
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call + ", with tiny::amp::GradScaler"));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  if (auto why = used_amp_helpers(mine, function)) return Outcome::fail(*why);
   if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
   const nlohmann::json& v = mine.out.values;
   const nlohmann::json& want = ref.out.values;
@@ -723,9 +742,15 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   }
   const bool ran_on_inf = v["stepped"].size() > bad && v["stepped"][bad].get<bool>();
   const bool moved_on_inf = v["params_changed"].size() > bad && v["params_changed"][bad].get<bool>();
-  if (ran_on_inf || moved_on_inf) {
-    std::string why = "at step 2 the gradients were inf, and yet ";
-    why += ran_on_inf ? "optimizer.step() ran" : "the weights changed";
+  if (!ran_on_inf && moved_on_inf) {
+    // The probe: optimizer.step() did not run (scaler.step skipped it), so something else moved the weights.
+    return Outcome::fail("at step 2 the gradients were inf and optimizer.step() did not run (scaler.step skipped it), "
+                         "and yet the weights changed: a step that should have been skipped was applied, by code after "
+                         "scaler.step(optimizer) that changes the weights itself (weight decay or an update by hand?). "
+                         "Only the optimizer, through scaler.step(optimizer), may change them");
+  }
+  if (ran_on_inf) {
+    std::string why = "at step 2 the gradients were inf, and yet optimizer.step() ran";
     const nlohmann::json& finite = v["params_finite"];
     if (std::any_of(finite.begin(), finite.end(), [](const nlohmann::json& f) { return !f.get<bool>(); })) {
       why += " and the weights became inf or NaN";
@@ -750,6 +775,21 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
   if (v["stepped"] != want["stepped"]) {
     return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " + values_text(want["stepped"]) +
                          " (true: it ran)");
+  }
+  // Probe: step by step, did the weights move where the reference's did? A
+  // skipped step that still moved them was applied some other way.
+  for (int k = 0; k < steps && k < static_cast<int>(v["params_changed"].size()); ++k) {
+    const bool moved = v["params_changed"][k].get<bool>(), ref_moved = want["params_changed"][k].get<bool>();
+    if (moved == ref_moved) continue;
+    if (moved) {
+      return Outcome::fail("at step " + std::to_string(k + 1) + " optimizer.step() did not run, as in the reference, "
+                           "and yet the weights changed: a step that should have been skipped was applied, by code "
+                           "that changes the weights itself. Only the optimizer, through scaler.step(optimizer), may "
+                           "change them");
+    }
+    return Outcome::fail("at step " + std::to_string(k + 1) + " the reference's weights moved and yours did not, "
+                         "although optimizer.step() ran: were the gradients cleared between backward() and "
+                         "scaler.step(optimizer)?");
   }
   if (auto why = updates_differ(mine, ref, in.state("init"), "6 steps (one skipped)", kHalfTol)) {
     return Outcome::fail(*why);

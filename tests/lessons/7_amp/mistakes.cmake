@@ -59,6 +59,16 @@ workbook_mistake(tf32_for_bf16 CHECK bf16_step MESSAGE "products did not run in 
   FIND [=[    tiny::amp::autocast guard("cuda", tiny::kBFloat16);  // bfloat16: float32's exponent range]=]
   REPLACE [=[    tiny::set_float32_matmul_precision("high");  // TF32 instead of autocast]=])
 
+# Weight decay by hand after scaler.step(): it also runs at the step the scaler skipped, so a
+# skipped step changes the weights (a step that should have been skipped was applied).
+workbook_mistake(decay_after_skipped_step CHECK amp_skip_inf MESSAGE "a step that should have been skipped was applied"
+  FIND [=[  scaler.step(optimizer);                          // skipped when a gradient is inf or NaN]=]
+  REPLACE [=[  scaler.step(optimizer);
+  {
+    tiny::NoGradGuard no_grad;
+    for (const Tensor& p : model.parameters()) p.mul_(1.0 - 1e-3);  // weight decay, "after every step"
+  }]=])
+
 # Issue 21: a missing zero_grad() was blamed on scaler.update().
 workbook_mistake(no_zero_grad CHECK amp_skip_inf MESSAGE "did not clear the gradients"
   FIND [=[  optimizer.zero_grad();                           // set_to_none: the previous step's gradients go]=]
@@ -77,6 +87,28 @@ workbook_mistake(unscale_item_per_gradient CHECK unscale_grads MESSAGE "waited f
     worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN]=]
   REPLACE [=[    const Tensor largest = g.abs().max();
     if (!worst.defined() || !std::isfinite(largest.item<double>())) worst = largest;  // a wait per gradient]=])
+
+# The exercise in one call: GradScaler's own fused helper, right in its values and its one wait.
+workbook_mistake(unscale_with_amp_helper CHECK unscale_grads MESSAGE "called amp's own helpers"
+  FIND [=[  Tensor worst;  // the largest |gradient| of all, kept on the GPU: inf or NaN when any element is
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    const Tensor largest = g.abs().max();
+    worst = worst.defined() ? tiny::maximum(worst, largest) : largest;  // maximum keeps a NaN
+    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()
+  }
+  return worst.defined() && !std::isfinite(worst.item<double>());  // the one wait for the GPU]=]
+  REPLACE [=[  const tiny::Device gpu("cuda:0");
+  const Tensor found_inf = tiny::zeros({1}, tiny::TensorOptions(gpu));
+  tiny::amp::foreach_non_finite_check_and_unscale_(grads, found_inf, tiny::full({1}, 1.0 / scale).to(gpu));
+  return found_inf.item<double>() > 0;]=])
+
+# The same helper in the step instead of your unscale_grads_: right in its values.
+workbook_mistake(scaled_step_with_amp_helper CHECK scaled_step MESSAGE "with your unscale_grads_ and update_scale"
+  FIND [=[  const bool found_inf = unscale_grads_(grads, state.scale);]=]
+  REPLACE [=[  const Tensor inf_flag = tiny::zeros({1}, tiny::TensorOptions(loss.device()));
+  tiny::amp::foreach_non_finite_check_and_unscale_(grads, inf_flag, tiny::full({1}, 1.0 / state.scale).to(loss.device()));
+  const bool found_inf = inf_flag.item<double>() > 0;]=])
 
 workbook_mistake(update_no_tracker_reset CHECK update_scale MESSAGE "start counting clean steps again"
   FIND [=[    state.scale *= state.backoff_factor;  // too large: some gradient overflowed

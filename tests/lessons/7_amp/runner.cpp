@@ -21,6 +21,22 @@ namespace {
 
 const tiny::Device kGpu("cuda:0");
 
+// The kernels of amp's own helpers in a profile (GradScaler's fused
+// unscale-and-check and its scale update, PyTorch's
+// torch._amp_foreach_non_finite_check_and_unscale_ and torch._amp_update_scale_):
+// the loss scaling exercises build these, so an answer that calls them is named.
+nlohmann::json amp_helper_kernels(const tiny::profiler::profile& prof) {
+  nlohmann::json calls = nlohmann::json::object();
+  for (const char* name : {"_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}) calls[name] = 0;
+  const nlohmann::json trace = nlohmann::json::parse(prof.chrome_trace());  // kept: the loop reads into it
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("ph", "") != "X" || e.value("cat", "") != "kernel") continue;
+    const std::string name = e.value("name", "");
+    if (calls.contains(name)) calls[name] = calls[name].get<int>() + 1;
+  }
+  return calls;
+}
+
 std::shared_ptr<ProbedMLP> load_model(const workbook::Bundle& in) {
   auto model = std::make_shared<ProbedMLP>(in.values.at("in").get<int64_t>(), in.values.at("hidden").get<int64_t>(),
                                            in.values.at("classes").get<int64_t>());
@@ -141,8 +157,15 @@ void train_steps(const workbook::Bundle& in, workbook::Bundle& out, Steps kind) 
   nlohmann::json losses = nlohmann::json::array(), scales = nlohmann::json::array(),
                  trackers = nlohmann::json::array(), changes = nlohmann::json::array(),
                  finite = nlohmann::json::array(), stepped = nlohmann::json::array();
+  // Your own scaler's steps: does scaled_train_step call amp's helpers (GradScaler's kernels)?
+  std::optional<tiny::profiler::profile> prof;
+  if (kind == Steps::own_scaler) prof.emplace();
   // Writes what was seen so far: also when the student's step threw, so the checks can probe why.
   auto record = [&] {
+    if (prof) {
+      prof->stop();
+      out.values["amp_helper_kernels"] = amp_helper_kernels(*prof);
+    }
     record_calls(*model, out);
     out.values["losses"] = losses;
     out.values["scales"] = scales;
@@ -281,9 +304,12 @@ WORKBOOK_EXERCISE(unscale) {
     grads.push_back(none ? tiny::Tensor() : in.tensor("g." + std::to_string(i)).to(kGpu));
   }
   tiny::cuda::synchronize(0);
+  tiny::profiler::profile prof;  // opened before the count: it must not add to it
   const uint64_t syncs_before = tiny::cuda::device_counters(0).synchronizations;
   const bool found_inf = lesson7::unscale_grads_(grads, in.values.at("scale").get<double>());
   out.values["synchronizations"] = tiny::cuda::device_counters(0).synchronizations - syncs_before;
+  prof.stop();
+  out.values["amp_helper_kernels"] = amp_helper_kernels(prof);
   out.values["found_inf"] = found_inf;
   for (int i = 0; i < n; ++i) {
     if (grads[static_cast<size_t>(i)].defined()) out.put("g." + std::to_string(i), grads[static_cast<size_t>(i)].cpu());

@@ -83,7 +83,7 @@ workbook_mistake(no_workers CHECK fixed_program MESSAGE "The loop waited for the
   REPLACE [=[  options.num_workers = 0;]=])
 
 # make_loader: too few workers for a batch of 1024.
-workbook_mistake(two_workers CHECK fixed_program MESSAGE "use more num_workers"
+workbook_mistake(two_workers CHECK fixed_program MESSAGE "their batches arrive in bursts of 2 every"
   FIND [=[  options.num_workers = 12;  // 1024 images x 8 us = 8.2 ms a batch; 12 workers deliver one every 0.68 ms]=]
   REPLACE [=[  options.num_workers = 2;]=])
 

@@ -42,6 +42,7 @@
 #include "runtime/cpu_allocator.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
+#include "tiny/distributed/store.h"
 
 namespace tiny::gpu {
 namespace emulated {
@@ -63,6 +64,7 @@ struct WorkItem {
   ItemKind kind = ItemKind::kernel;
   std::function<void()> work;  // kernel: an emulated kernel or a copy
   const char* name = "";       // kernel: the op, for error messages
+  bool collective = false;     // kernel: a collective (its failure is the communicator's, not a device fault)
   std::shared_ptr<EventState> event;
   uint64_t record = 0;  // record_event: the record number to mark; wait_event: the one to wait for
 };
@@ -100,6 +102,7 @@ struct DeviceState {
   // The sticky error: the first one recorded, kept until clear_error.
   mutable std::mutex error_mutex;
   bool has_error = false;
+  bool error_from_collective = false;  // a collective failed (a peer missing or disagreeing), not a kernel
   std::string error_op, error_message;
 
   template <typename F>
@@ -636,9 +639,9 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
         } catch (const std::exception& e) {
           // A throwing kernel must not terminate the program from a worker
           // thread: it becomes the device's sticky error, as a GPU fault does.
-          record_error(s->device, item.name, e.what());
+          record_error(s->device, item.name, e.what(), item.collective);
         } catch (...) {
-          record_error(s->device, item.name, "unknown exception");
+          record_error(s->device, item.name, "unknown exception", item.collective);
         }
         // Destroyed here, not under the lock: what the closure captured
         // (a tensor, a snapshot) may call back into the runtime when freed.
@@ -701,6 +704,7 @@ model::Span EmulatedRuntime::collective(Stream stream, int64_t ready, int64_t du
   WorkItem item;
   item.work = std::move(work);
   item.name = name;
+  item.collective = true;
   model::Span span;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -970,11 +974,12 @@ float EmulatedRuntime::event_elapsed_ms(Event start, Event end) {
 
 // ---------------------------------------------------------------- errors
 
-void EmulatedRuntime::record_error(int index, std::string op, std::string message) {
+void EmulatedRuntime::record_error(int index, std::string op, std::string message, bool collective) {
   DeviceState& d = device(index, "record_error");
   std::lock_guard<std::mutex> lock(d.error_mutex);
   if (d.has_error) return;  // the first error is the one that explains the others
   d.has_error = true;
+  d.error_from_collective = collective;
   d.error_op = std::move(op);
   d.error_message = std::move(message);
 }
@@ -983,6 +988,7 @@ void EmulatedRuntime::clear_error(int index) {
   DeviceState& d = device(index, "clear_error");
   std::lock_guard<std::mutex> lock(d.error_mutex);
   d.has_error = false;
+  d.error_from_collective = false;
   d.error_op.clear();
   d.error_message.clear();
 }
@@ -992,6 +998,14 @@ std::string EmulatedRuntime::pending_error(int index) const {
   const bool blocking = mode() == Mode::blocking;  // read before taking error_mutex: one lock at a time
   std::lock_guard<std::mutex> lock(d.error_mutex);
   if (!d.has_error) return "";
+  if (d.error_from_collective) {
+    // No kernel faulted: the communicator could not complete a collective (a
+    // rank missing, or calling another collective or size). PyTorch raises
+    // this as a DistBackendError from the process group, not as a CUDA error,
+    // and TINY_LAUNCH_BLOCKING would not help: the message names the ranks.
+    return "NCCL collective " + d.error_op + " failed on cuda:" + std::to_string(index) + " (emulated): " +
+           d.error_message;
+  }
   std::string text = "CUDA error: device-side assert triggered on cuda:" + std::to_string(index) +
                      " (emulated) in " + d.error_op + ": " + d.error_message + ". ";
   if (blocking) {
@@ -1005,7 +1019,15 @@ std::string EmulatedRuntime::pending_error(int index) const {
 
 void EmulatedRuntime::raise_pending_error(int index) const {
   const std::string message = pending_error(index);
-  if (!message.empty()) throw Error(message);
+  if (message.empty()) return;
+  bool collective = false;
+  {
+    const DeviceState& d = device(index, "raise_pending_error");
+    std::lock_guard<std::mutex> lock(d.error_mutex);
+    collective = d.error_from_collective;
+  }
+  if (collective) throw distributed::DistributedError(message);
+  throw Error(message);
 }
 
 // ---------------------------------------------------------------- modes, counters

@@ -185,7 +185,10 @@ class EmulatedRuntime : public Runtime {
   // Stores a sticky error for `device`, found by queued work (for example
   // "index 7 is out of bounds for dimension 0 with size 5" seen by
   // op "index_select"). The first error is kept until clear_error().
-  void record_error(int device, std::string op, std::string message);
+  // `collective`: the failing item was a collective (EmulatedRuntime::collective):
+  // the error is raised as tiny::distributed::DistributedError with the
+  // process group's words, not as a CUDA device-side assert.
+  void record_error(int device, std::string op, std::string message, bool collective = false);
   // Forgets the device's sticky error (tests; a real GPU needs a new process).
   void clear_error(int device);
   // The pending error message ("" if none), without raising it.
