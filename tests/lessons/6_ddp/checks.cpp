@@ -41,6 +41,7 @@ namespace {
 constexpr double kLr = 0.5;
 constexpr int kEpochs = 3;
 constexpr int64_t kBatch = kExamples / kWorld;  // one step per epoch on each rank
+constexpr int64_t kUnevenBatch = 3;             // 8 examples a rank: batches of 3, 3 and 2
 // DDP adds the two halves' gradients in another order than one process: compare with slack.
 constexpr double kRtol = 1e-4, kAtol = 1e-5;
 
@@ -530,6 +531,35 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
                              got[e].dump() + ", expected " + want[e].dump() + " (this rank's mean loss per example: "
                              "sum of loss * batch size, divided by the examples it saw)");
       }
+    }
+  }
+  // Again with batches of 3, 3 and 2 examples on each rank: a plain mean of the
+  // batches' losses equals the mean per example only while every batch has the same size.
+  Bundle uneven = in;
+  uneven.values["batch_size"] = kUnevenBatch;
+  const std::string uneven_call = "3 epochs of train_one_epoch on 2 ranks, 8 examples each in batches of 3, 3 and 2";
+  Run mine_uneven, ref_uneven;
+  if (auto early = run_both(ctx, "train_one_epoch", uneven, mine_uneven, ref_uneven, options_for(uneven_call))) {
+    return *early;
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& got = rank_values(mine_uneven, r)["losses"];
+    const nlohmann::json& want = rank_values(ref_uneven, r)["losses"];
+    for (size_t e = 0; e < want.size(); ++e) {
+      if (close(got[e].get<double>(), want[e].get<double>())) continue;
+      // Probe: the same weights as the reference's (training was right) and the right losses with one batch an
+      // epoch (above): only the way the batches' losses were averaged differs.
+      if (!workbook::state_differs("", mine_uneven.out, ref_uneven.out, "rank0.final", kRtol, kAtol)) {
+        return Outcome::fail(uneven_call + ": on rank " + std::to_string(r) + " epoch " + std::to_string(e) +
+                             " returned " + got[e].dump() + ", expected " + want[e].dump() + ". Your model trained "
+                             "exactly as the reference's, and your losses were right while an epoch was one batch: "
+                             "the short last batch counts as much as a full one in your mean. The mean loss per "
+                             "example weighs each batch's mean loss by its number of examples, then divides by the "
+                             "examples this rank saw");
+      }
+      return Outcome::fail(uneven_call + ": on rank " + std::to_string(r) + " epoch " + std::to_string(e) +
+                           " returned " + got[e].dump() + ", expected " + want[e].dump() +
+                           " (this rank's mean loss per example)");
     }
   }
   note_collectives(ctx, mine);

@@ -161,3 +161,12 @@ workbook_mistake(average_through_host CHECK average_gradients MESSAGE "they went
 workbook_mistake(mean_on_rank_0_only CHECK train MESSAGE "Rank 0 is running collective all_reduce of 1 float64 elements, but Rank 1 is running collective"
   FIND [=[    const double mean = all_reduce_mean(local, device);  // every rank takes part]=]
   REPLACE [=[    const double mean = rank == 0 ? all_reduce_mean(local, device) : local;  // "only rank 0 prints it"]=])
+
+# The plain mean of the batches' losses: right while an epoch is one batch (or
+# every batch has the same size), wrong with a short last batch; a newcomer's
+# version passed before the check had one.
+workbook_mistake(epoch_mean_of_batches CHECK train_one_epoch MESSAGE "the short last batch counts as much as a full one"
+  FIND [=[    sum += loss.item<double>() * static_cast<double>(x.size(0));
+    examples += x.size(0);]=]
+  REPLACE [=[    sum += loss.item<double>();
+    examples += 1;  // batches]=])
