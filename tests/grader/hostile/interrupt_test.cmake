@@ -62,12 +62,17 @@ ours() {
     esac
   done
 }
-runner_running() {
-  for p in $(ours); do
-    case "$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)" in *"count_devices in out"*) return 0 ;; esac
+# Those of them whose command line matches $1: pgrep finds the few candidates, so a
+# poll costs a few forks, not several per process of a loaded machine (a scan
+# of every process took longer than the run's 10 s limit under a load of 8).
+ours_named() {
+  for p in $(pgrep -f "$1"); do
+    case "$(readlink "/proc/$p/cwd" 2>/dev/null) $(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")" in
+      *"$tmp"*) echo "$p" ;;
+    esac
   done
-  return 1
 }
+runner_running() { [ -n "$(ours_named 'count_devices in out')" ]; }
 tries=0
 until runner_running; do
   tries=$((tries + 1))
@@ -76,7 +81,7 @@ until runner_running; do
   fi
   sleep 0.05
 done
-checker_pid=$(for p in $(ours); do case "$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)" in *lesson_1_checks*) echo $p ;; esac; done | head -n 1)
+checker_pid=$(ours_named lesson_1_checks | head -n 1)
 sleep 0.3
 start=$(date +%s)
 case $mode in
@@ -87,10 +92,11 @@ case $mode in
 esac
 wait $grader_pid
 rc=$?
+seconds=$(( $(date +%s) - start ))  # how long the grader took to stop, before the scan for what is left
 # What is left, once the checker had its time to clean up (a killed grader's checker is on its own).
 tries=0
 while [ -n "$(ours)" ] && [ $tries -lt 200 ]; do tries=$((tries + 1)); sleep 0.05; done
-echo "rc=$rc seconds=$(( $(date +%s) - start ))"
+echo "rc=$rc seconds=$seconds"
 for p in $(ours); do echo "process left: $p $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline)"; done
 ps -eo uid=,stat= | awk '$1 >= 2100000512 && $1 < 2100000768 && $2 !~ /Z/ { n++ } END { if (n) print "processes of the sandboxes uids left: " n }'
 case $mode in
