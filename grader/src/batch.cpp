@@ -13,6 +13,7 @@
 #include "junit.h"
 #include "report.h"
 #include "submission.h"
+#include "text_file.h"
 #include "tiny/error.h"
 
 namespace workbook {
@@ -25,31 +26,20 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Writes through a temporary file and a rename, so a kill never leaves half a file.
-void spit(const fs::path& file, const std::string& text) {
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    TINY_CHECK(out.good(), IOError, "cannot write ", tmp.string());
-  }
-  fs::rename(tmp, file);
-}
-
 // A submission's own files, from the lessons graded so far.
 void write_submission_files(const fs::path& dir, const std::string& name, const std::vector<LessonResult>& results,
                             double seconds, uint64_t seed, const std::string& quiz, const std::string& warning,
                             const SubmissionLayout& layout) {
   nlohmann::json doc = gradescope_results(results, seconds, seed, quiz, &layout);
   if (!warning.empty()) doc["output"] = warning + doc["output"].get<std::string>();
-  spit(dir / "results.json", results_json_text(doc));
+  write_file_atomically(dir / "results.json", results_json_text(doc));
   std::ostringstream board;
   board << layout.text() << "\n";
   print_scoreboard(board, results, seed, false);
   board << warning;
-  spit(dir / "scoreboard.txt", board.str());
-  spit(dir / "report.html", html_report(results, seed, "GPU Training Workbook: " + name, warning, layout.text()));
-  spit(dir / "junit.xml", junit_xml(results, name, seed, &layout));
+  write_file_atomically(dir / "scoreboard.txt", board.str());
+  write_file_atomically(dir / "report.html", html_report(results, seed, "GPU Training Workbook: " + name, warning, layout.text()));
+  write_file_atomically(dir / "junit.xml", junit_xml(results, name, seed, &layout));
 }
 
 std::string lesson_line(const LessonResult& r) {
@@ -214,7 +204,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   {
     std::vector<std::string> names;
     for (const fs::path& s : submissions) names.push_back(submission_name(s));
-    spit(record, shard_record(b.shard, b.batch, everyone.size(), names, b.skipped).dump(1) + "\n");
+    write_file_atomically(record, shard_record(b.shard, b.batch, everyone.size(), names, b.skipped).dump(1) + "\n");
   }
   std::vector<fs::path> todo;
   for (const fs::path& s : submissions) {
@@ -276,11 +266,11 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
             });
         const double seconds = since(t0);
         const nlohmann::json summary = submission_summary(name, results, options.seed, seconds);
-        spit(mine / "summary.json", summary.dump(1) + "\n");  // before its row: a row means a summary
+        write_file_atomically(mine / "summary.json", summary.dump(1) + "\n");  // before its row: a row means a summary
         std::lock_guard<std::mutex> lock(mutex);
         append_row(csv, gradebook_row(name, results, options.seed, seconds));
         // The class's page so far: a kill keeps it too.
-        spit(b.out_dir / "index.html", class_index_html(lessons, class_summaries(b.out_dir, submissions, false),
+        write_file_atomically(b.out_dir / "index.html", class_index_html(lessons, class_summaries(b.out_dir, submissions, false),
                                                         b.sandbox_warning));
         ++finished;
         const double total = summary["total"], maximum = summary["maximum"];
@@ -304,7 +294,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   for (auto& t : threads) t.join();
 
   const std::vector<nlohmann::json> summaries = class_summaries(b.out_dir, submissions, true);
-  spit(b.out_dir / "index.html", class_index_html(lessons, summaries, b.sandbox_warning));
+  write_file_atomically(b.out_dir / "index.html", class_index_html(lessons, summaries, b.sandbox_warning));
   std::printf("%s", class_table(lessons, summaries).c_str());
   std::printf("\ngraded %zu submission%s with seed %llu in %s: %s (index.html beside it; results.json, report.html, "
               "junit.xml and scoreboard.txt in a folder per submission)\n",

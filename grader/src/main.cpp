@@ -28,6 +28,7 @@
 #include "shard.h"
 #include "stubs.h"
 #include "submission.h"
+#include "text_file.h"
 #include "tiny/error.h"
 
 namespace fs = std::filesystem;
@@ -35,28 +36,9 @@ using namespace workbook;
 
 namespace {
 
-std::string slurp(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  TINY_CHECK(in.good(), IOError, "cannot read ", file.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Writes through a temporary file and a rename, so a crash never leaves half a file.
-void spit(const fs::path& file, const std::string& text) {
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    TINY_CHECK(out.good(), IOError, "cannot write ", tmp.string());
-  }
-  fs::rename(tmp, file);
-}
-
 std::string stub_of(const Recipe& recipe, const Lesson& lesson) {
   const fs::path solution = recipe.source_dir / "solutions" / lesson.folder / "exercise.cpp";
-  return make_stub(slurp(solution), lesson.number, solution.string());
+  return make_stub(read_whole_file(solution), lesson.number, solution.string());
 }
 
 // The file as committed in git's HEAD ("" outside a git checkout or when untracked).
@@ -76,7 +58,7 @@ std::string committed_version(const Recipe& recipe, const fs::path& file) {
 // Keeps a copy of `file` under a name no other backup has: FILE.<time>.bak,
 // else FILE.<time>.1.bak, .2.bak, ... (two resets within a second keep both).
 fs::path keep_backup(const fs::path& file) {
-  const std::string text = slurp(file);
+  const std::string text = read_whole_file(file);
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -117,7 +99,7 @@ nlohmann::json load_state(const Recipe& recipe) {
 void save_state(const Recipe& recipe, const nlohmann::json& state) {
   std::error_code ec;
   fs::create_directories(state_file(recipe).parent_path(), ec);  // a build folder not made yet
-  spit(state_file(recipe), state.dump(1) + "\n");
+  write_file_atomically(state_file(recipe), state.dump(1) + "\n");
 }
 
 // ---------------------------------------------------------------- grading
@@ -460,7 +442,7 @@ int main(int argc, char** argv) {
                                     {"output", "Your work was not graded: this autograder is not set up to grade "
                                                "safely. This is not a problem with your code; please tell your "
                                                "instructor.\n\nFor the instructor: " + why + "\n"}};
-              spit(json_file, results_json_text(doc));
+              write_file_atomically(json_file, results_json_text(doc));
             }
             TINY_CHECK(false, ValueError, why);
           }
@@ -518,15 +500,15 @@ int main(int argc, char** argv) {
         if (!json_file.empty()) {
           nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz, found);
           if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
-          spit(json_file, results_json_text(doc));
+          write_file_atomically(json_file, results_json_text(doc));
         }
         if (!html_file.empty()) {
-          spit(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning,
+          write_file_atomically(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning,
                                       found ? found->text() : ""));
         }
         if (!junit_file.empty()) {
           const std::string name = submission.empty() ? "your lessons" : fs::path(submission).filename().string();
-          spit(junit_file, junit_xml(so_far, name, options.seed, found));
+          write_file_atomically(junit_file, junit_xml(so_far, name, options.seed, found));
         }
       };
       const std::vector<LessonResult> results =
@@ -589,7 +571,7 @@ int main(int argc, char** argv) {
                  "/exercise.cpp is not a plain file (a folder, a link or a FIFO): move it away, then run ./workbook "
                  "reset ", number, " again");
       if (fs::exists(st)) {
-        if (slurp(file) == stub) {
+        if (read_whole_file(file) == stub) {
           std::printf("lessons/%s/exercise.cpp is already the untouched stubs\n", l.folder.c_str());
           return 0;
         }
@@ -597,7 +579,7 @@ int main(int argc, char** argv) {
         std::printf("your version is kept as %s (to undo: cp %s %s)\n", fs::relative(backup, recipe.source_dir).c_str(),
                     fs::relative(backup, recipe.source_dir).c_str(), fs::relative(file, recipe.source_dir).c_str());
       }
-      spit(file, stub);
+      write_file_atomically(file, stub);
       std::printf("lessons/%s/exercise.cpp is back to its stubs\n", l.folder.c_str());
       return 0;
     }
@@ -630,7 +612,7 @@ int main(int argc, char** argv) {
       }
       const fs::path file = recipe.source_dir / "solutions" / l.folder / "exercise.cpp";
       std::printf("// %s: the reference solution of lesson %d\n%s", fs::relative(file, recipe.source_dir).c_str(), number,
-                  slurp(file).c_str());
+                  read_whole_file(file).c_str());
       return 0;
     }
     if (*watch_cmd) return watch(recipe, options);
@@ -642,7 +624,7 @@ int main(int argc, char** argv) {
         const fs::path file = base / l.folder / "exercise.cpp";
         if (stubs_check) {
           // A student's edits are not the maintainers' concern: the committed stub is what must match.
-          const bool matches = (fs::exists(file) && slurp(file) == stub) || committed_version(recipe, file) == stub;
+          const bool matches = (fs::exists(file) && read_whole_file(file) == stub) || committed_version(recipe, file) == stub;
           if (!matches) {
             ++differ;
             std::printf("(maintainers) %s, as committed, differs from the stub generated from solutions/%s/exercise.cpp: "
@@ -652,13 +634,13 @@ int main(int argc, char** argv) {
           continue;
         }
         fs::create_directories(file.parent_path());
-        if (stubs_out.empty() && fs::exists(file) && slurp(file) != stub && !committed_version(recipe, file).empty() &&
-            slurp(file) != committed_version(recipe, file) && !force) {
+        if (stubs_out.empty() && fs::exists(file) && read_whole_file(file) != stub && !committed_version(recipe, file).empty() &&
+            read_whole_file(file) != committed_version(recipe, file) && !force) {
           std::printf("left %s alone: it has changes that are not committed (a student's work?); --force overwrites it\n",
                       file.c_str());
           continue;
         }
-        spit(file, stub);
+        write_file_atomically(file, stub);
         std::printf("wrote %s\n", file.c_str());
       }
       if (stubs_check && differ == 0) std::printf("all %zu lessons' stubs match their solutions\n", recipe.lessons.size());

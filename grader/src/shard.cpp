@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "gradebook.h"
+#include "text_file.h"
 #include "tiny/error.h"
 
 namespace workbook {
@@ -25,24 +26,6 @@ constexpr int kMaxShards = 10000;
 std::optional<long> whole(const std::string& s) {
   if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   return std::strtol(s.c_str(), nullptr, 10);
-}
-
-std::string slurp(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  TINY_CHECK(in.good(), IOError, "cannot read ", file.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void spit(const fs::path& file, const std::string& text) {
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    TINY_CHECK(out.good(), IOError, "cannot write ", tmp.string());
-  }
-  fs::rename(tmp, file);
 }
 
 // A gradebook field as read back: the name without its spreadsheet escape.
@@ -170,7 +153,7 @@ Merged read_shards(const std::vector<fs::path>& dirs) {
     const fs::path csv = dir / "gradebook.csv";
     TINY_CHECK(fs::is_regular_file(csv), ValueError, dir.string(), " holds no gradebook.csv: give the folders each "
                "shard's grade --batch wrote (its --out), e.g. OUT/shard-0 OUT/shard-1");
-    const std::string text = slurp(csv);
+    const std::string text = read_whole_file(csv);
     const std::string header = text.substr(0, text.find('\n') + 1);
     TINY_CHECK(header.rfind("submission,", 0) == 0, ValueError, csv.string(), " is not a gradebook the grader wrote "
                "(its first line is not \"submission,total,...\")");
@@ -187,7 +170,7 @@ Merged read_shards(const std::vector<fs::path>& dirs) {
     if (fs::is_regular_file(record_file)) {
       nlohmann::json record;
       try {
-        record = nlohmann::json::parse(slurp(record_file));
+        record = nlohmann::json::parse(read_whole_file(record_file));
       } catch (const std::exception& e) {
         TINY_THROW(ValueError, record_file.string(), " cannot be read (", e.what(), "): run that shard again with "
                    "--resume, which writes it anew");
@@ -287,14 +270,14 @@ int merge_shards(const Recipe& recipe, const std::vector<fs::path>& dirs, const 
     fs::copy(m.folders[i], to, fs::copy_options::recursive, ec);
     TINY_CHECK(!ec, IOError, "cannot copy ", m.folders[i].string(), " to ", to.string(), ": ", ec.message());
     try {
-      summaries.push_back(nlohmann::json::parse(slurp(to / "summary.json")));
+      summaries.push_back(nlohmann::json::parse(read_whole_file(to / "summary.json")));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s cannot be read (%s): that submission is left out of the class table\n",
                    (to / "summary.json").c_str(), e.what());
     }
   }
   write_gradebook(out / "gradebook.csv", m.header, m.rows);
-  spit(out / "index.html", class_index_html(lessons, summaries, warning));
+  write_file_atomically(out / "index.html", class_index_html(lessons, summaries, warning));
   std::printf("%s", class_table(lessons, summaries).c_str());
   std::printf("\nmerged %zu submission%s from %zu folder%s: %s (index.html and a folder per submission beside it)\n",
               m.rows.size(), m.rows.size() == 1 ? "" : "s", dirs.size(), dirs.size() == 1 ? "" : "s",
