@@ -171,8 +171,9 @@ workbook_mistake(epoch_mean_of_batches CHECK train_one_epoch MESSAGE "the short 
   REPLACE [=[    sum += loss.item<double>();
     examples += 1;  // batches]=])
 
-# The mean copied back with non_blocking and read before the copy ran: right most of the time in
-# threaded mode (the copy usually wins the race), stale every time in the check's deferred mode.
+# The mean copied back with non_blocking and read before the copy ran: a race on a real GPU
+# (right whenever the copy wins it), stale every time in the check's deferred mode (in threaded
+# mode the host read first in 8 runs of 8 too, but that is timing, not a promise).
 workbook_mistake(mean_copy_not_waited CHECK all_reduce_mean MESSAGE "you read the host copy before the copy finished"
   FIND [=[  return t.item<double>() / dist::get_world_size();]=]
   REPLACE [=[  const tiny::Tensor host = t.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "no wait"
