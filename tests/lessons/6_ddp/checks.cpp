@@ -12,7 +12,9 @@
 // Every check counts each rank's collectives (calls and bytes per kind,
 // tiny::distributed::collective_counts()) and fails an answer that makes more
 // of them than the reference, even when its numbers are right; barriers, which
-// move no data, are never held against an answer.
+// move no data, are never held against an answer. all_reduce_mean runs in the
+// emulator's deferred mode (queued GPU work runs only when the host waits), so a
+// result read from a non_blocking copy nobody waited for is stale every time.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -367,15 +369,30 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
   const std::string call = "all_reduce_mean(" + std::to_string(values[0]) + " on rank 0, " +
                            std::to_string(values[1]) + " on rank 1)";
   Run mine, ref;
-  if (auto early = run_both(ctx, "all_reduce_mean", in, mine, ref, options_for(call))) return *early;
+  // Deferred mode: queued GPU work runs only when the host waits, so a value read from a
+  // non_blocking copy back that nobody waited for is stale every time, not now and then.
+  workbook::RunOptions options = options_for(call);
+  options.mode = "deferred";
+  if (auto early = run_both(ctx, "all_reduce_mean", in, mine, ref, options)) return *early;
   double sum = 0;
   for (double v : values) sum += v;
   const double mean = sum / kWorld;
   for (int r = 0; r < kWorld; ++r) {
-    const double got = rank_values(mine, r)["result"].get<double>();
+    const nlohmann::json& v = rank_values(mine, r);
+    const double got = v["result"].get<double>();
     if (std::fabs(got - mean) <= 1e-9 * std::fabs(mean) + 1e-12) continue;
     std::string why = call + ": rank " + std::to_string(r) + " got " + std::to_string(got) + ", expected the mean " +
                       std::to_string(mean);
+    // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
+    if (!v.value("idle", true) && v.value("bytes_to_pinned", int64_t{0}) > 0) {
+      return Outcome::fail(why + ": you read the host copy before the copy finished. A non_blocking copy to the "
+                           "CPU (into pinned memory) returns at once, and the GPU writes the value later: rank " +
+                           std::to_string(r) + " returned with the copy still queued on cuda:" + std::to_string(r) +
+                           " (in this check's deferred mode nothing queued runs until the host waits; on a real GPU "
+                           "it is a race you lose now and then). Wait before reading it, "
+                           "tiny::cuda::synchronize() (PyTorch's torch.cuda.synchronize()), or use a blocking copy: "
+                           ".item() or .cpu() wait for the GPU themselves");
+    }
     if (std::fabs(got - sum) <= 1e-9 * std::fabs(sum)) {
       why += ": that is the sum over the ranks. all_reduce adds by default (ReduceOp::SUM): divide by "
              "tiny::distributed::get_world_size(), or all-reduce with ReduceOp::AVG";

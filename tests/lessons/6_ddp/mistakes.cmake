@@ -170,3 +170,11 @@ workbook_mistake(epoch_mean_of_batches CHECK train_one_epoch MESSAGE "the short 
     examples += x.size(0);]=]
   REPLACE [=[    sum += loss.item<double>();
     examples += 1;  // batches]=])
+
+# The mean copied back with non_blocking and read before the copy ran: a race on a real GPU
+# (right whenever the copy wins it), stale every time in the check's deferred mode (in threaded
+# mode the host read first in 8 runs of 8 too, but that is timing, not a promise).
+workbook_mistake(mean_copy_not_waited CHECK all_reduce_mean MESSAGE "you read the host copy before the copy finished"
+  FIND [=[  return t.item<double>() / dist::get_world_size();]=]
+  REPLACE [=[  const tiny::Tensor host = t.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "no wait"
+  return host.item<double>() / dist::get_world_size();]=])

@@ -506,8 +506,20 @@ WORKBOOK_EXERCISE(rank_all_reduce_mean) {
   const tiny::Device device = join_group();
   const double value = in.values.at("values").at(static_cast<size_t>(dist::get_rank())).get<double>();
   dist::reset_collective_counts();
+  if (device.is_cuda()) {
+    tiny::cuda::synchronize(device.index());
+    workbook::reset_device_counters(device.index());
+  }
   out.values["result"] = lesson6::all_reduce_mean(value, device);
   out.values["collectives"] = collectives();
+  if (device.is_cuda()) {
+    // A copy back into pinned memory (a non_blocking one) and work still queued when the answer
+    // came back: the answer was read before the copy ran (in the check's deferred mode queued
+    // work runs only when the host waits, so such a read is stale every time).
+    out.values["idle"] = tiny::cuda::current_stream(device.index()).query();
+    out.values["bytes_to_pinned"] = tiny::cuda::device_counters(device.index()).bytes_device_to_host_pinned;
+    tiny::cuda::synchronize(device.index());  // the queued collective runs now, while the group is still there
+  }
 }
 
 // train(options): each rank is given its own checkpoint path, so a save by rank 1 shows.

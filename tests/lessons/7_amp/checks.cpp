@@ -7,7 +7,11 @@
 // and get the same batches; probes in the glue record where autocast was on,
 // the dtypes, the gradients the optimizer was handed, whether the previous
 // step's gradients were cleared, and the GPU's GEMM counters: the products
-// must really run in 16 bits, not only give numbers that agree.
+// must really run in 16 bits, not only give numbers that agree. unscale_grads
+// runs in the emulator's deferred mode (queued GPU work runs only when the host
+// waits), so a flag read from a non_blocking copy nobody waited for is stale
+// every time; amp_cache watches the caching allocator over three larger steps
+// (segments given back, allocations that reached the device).
 //
 // Tolerances: student and reference usually run the same ops and agree exactly;
 // a correct step written another way rounds in other places. float16 keeps 11
@@ -478,9 +482,25 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
     const std::string call = "unscale_grads_(4 gradients of a 32-64-10 MLP, the second undefined, with " +
                              std::string(c.what) + "; scale 1024)";
     Run mine, ref;
-    if (auto early = ctx.both("unscale", c.in, mine, ref, one_gpu(call))) return *early;
+    // Deferred mode: queued GPU work runs only when the host waits, so a flag read from a
+    // non_blocking copy back that nobody waited for is stale every time, not now and then.
+    RunOptions options = one_gpu(call);
+    options.mode = "deferred";
+    if (auto early = ctx.both("unscale", c.in, mine, ref, options)) return *early;
     if (auto why = used_amp_helpers(mine, "unscale_grads_")) return Outcome::fail(*why);
     const bool found = mine.out.values["found_inf"].get<bool>(), want = ref.out.values["found_inf"].get<bool>();
+    // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
+    if (found != want && !mine.out.values.value("idle", true) &&
+        mine.out.values.value("bytes_to_pinned", int64_t{0}) > 0) {
+      return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +
+                           ": you read the host copy before the copy finished. A non_blocking copy to the CPU (into "
+                           "pinned memory) returns at once and the GPU writes the flag later: your function returned "
+                           "with the copy still queued (in this check's deferred mode nothing queued runs until the "
+                           "host waits; on a real GPU it is a race you lose now and then, and a missed inf ruins the "
+                           "weights). Wait before reading it, tiny::cuda::synchronize() (PyTorch's "
+                           "torch.cuda.synchronize()), or use a blocking copy: .item() waits for the GPU, and it is "
+                           "the one wait this function needs");
+    }
     if (found != want) {
       return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +
                            (want ? ": look at every element of every gradient, inf and NaN both (NaN compares false "
@@ -502,6 +522,19 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
                                       "set to 0)", finite_part(got), finite_part(ref.out.tensor(key)), 1e-6, 1e-12)) {
         return Outcome::fail(*why);
       }
+    }
+    // Right values, and the gradients went through the host: named from the copy counters before the
+    // waits (each .cpu() waits too, and the waits' message would blame an .item()).
+    const int64_t to_host = mine.out.values.value("bytes_to_host", int64_t{0});
+    const int64_t to_device = mine.out.values.value("bytes_to_device", int64_t{0});
+    if (to_device > ref.out.values.value("bytes_to_device", int64_t{0}) &&
+        to_host > ref.out.values.value("bytes_to_host", int64_t{0})) {
+      return Outcome::fail(call + ": the right gradients, but they went from the GPU to the host and back (" +
+                           std::to_string(to_host) + " bytes copied to the host and " + std::to_string(to_device) +
+                           " back to the GPU; the reference copies " +
+                           std::to_string(ref.out.values.value("bytes_to_host", int64_t{0})) + " bytes to the host, "
+                           "its one flag, and none back). Each trip waits for the GPU and moves every gradient twice "
+                           "over the PCIe link: divide them where they are, on the GPU (mul_ or div_ in place)");
     }
     const int64_t waits = mine.out.values["synchronizations"].get<int64_t>();
     const int64_t ref_waits = ref.out.values["synchronizations"].get<int64_t>();
@@ -795,6 +828,62 @@ WORKBOOK_CHECK(amp_skip_inf, "with an inf in a step, the step is skipped, the sc
     return Outcome::fail(*why);
   }
   return Outcome::pass("scales " + values_text(scales) + "; step 2 skipped");
+}
+
+WORKBOOK_CHECK(amp_cache, "amp_train_step() at a batch of 4096 lets the caching allocator keep its blocks from step to step (no empty_cache())") {
+  // At a batch of 4096 (the 16-256-256-10 MLP) each activation is a block of
+  // 2-4 MiB, in a segment of its own that the cache keeps from step to step:
+  // a step that gives it back makes the next one ask the device again.
+  constexpr int steps = 3;
+  Bundle in;
+  put_model(in, ctx, kMemIn, kMemHidden);
+  for (int k = 0; k < steps; ++k) {
+    in.put("x." + std::to_string(k), features(ctx, 1200 + 2 * k, kMemBatch, kMemIn));
+    in.put("y." + std::to_string(k), labels(ctx, 1201 + 2 * k, kMemBatch));
+  }
+  in.values["steps"] = steps;
+  in.values["init_scale"] = kInitScale;
+  in.values["growth_interval"] = 2000;
+  in.values["max_grad_norm"] = kNoClip;
+  in.values["watch_cache"] = true;
+  const std::string call = "3 steps of amp_train_step at a batch of 4096 (16-256-256-10 MLP, GradScaler "
+                           "init_scale=1024)";
+  const Run mine = ctx.student("amp_steps", in, one_gpu(call));
+  if (auto named = explain_error(mine, "amp_train_step")) return *named;
+  if (auto early = ctx.unless_ok(mine)) return *early;
+  const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
+  if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  const nlohmann::json& v = mine.out.values;
+  const nlohmann::json& w = ref.out.values;
+  // Allocations the cache could not serve went to the device (cudaMalloc on a
+  // real GPU: slow, and it synchronizes); segments given back show as drops of
+  // memory_reserved.
+  const int64_t mallocs = v["step_mallocs"].get<int64_t>(), ref_mallocs = w["step_mallocs"].get<int64_t>();
+  const int64_t frees = v["segment_frees"].get<int64_t>();
+  ctx.details["device mallocs (allocations the cache did not serve)"] = {{"yours", mallocs}, {"reference", ref_mallocs}};
+  ctx.details["curves"]["memory_reserved after each step (bytes)"] = {{"yours", v["reserved_after_step"]},
+                                                                       {"reference", w["reserved_after_step"]}};
+  std::string reserved;
+  for (const nlohmann::json* r : {&v["reserved_after_step"], &w["reserved_after_step"]}) {
+    std::string mibs;
+    for (const nlohmann::json& b : *r) mibs += (mibs.empty() ? "" : ", ") + number_text(b.get<double>() / (1 << 20), 3);
+    reserved += std::string(reserved.empty() ? "yours " : ", the reference's ") + mibs + " MiB";
+  }
+  if (frees > 0 && mallocs > ref_mallocs) {
+    return Outcome::fail(call + ": your steps gave " + std::to_string(frees) + " segments back to the GPU, and " +
+                         std::to_string(mallocs) + " allocations went to the device instead of the cache (the "
+                         "reference: " + std::to_string(ref_mallocs) + "; memory_reserved after each step: " + reserved +
+                         "): that is empty_cache() every step. It lowers memory_reserved and nothing else: the next "
+                         "step asks the device again for the same memory (cudaMalloc, which is slow and "
+                         "synchronizes). Let the cache keep its blocks; float16 already halved the activations");
+  }
+  if (mallocs > ref_mallocs + 2) {
+    return Outcome::fail(call + ": " + std::to_string(mallocs) + " allocations went to the device, not the cache (the "
+                         "reference: " + std::to_string(ref_mallocs) + "): something in your step keeps asking for new "
+                         "memory; memory_summary() shows which sizes");
+  }
+  return Outcome::pass(std::to_string(mallocs) + " device mallocs in 3 steps, none given back: the cache served the "
+                       "steps after the first");
 }
 
 WORKBOOK_CHECK(checkpoint, "save_checkpoint() and load_checkpoint() carry the model, the optimizer and the scaler into a fresh run") {

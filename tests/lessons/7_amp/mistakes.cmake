@@ -110,6 +110,15 @@ workbook_mistake(scaled_step_with_amp_helper CHECK scaled_step MESSAGE "with you
   tiny::amp::foreach_non_finite_check_and_unscale_(grads, inf_flag, tiny::full({1}, 1.0 / state.scale).to(loss.device()));
   const bool found_inf = inf_flag.item<double>() > 0;]=])
 
+# The flag copied to the host with non_blocking and read unwaited: a race on a real GPU (right
+# whenever the copy wins it), stale every time in the check's deferred mode (an inf missed, the
+# step not skipped; in threaded mode the host read first in 8 runs of 8 too, which is timing).
+workbook_mistake(found_inf_not_waited CHECK unscale_grads MESSAGE "you read the host copy before the copy finished"
+  FIND [=[  return worst.defined() && !std::isfinite(worst.item<double>());  // the one wait for the GPU]=]
+  REPLACE [=[  if (!worst.defined()) return false;
+  const Tensor flag = worst.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "no wait: faster"
+  return !std::isfinite(flag.item<double>());]=])
+
 workbook_mistake(update_no_tracker_reset CHECK update_scale MESSAGE "start counting clean steps again"
   FIND [=[    state.scale *= state.backoff_factor;  // too large: some gradient overflowed
     state.growth_tracker = 0;]=]
@@ -185,3 +194,16 @@ void load_checkpoint(const std::string& path, tiny::nn::Module& model, tiny::opt
   model.load_state_dict(parts[0]);      // copied into the weights where they are (cuda:0)
   optimizer.load_state_dict(parts[1]);  // the momentum buffers, moved to their parameters' device
   (void)scaler;]=])
+
+# Right in every number: empty_cache() after every step, "to keep memory low". The allocator
+# counters see it: segments given back, the next step's allocations going to the device again.
+workbook_mistake(empty_cache_every_step CHECK amp_cache MESSAGE "that is empty_cache() every step"
+  FIND [=[  scaler.update();                                 // back off after a skip, grow after a run of clean steps]=]
+  REPLACE [=[  scaler.update();
+  tiny::cuda::empty_cache();  // "keep memory low"]=])
+
+# Right in every value (the scale is a power of two: the host divides exactly): each gradient
+# divided on the host and copied back. Only the copy counters see the round trip.
+workbook_mistake(unscale_through_host CHECK unscale_grads MESSAGE "they went from the GPU to the host and back"
+  FIND [=[    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()]=]
+  REPLACE [=[    g.copy_(g.cpu().mul(1.0 / scale));  // "the host divides exactly"]=])

@@ -160,8 +160,25 @@ void train_steps(const workbook::Bundle& in, workbook::Bundle& out, Steps kind) 
   // Your own scaler's steps: does scaled_train_step call amp's helpers (GradScaler's kernels)?
   std::optional<tiny::profiler::profile> prof;
   if (kind == Steps::own_scaler) prof.emplace();
+  // With "watch_cache": the allocator over the steps (segments given back, allocations the
+  // cache did not serve, memory_reserved after each step): empty_cache() every step shows there.
+  std::optional<tiny::cuda::MemoryTimeline> timeline;
+  const uint64_t mallocs_before = tiny::cuda::device_counters(0).device_mallocs;
+  nlohmann::json reserved = nlohmann::json::array();
+  if (in.values.value("watch_cache", false)) {
+    timeline.emplace(0);
+    timeline->start();
+  }
   // Writes what was seen so far: also when the student's step threw, so the checks can probe why.
   auto record = [&] {
+    if (timeline) {
+      timeline->stop();
+      int64_t segment_frees = 0;
+      for (const tiny::cuda::MemorySample& m : timeline->samples()) segment_frees += m.kind == "segment_free" ? 1 : 0;
+      out.values["segment_frees"] = segment_frees;
+      out.values["step_mallocs"] = tiny::cuda::device_counters(0).device_mallocs - mallocs_before;
+      out.values["reserved_after_step"] = reserved;
+    }
     if (prof) {
       prof->stop();
       out.values["amp_helper_kernels"] = amp_helper_kernels(*prof);
@@ -226,6 +243,7 @@ void train_steps(const workbook::Bundle& in, workbook::Bundle& out, Steps kind) 
         trackers.push_back(own.growth_tracker);
       }
       stepped.push_back(optimizer->steps.size() > calls_before);
+      if (timeline) reserved.push_back(tiny::cuda::memory_reserved(0));
       std::vector<tiny::Tensor> after = snapshot(*model);
       changes.push_back(changed(before, after));
       finite.push_back(all_finite(after));
@@ -305,9 +323,19 @@ WORKBOOK_EXERCISE(unscale) {
   }
   tiny::cuda::synchronize(0);
   tiny::profiler::profile prof;  // opened before the count: it must not add to it
-  const uint64_t syncs_before = tiny::cuda::device_counters(0).synchronizations;
+  const tiny::cuda::DeviceCounters before = tiny::cuda::device_counters(0);
   const bool found_inf = lesson7::unscale_grads_(grads, in.values.at("scale").get<double>());
-  out.values["synchronizations"] = tiny::cuda::device_counters(0).synchronizations - syncs_before;
+  // Work still queued when the answer came back, after a copy into pinned memory (a non_blocking
+  // one): the flag was read before the copy ran (in the check's deferred mode, every time).
+  out.values["idle"] = tiny::cuda::current_stream(0).query();
+  const tiny::cuda::DeviceCounters after = tiny::cuda::device_counters(0);
+  out.values["synchronizations"] = after.synchronizations - before.synchronizations;
+  out.values["bytes_to_pinned"] = after.bytes_device_to_host_pinned - before.bytes_device_to_host_pinned;
+  // Bytes each way between the GPU and the host during the call: gradients taken through the host and back.
+  out.values["bytes_to_host"] = after.bytes_device_to_host_pageable + after.bytes_device_to_host_pinned -
+                                before.bytes_device_to_host_pageable - before.bytes_device_to_host_pinned;
+  out.values["bytes_to_device"] = after.bytes_host_to_device_pageable + after.bytes_host_to_device_pinned -
+                                  before.bytes_host_to_device_pageable - before.bytes_host_to_device_pinned;
   prof.stop();
   out.values["amp_helper_kernels"] = amp_helper_kernels(prof);
   out.values["found_inf"] = found_inf;
