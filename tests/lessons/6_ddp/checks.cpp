@@ -362,8 +362,10 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
   tiny::Generator g = ctx.generator(31);
   std::vector<double> values;
   for (int r = 0; r < kWorld; ++r) {
-    // Multiples of 1/64: exact in float32 too, so any dtype gives the exact mean.
-    values.push_back(std::round(tiny::rand({1}, {}, g).item<double>() * 640.0 + 64.0 * r) / 64.0);
+    // A float32 holds about 7 significant digits: these need a double's 16
+    // (a tenth of a millionth added to values near 10), so a mean taken in
+    // float32 is off by more than the 1e-9 the check allows, as exercise.h says.
+    values.push_back(std::round(tiny::rand({1}, {}, g).item<double>() * 640.0 + 64.0 * r) / 64.0 + 1e-7 * (r + 1) / 3.0);
   }
   in.values["values"] = values;
   const std::string call = "all_reduce_mean(" + std::to_string(values[0]) + " on rank 0, " +
@@ -396,6 +398,9 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
     if (std::fabs(got - sum) <= 1e-9 * std::fabs(sum)) {
       why += ": that is the sum over the ranks. all_reduce adds by default (ReduceOp::SUM): divide by "
              "tiny::distributed::get_world_size(), or all-reduce with ReduceOp::AVG";
+    } else if (std::fabs(got - static_cast<double>(static_cast<float>(mean))) <= 4e-7 * std::fabs(mean)) {
+      why += ": that is the mean rounded to float32, which keeps about 7 significant digits. Make the tensor "
+             "float64 (tiny::kFloat64, PyTorch's torch.float64), as a double's precision is asked for";
     } else if (std::fabs(got - values[static_cast<size_t>(r)]) <= 1e-9 * std::fabs(values[static_cast<size_t>(r)])) {
       why += ": that is this rank's own value. Put it in a tensor and tiny::distributed::all_reduce() that tensor; "
              "the result is in the tensor afterwards";

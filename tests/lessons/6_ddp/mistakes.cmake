@@ -178,3 +178,8 @@ workbook_mistake(mean_copy_not_waited CHECK all_reduce_mean MESSAGE "you read th
   FIND [=[  return t.item<double>() / dist::get_world_size();]=]
   REPLACE [=[  const tiny::Tensor host = t.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "no wait"
   return host.item<double>() / dist::get_world_size();]=])
+
+# The mean taken in float32: right to 7 digits, and exercise.h asks for a double's precision.
+workbook_mistake(mean_in_float32 CHECK all_reduce_mean MESSAGE "that is the mean rounded to float32"
+  FIND [=[tiny::full({1}, value, tiny::kFloat64)]=]
+  REPLACE [=[tiny::full({1}, value, tiny::kFloat32)]=])

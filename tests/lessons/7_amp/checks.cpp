@@ -476,7 +476,8 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
   };
   const Case cases[] = {{"finite gradients", clean},
                         {"an inf in the third gradient", with_element(clean, 2, 17, INFINITY)},
-                        {"a NaN in the first gradient", with_element(clean, 0, 5, NAN)}};
+                        {"a NaN in the first gradient", with_element(clean, 0, 5, NAN)},
+                        {"a -inf in the fourth gradient", with_element(clean, 3, 4, -INFINITY)}};
   std::string summary;
   for (const Case& c : cases) {
     const std::string call = "unscale_grads_(4 gradients of a 32-64-10 MLP, the second undefined, with " +
@@ -500,6 +501,11 @@ WORKBOOK_CHECK(unscale_grads, "unscale_grads_() divides the gradients by the sca
                            "weights). Wait before reading it, tiny::cuda::synchronize() (PyTorch's "
                            "torch.cuda.synchronize()), or use a blocking copy: .item() waits for the GPU, and it is "
                            "the one wait this function needs");
+    }
+    if (found != want && std::string(c.what).find("-inf") != std::string::npos) {
+      return Outcome::fail(call + " returned false, expected true: an overflow can be negative too, and a test of the "
+                           "largest value (g.max()) never sees a -inf. Look at the size of the values, whatever their "
+                           "sign");
     }
     if (found != want) {
       return Outcome::fail(call + " returned " + (found ? "true" : "false") + ", expected " + (want ? "true" : "false") +

@@ -207,3 +207,8 @@ workbook_mistake(empty_cache_every_step CHECK amp_cache MESSAGE "that is empty_c
 workbook_mistake(unscale_through_host CHECK unscale_grads MESSAGE "they went from the GPU to the host and back"
   FIND [=[    g.mul_(1.0 / scale);  // in place: the optimizer reads p.grad()]=]
   REPLACE [=[    g.copy_(g.cpu().mul(1.0 / scale));  // "the host divides exactly"]=])
+
+# The largest value, not the largest magnitude: +inf and NaN are found, a -inf is not.
+workbook_mistake(max_without_abs CHECK unscale_grads MESSAGE "a test of the largest value (g.max()) never sees a -inf"
+  FIND [=[const Tensor largest = g.abs().max();]=]
+  REPLACE [=[const Tensor largest = g.max();]=])
