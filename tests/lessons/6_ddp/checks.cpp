@@ -368,8 +368,8 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
     values.push_back(std::round(tiny::rand({1}, {}, g).item<double>() * 640.0 + 64.0 * r) / 64.0 + 1e-7 * (r + 1) / 3.0);
   }
   in.values["values"] = values;
-  const std::string call = "all_reduce_mean(" + std::to_string(values[0]) + " on rank 0, " +
-                           std::to_string(values[1]) + " on rank 1)";
+  const std::string call = "all_reduce_mean(" + workbook::number_text(values[0], 10) + " on rank 0, " +
+                           workbook::number_text(values[1], 10) + " on rank 1)";
   Run mine, ref;
   // Deferred mode: queued GPU work runs only when the host waits, so a value read from a
   // non_blocking copy back that nobody waited for is stale every time, not now and then.
@@ -383,8 +383,9 @@ WORKBOOK_CHECK(all_reduce_mean, "all_reduce_mean() returns the mean over the ran
     const nlohmann::json& v = rank_values(mine, r);
     const double got = v["result"].get<double>();
     if (std::fabs(got - mean) <= 1e-9 * std::fabs(mean) + 1e-12) continue;
-    std::string why = call + ": rank " + std::to_string(r) + " got " + std::to_string(got) + ", expected the mean " +
-                      std::to_string(mean);
+    // Ten digits: a float32 mean differs from the right one in the seventh.
+    std::string why = call + ": rank " + std::to_string(r) + " got " + workbook::number_text(got, 10) +
+                      ", expected the mean " + workbook::number_text(mean, 10);
     // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
     if (!v.value("idle", true) && v.value("bytes_to_pinned", int64_t{0}) > 0) {
       return Outcome::fail(why + ": you read the host copy before the copy finished. A non_blocking copy to the "
