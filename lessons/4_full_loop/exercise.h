@@ -66,7 +66,7 @@ tiny::Tensor train_step(tiny::nn::Module& model, const tiny::data::Batch& batch,
 ///
 /// The host may wait for the GPU once in the whole epoch, at the end: the
 /// running sum must grow every step without becoming a number on the host
-/// (no `.item()`, `.cpu()` or `float(loss)` in the loop).
+/// (no `.item()` or `.cpu()` in the loop, nor PyTorch's `float(loss)`).
 double train_one_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                        const tiny::Device& device);
 
