@@ -8,7 +8,7 @@ std::vector<std::string> left_behind(const tiny::nn::Module& model, const tiny::
 }
 
 Normalizer::Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev) {
-  TINY_TODO("lesson 3: register mean and stddev as buffers and keep the handles in the members");
+  TINY_TODO("lesson 3: make mean and stddev this module's buffers, and let the members follow them when it moves");
 }
 
 tiny::Tensor Normalizer::forward(const tiny::Tensor& x) { return (x - mean) / stddev; }
@@ -22,11 +22,11 @@ tiny::Tensor predict(tiny::nn::Module& model, const tiny::Tensor& inputs) {
 }
 
 void save_checkpoint(const tiny::nn::Module& model, const std::string& path) {
-  TINY_TODO("lesson 3: save the model's state_dict() (parameters and buffers) with tiny::save");
+  TINY_TODO("lesson 3: write the model's parameters and buffers to `path`, leaving the model where it is");
 }
 
 void load_checkpoint(tiny::nn::Module& model, const std::string& path, const tiny::Device& device) {
-  TINY_TODO("lesson 3: load the file (CPU tensors) into the model, then move the model to `device`");
+  TINY_TODO("lesson 3: the file's values in the model, and the whole model on `device`");
 }
 
 }  // namespace lesson3

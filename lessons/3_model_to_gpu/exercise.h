@@ -19,35 +19,26 @@ namespace lesson3 {
 /// state_dict() leaves out: `.to()` moves them and forward() uses them.
 /// A tensor on another GPU (cuda:1 when `device` is cuda:0) is not on `device`.
 ///
-/// PyTorch:
-/// `[n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != device]`.
+/// PyTorch's names: `model.named_parameters()`, `model.named_buffers()` (tiny:
+/// the same, as (name, tensor) pairs), `t.device` (tiny: `t.device()`, a Device
+/// that compares type and index).
 std::vector<std::string> left_behind(const tiny::nn::Module& model, const tiny::Device& device);
 
 /// @brief Standardises features with fixed statistics: `(x - mean) / stddev` (a preprocessing layer).
 ///
 /// `mean` and `stddev` are not trained, but they belong to the model: they must
 /// move with `model.to(device)` and be saved in its state_dict(). That is what
-/// a buffer is.
-///
-/// PyTorch:
-/// @code
-/// class Normalizer(nn.Module):
-///     def __init__(self, mean, std):
-///         super().__init__()
-///         self.register_buffer("mean", mean)
-///         self.register_buffer("stddev", std)
-///     def forward(self, x):
-///         return (x - self.mean) / self.stddev
-/// @endcode
+/// a buffer is (PyTorch's `register_buffer`; a running mean of BatchNorm is one).
+/// A tensor kept as a plain member is invisible to both.
 class Normalizer : public tiny::nn::Module {
  public:
   /// @brief A layer with these statistics, both shaped [features].
   ///
-  /// TODO: register both as persistent buffers named "mean" and "stddev", and
-  /// keep the handles register_buffer returns in the members below (a Tensor is
-  /// a shared handle: `.to()` updates what the registered one points to, and so
-  /// the member sees the move too). The arguments hide the members of the same
-  /// name: write `this->mean = ...`.
+  /// TODO: make both statistics part of the module under the names "mean" and
+  /// "stddev" (saved in state_dict()), so that the members forward() reads see
+  /// a `model.to(device)`. PyTorch's register_buffer sets `self.mean` for you; C++
+  /// cannot, so read what tiny's returns (tiny/nn/module.h), and remember that a
+  /// Tensor is a shared handle. The arguments hide the members of the same name.
   Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev);
   /// @brief `(x - mean) / stddev` over the last dimension of `x` (given: nothing to do here).
   tiny::Tensor forward(const tiny::Tensor& x) override;
@@ -62,19 +53,17 @@ class Normalizer : public tiny::nn::Module {
 ///
 /// For `x` shaped [batch, length]: `out[b, i] = x[b, i] + scale * i`. It has no
 /// parameters or buffers: the positions are made fresh in forward(), so
-/// `.to(device)` cannot move them. Make them where `x` is, with `x`'s dtype.
+/// `.to(device)` cannot move them. Make them where `x` is, with `x`'s dtype:
+/// a tensor made with the factories' defaults lands on the CPU (and arange's
+/// default dtype is int64, as `torch.arange(n)`'s), where a GPU `x` cannot meet it.
 ///
-/// PyTorch:
-/// @code
-/// def forward(self, x):
-///     positions = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
-///     return x + self.scale * positions
-/// @endcode
+/// PyTorch's names: `torch.arange` and its `device=` and `dtype=` (tiny:
+/// `tiny::arange` and `tiny::TensorOptions`, tiny/ops.h).
 class PositionalOffset : public tiny::nn::Module {
  public:
   /// @brief Adds `scale * i` at position i.
   explicit PositionalOffset(double scale) : scale(scale) {}
-  /// @brief TODO: `x + scale * positions`, the positions 0, 1, ..., length-1 made on x.device() with x.dtype().
+  /// @brief TODO: `x + scale * positions`, the positions 0, 1, ..., length-1 made on x's device with x's dtype.
   tiny::Tensor forward(const tiny::Tensor& x) override;
   /// @brief "PositionalOffset".
   std::string name() const override { return "PositionalOffset"; }
@@ -90,15 +79,12 @@ class PositionalOffset : public tiny::nn::Module {
 ///   parameters, of its first buffer; the CPU when it has neither).
 /// - Move the inputs to the model, not the model to the inputs: the caller's
 ///   model must stay where it is.
-/// - Run without recording a graph (tiny::NoGradGuard): the outputs do not require grad.
+/// - Run without recording a graph: nothing calls backward(), and the outputs
+///   do not require grad.
 /// - Return the outputs on the CPU, ready to print or save.
 ///
-/// PyTorch:
-/// @code
-/// device = next(model.parameters()).device
-/// with torch.no_grad():
-///     return model(inputs.to(device)).cpu()
-/// @endcode
+/// PyTorch's names: `model.parameters()`, `model.buffers()`, `torch.no_grad()`
+/// (tiny: `tiny::NoGradGuard`), `Tensor.to`, `.cpu()`.
 tiny::Tensor predict(tiny::nn::Module& model, const tiny::Tensor& inputs);
 
 /// @brief Writes the model's parameters and buffers to `path` (a safetensors file), wherever the model lives.
@@ -106,7 +92,8 @@ tiny::Tensor predict(tiny::nn::Module& model, const tiny::Tensor& inputs);
 /// The model stays where it is (it is const: no `.cpu()` on it). tiny::save copies
 /// GPU tensors to the CPU on the way to the file.
 ///
-/// PyTorch: `safetensors.torch.save_file(model.state_dict(), path)` (or `torch.save(model.state_dict(), path)`).
+/// PyTorch's names: `model.state_dict()` (the name-to-tensor map a checkpoint
+/// holds), `torch.save` or safetensors' `save_file` (tiny: `tiny::save`, tiny/serialize.h).
 void save_checkpoint(const tiny::nn::Module& model, const std::string& path);
 
 /// @brief Loads the checkpoint at `path` into `model`, and leaves the whole model on `device`.
@@ -114,13 +101,12 @@ void save_checkpoint(const tiny::nn::Module& model, const std::string& path);
 /// tiny::load gives CPU tensors, whatever device the model was saved from (as
 /// PyTorch's `map_location="cpu"`; without it, torch.load puts each tensor back
 /// on the device it was saved from). `model` has the same architecture as the
-/// saved one and may start anywhere (a fresh model on the CPU, or one on a GPU).
+/// saved one and may start anywhere (a fresh model on the CPU, or one on a GPU):
+/// when this returns, its values are the file's and every parameter and buffer
+/// is on `device`.
 ///
-/// PyTorch:
-/// @code
-/// model.load_state_dict(torch.load(path, map_location="cpu"))
-/// model.to(device)
-/// @endcode
+/// PyTorch's names: `torch.load` (tiny: `tiny::load`), `model.load_state_dict`,
+/// `model.to` (in place).
 void load_checkpoint(tiny::nn::Module& model, const std::string& path, const tiny::Device& device);
 
 }  // namespace lesson3

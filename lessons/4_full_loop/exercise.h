@@ -22,10 +22,9 @@ namespace lesson4 {
 /// - `num_workers`: threads that prepare the next batches while the loop trains
 ///   on this one (0: the loop prepares each batch itself, and the GPU waits).
 ///
-/// PyTorch: `DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
-/// pin_memory=pin_memory, num_workers=num_workers, generator=generator)`. tiny's
-/// DataLoader cannot be copied, so return it in a `std::unique_ptr`
-/// (`std::make_unique<tiny::data::DataLoader>(dataset, options)`).
+/// PyTorch: `torch.utils.data.DataLoader` and its keyword arguments; tiny's
+/// takes them as a `tiny::data::DataLoaderOptions` (tiny/data/dataloader.h).
+/// tiny's DataLoader cannot be copied, so return it in a `std::unique_ptr`.
 std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::Dataset> dataset,
                                                     int64_t batch_size, bool shuffle, bool pin_memory,
                                                     int num_workers, tiny::Generator generator);
@@ -36,7 +35,8 @@ std::unique_ptr<tiny::data::DataLoader> make_loader(std::shared_ptr<tiny::data::
 /// on the GPU and the host goes on at once (the GPU runs the work in order, so the
 /// model sees the data in time).
 ///
-/// PyTorch: `x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)`.
+/// PyTorch's names: `Tensor.to(device, non_blocking=...)`; tiny's `to` takes the
+/// flag as its second argument.
 tiny::data::Batch to_device(const tiny::data::Batch& batch, const tiny::Device& device, bool non_blocking);
 
 /// @brief One optimisation step on one batch; returns the batch's loss, still on the device.
@@ -64,8 +64,9 @@ tiny::Tensor train_step(tiny::nn::Module& model, const tiny::data::Batch& batch,
 /// batch of an epoch is usually shorter, and must count for what it holds.
 /// (sum over batches of loss * batch size) / (number of examples).
 ///
-/// Keep the running sum on the device and read it once, at the end of the
-/// epoch: one wait for the GPU per epoch, not one per step.
+/// The host may wait for the GPU once in the whole epoch, at the end: the
+/// running sum must grow every step without becoming a number on the host
+/// (no `.item()` or `.cpu()` in the loop, nor PyTorch's `float(loss)`).
 double train_one_epoch(tiny::nn::Module& model, tiny::data::DataLoader& loader, tiny::optim::Optimizer& optimizer,
                        const tiny::Device& device);
 
@@ -82,8 +83,9 @@ struct EvalResult {
 /// - no autograd graph: nothing here calls backward(), so record nothing
 ///   (`tiny::NoGradGuard`, PyTorch's `with torch.no_grad():`);
 /// - the loss is weighted by batch size, as in train_one_epoch; the prediction is
-///   the class with the largest logit (`logits.argmax(1)`);
-/// - as in train_one_epoch, read the sums as numbers once, after the loop.
+///   the class with the largest logit (PyTorch's `argmax`, tiny's too);
+/// - as in train_one_epoch, the host waits for the GPU once, after the loop:
+///   both sums (the loss and the right predictions) become numbers only then.
 EvalResult evaluate(tiny::nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device);
 
 }  // namespace lesson4

@@ -49,6 +49,8 @@ void average_gradients(tiny::nn::Module& model);
 /// numbers its GPUs from 0, so the index is the rank's place on its own machine,
 /// not its place in the whole run (on the second of two machines with 2 GPUs
 /// each, global rank 2 uses cuda:0). With no GPU at all, the CPU.
+/// The device returned carries that index, as `torch.device("cuda", local_rank)`
+/// does: a bare "cuda" means whichever GPU is current, not this rank's.
 ///
 /// PyTorch's names: `dist.init_process_group`, the `LOCAL_RANK` and `RANK`
 /// environment variables (tiny: `tiny::distributed::local_rank()`, `get_rank()`),

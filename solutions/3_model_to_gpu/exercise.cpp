@@ -17,7 +17,7 @@ std::vector<std::string> left_behind(const tiny::nn::Module& model, const tiny::
 }
 
 Normalizer::Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev) {
-  // BEGIN SOLUTION: register mean and stddev as buffers and keep the handles in the members
+  // BEGIN SOLUTION: make mean and stddev this module's buffers, and let the members follow them when it moves
   this->mean = register_buffer("mean", mean);
   this->stddev = register_buffer("stddev", stddev);
   // END SOLUTION
@@ -49,13 +49,13 @@ tiny::Tensor predict(tiny::nn::Module& model, const tiny::Tensor& inputs) {
 }
 
 void save_checkpoint(const tiny::nn::Module& model, const std::string& path) {
-  // BEGIN SOLUTION: save the model's state_dict() (parameters and buffers) with tiny::save
+  // BEGIN SOLUTION: write the model's parameters and buffers to `path`, leaving the model where it is
   tiny::save(model.state_dict(), path);
   // END SOLUTION
 }
 
 void load_checkpoint(tiny::nn::Module& model, const std::string& path, const tiny::Device& device) {
-  // BEGIN SOLUTION: load the file (CPU tensors) into the model, then move the model to `device`
+  // BEGIN SOLUTION: the file's values in the model, and the whole model on `device`
   model.load_state_dict(tiny::load(path));
   model.to(device);
   // END SOLUTION
