@@ -301,43 +301,93 @@ std::string cpu_model() {
   return "";
 }
 
-// "cuda:0 EMULATED on your CPU (4 GiB), ..." for one lesson's devices.
-std::string device_line(const json& devices) {
-  std::string out;
+// One lesson's devices, the runs of alike devices grouped: "cuda:0, cuda:1" and what they are.
+struct DeviceGroup {
+  std::string names;     // "cuda:0, cuda:1"
+  size_t count = 0;
+  bool emulated = false;
+  std::string gpu;       // a real GPU's name and compute capability; "" when emulated
+  double memory = 0;     // bytes, each
+  std::string modelled;  // the GPU the emulator's clock models ("H100 SXM"); "" on a real GPU or when not recorded
+};
+
+std::vector<DeviceGroup> device_groups(const json& devices) {
+  std::vector<DeviceGroup> groups;
+  if (!devices.is_array()) return groups;
   for (const json& d : devices) {
     if (!d.is_object()) continue;
-    if (!out.empty()) out += ", ";
-    out += d.value("device", std::string("?")) + " " + d.value("name", std::string("?")) + " (" +
-           human_bytes(number_or(d, "total_memory", 0)) + ")";
-  }
-  return out.empty() ? "CPU only" : out;
-}
-
-// The machine the checks ran on: the host, and every GPU a lesson used, marked "emulated" when it was.
-std::string machine_section(const std::vector<LessonResult>& results) {
-  const json* widest = nullptr;
-  for (const LessonResult& r : results) {
-    if (r.devices.is_array() && !r.devices.empty() && (widest == nullptr || r.devices.size() > widest->size())) {
-      widest = &r.devices;
+    DeviceGroup g;
+    g.emulated = d.value("emulated", false);
+    if (!g.emulated) {
+      g.gpu = d.value("name", std::string("?")) + ", compute capability " + d.value("compute_capability", std::string("?"));
+    }
+    g.memory = number_or(d, "total_memory", 0);
+    g.modelled = g.emulated ? d.value("modelled_gpu", std::string()) : std::string();
+    const std::string name = d.value("device", std::string("?"));
+    if (!groups.empty() && groups.back().emulated == g.emulated && groups.back().gpu == g.gpu &&
+        groups.back().memory == g.memory && groups.back().modelled == g.modelled) {
+      groups.back().names += ", " + name;
+      ++groups.back().count;
+    } else {
+      g.names = name;
+      g.count = 1;
+      groups.push_back(g);
     }
   }
+  return groups;
+}
+
+// "cuda:0, cuda:1: emulated, 2.94 GiB each, modelled on an H100 SXM" for one lesson's devices (HTML-escaped).
+std::string device_line(const json& devices) {
+  std::string out;
+  for (const DeviceGroup& g : device_groups(devices)) {
+    if (!out.empty()) out += "; ";
+    out += esc(g.names) + ": " + (g.emulated ? std::string("emulated") : esc(g.gpu)) + ", " + human_bytes(g.memory) +
+           (g.count > 1 ? " each" : "") + (g.modelled.empty() ? "" : ", its clock modelled on the " + esc(g.modelled));
+  }
+  return out.empty() ? "no GPU" : out;
+}
+
+// The machine the checks ran on: the host, then for each lesson the GPUs its checks ran on, as the
+// checker recorded them from the reference's runs (the student's ran in the same settings): emulated or
+// real, their memory, and the GPU an emulated one's clock models (a lesson may choose its own).
+std::string machine_section(const std::vector<LessonResult>& results) {
   std::ostringstream o;
-  o << "<h2>Machine</h2>\n<table class=\"machine\">\n<tbody>\n<tr><th>host</th><td>" << esc(cpu_model())
-    << (cpu_model().empty() ? "" : ", ") << std::thread::hardware_concurrency() << " cores</td></tr>\n";
-  if (widest == nullptr) {
-    o << "<tr><th>GPU</th><td>none used</td></tr>\n";
-  } else {
-    for (const json& d : *widest) {
-      if (!d.is_object()) continue;
-      const bool emulated = d.value("emulated", false);
-      o << "<tr><th>" << esc(d.value("device", std::string("?"))) << "</th><td>" << esc(d.value("name", std::string("?")))
-        << ", " << human_bytes(number_or(d, "total_memory", 0))
-        << (emulated ? ", <b>emulated</b> on the host's CPU: memory, asynchrony and rounding as on a GPU, speed not"
-                     : ", compute capability " + esc(d.value("compute_capability", std::string("?"))))
+  o << "<h2>Machine</h2>\n<table class=\"machine\">\n<thead><tr><th></th><th>devices</th><th>GPU</th>"
+    << "<th>memory</th><th>its clock models</th></tr></thead>\n<tbody>\n<tr><th>host</th><td colspan=\"4\">"
+    << esc(cpu_model()) << (cpu_model().empty() ? "" : ", ") << std::thread::hardware_concurrency()
+    << " cores</td></tr>\n";
+  bool any_emulated = false;
+  for (const LessonResult& r : results) {
+    const std::string lesson = r.lesson ? "lesson " + std::to_string(r.lesson->number) : std::string("lesson ?");
+    const std::vector<DeviceGroup> groups = device_groups(r.devices);
+    if (groups.empty()) {
+      bool ran = false;
+      for (const CheckResult& c : r.checks) ran = ran || c.verdict == "pass" || c.verdict == "fail";
+      o << "<tr><th>" << lesson << "</th><td colspan=\"4\" class=\"dim\">"
+        << (!r.problem.empty() ? "no check ran (" + esc(r.status) + ")"
+                               : ran ? std::string("no GPU recorded (the reference solution did not run)")
+                                     : std::string("no check ran"))
+        << "</td></tr>\n";
+      continue;
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const DeviceGroup& g = groups[i];
+      any_emulated = any_emulated || g.emulated;
+      o << "<tr>";
+      if (i == 0) o << "<th rowspan=\"" << groups.size() << "\">" << lesson << "</th>";
+      o << "<td>" << esc(g.names) << "</td><td>" << (g.emulated ? std::string("<b>emulated</b> on the host's CPU") : esc(g.gpu))
+        << "</td><td>" << human_bytes(g.memory) << (g.count > 1 ? " each" : "") << "</td><td>"
+        << (g.emulated ? (g.modelled.empty() ? std::string("? (not recorded)") : "an " + esc(g.modelled))
+                       : std::string("nothing: a real GPU, timed by the host's clock"))
         << "</td></tr>\n";
     }
   }
   o << "</tbody>\n</table>\n";
+  if (any_emulated) {
+    o << "<p class=\"dim\">An emulated GPU runs on the host's CPU with a GPU's memory, asynchrony and rounding; "
+      << "its clock models the GPU named (docs/performance_model.md), so timed checks are the same on every run.</p>\n";
+  }
   return o.str();
 }
 
@@ -452,7 +502,7 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
     if (r.todo > 0) o << ", " << r.todo << " still to do";
     o << "; " << fixed(r.seconds, 1) << " s";
-    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << esc(device_line(r.devices));
+    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << device_line(r.devices);
     o << ".</p>\n";
     // A lesson that does not compile gives every check the same message: show the log once.
     const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
@@ -477,13 +527,24 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       if (d.contains("curves") && d["curves"].is_object()) {
         for (const auto& [name, curve] : d["curves"].items()) {
           if (!curve.is_object()) continue;
-          // "loss per step": the quantity on the y axis, the steps on the x axis.
+          // "loss per step": the quantity on the y axis, the steps on the x axis. Yours first, then the
+          // series it is compared with, under whatever name the check gave it ("reference", "GradScaler").
           const size_t per = name.find(" per ");
-          o << line_plot(name,
-                         {{"yours", kYours, false, curve_points(curve.value("yours", json::array()))},
-                          {"reference", kReference, true, curve_points(curve.value("reference", json::array()))}},
-                         {}, false, false, per == std::string::npos ? "point" : name.substr(per + 5),
-                         per == std::string::npos ? name : name.substr(0, per));
+          std::vector<Series> series;
+          if (curve.contains("yours")) series.push_back({"yours", kYours, false, curve_points(curve["yours"])});
+          const char* others[] = {kReference, "#8250df", "#57606a"};
+          for (const auto& [who, values] : curve.items()) {
+            if (who == "yours" || !values.is_array()) continue;
+            series.push_back({who, others[std::min<size_t>(series.size() - (curve.contains("yours") ? 1 : 0), 2)],
+                              true, curve_points(values)});
+          }
+          // "the scale after each step (an inf at step 2)": the scale against step.
+          const size_t after = per == std::string::npos ? name.find(" after each ") : std::string::npos;
+          const size_t cut = per != std::string::npos ? per : after;
+          std::string x_title = cut == std::string::npos ? "point" : name.substr(cut + (per != std::string::npos ? 5 : 12));
+          x_title = x_title.substr(0, x_title.find(" ("));
+          const std::string y_title = cut == std::string::npos ? name : name.substr(0, cut);
+          o << line_plot(name, series, {}, false, false, x_title, y_title);
         }
       }
       if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
