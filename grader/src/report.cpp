@@ -99,12 +99,41 @@ struct Series {
 struct Mark {
   double x;
   std::string label, color;
+  std::string tag;  // what the plot writes at the mark ("3" for "yours: step 3"); the label when empty
+  int group = 0;    // marks of one group share their rows of tags (yours, the reference's)
 };
+
+// Where each mark's tag goes: rows of tags above the plot, two for each group, each tag in the
+// first of its group's rows where it clears the tag before it; -1 when it fits in neither (then
+// the marks are listed under the plot). Returns how many rows are used.
+int place_tags(const std::vector<Mark>& marks, const std::vector<double>& xs, std::vector<int>& rows) {
+  rows.assign(marks.size(), -1);
+  std::map<int, double> right;  // row -> where the last tag in it ends
+  int used = 0;
+  std::vector<size_t> order(marks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return xs[a] < xs[b]; });
+  for (size_t i : order) {
+    const std::string& text = marks[i].tag.empty() ? marks[i].label : marks[i].tag;
+    const double width = 5.5 * static_cast<double>(text.size()) + 4;
+    for (int sub = 0; sub < 2; ++sub) {
+      const int row = 2 * marks[i].group + sub;
+      if (right.count(row) == 0 || right[row] <= xs[i]) {
+        rows[i] = row;
+        right[row] = xs[i] + width;
+        used = std::max(used, row + 1);
+        break;
+      }
+    }
+  }
+  return used;
+}
 
 // A line plot: titled axes with min/max labels, one polyline per series, marks as vertical ticks
 // (labelled on the plot in staggered rows when few, listed under it when many), a legend.
 std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
-                      bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title) {
+                      bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title,
+                      const std::string& marks_note = "") {
   double x0 = INFINITY, x1 = -INFINITY, y0 = y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
   for (const Series& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -116,8 +145,15 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
   if (!(x0 <= x1)) return o.str() + "<p class=\"dim\">no data</p></figure>\n";
   if (x0 == x1) x0 -= 0.5, x1 += 0.5;
   if (!(y0 < y1)) y0 -= 0.5, y1 += 0.5;
-  const double W = 560, H = 230, L = 78, R = 14, T = 10, B = 180;
+  const double W = 560, L = 78, R = 14;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  // The marks' tags get rows of their own above the plot, so that they cover no line.
+  std::vector<double> mark_x;
+  for (const Mark& m : marks) mark_x.push_back(px(m.x));
+  std::vector<int> tag_row;
+  const int tag_rows = place_tags(marks, mark_x, tag_row);
+  const bool all_tagged = std::find(tag_row.begin(), tag_row.end(), -1) == tag_row.end();
+  const double T = 10 + 11.0 * tag_rows, B = T + 170, H = B + 50;
   auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
   auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
   o << "<svg class=\"plot\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H
@@ -138,9 +174,9 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
       << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
       << "\" stroke=\"" << m.color << "\"/>";
-    if (marks.size() <= 12) {  // three staggered rows, so that neighbours do not overwrite each other
-      o << "<text x=\"" << fixed(x + 3, 1) << "\" y=\"" << T + 9 + 11 * static_cast<double>(i % 3)
-        << "\" font-size=\"9\">" << esc(m.label) << "</text>";
+    if (tag_row[i] >= 0) {  // on its row above the plot, clear of its neighbours
+      o << "<text x=\"" << fixed(x, 1) << "\" y=\"" << 9 + 11 * tag_row[i] << "\" font-size=\"9\" fill=\""
+        << m.color << "\">" << esc(m.tag.empty() ? m.label : m.tag) << "</text>";
     }
     o << "</g>";
   }
@@ -161,8 +197,11 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
     legend_x += 30 + 6 * s.label.size();
   }
   o << "</svg>";
-  if (marks.size() > 12) {  // too many to label on the plot: listed, in order, readable without hovering
-    o << "<details class=\"marks\"><summary>" << marks.size() << " markers</summary><ul>";
+  if (!marks.empty()) {
+    // Each mark with its time, readable without hovering: open when some tag found no room on the plot.
+    o << "<details class=\"marks\"" << (all_tagged ? "" : " open") << "><summary>" << marks.size() << " markers"
+      << (marks_note.empty() ? "" : ": " + esc(marks_note)) << (all_tagged ? "" : " (not all fit on the plot)")
+      << "</summary><ul>";
     for (const Mark& m : marks) o << "<li>" << num(m.x, 4) << " " << esc(x_title) << ": " << esc(m.label) << "</li>";
     o << "</ul></details>";
   }
@@ -278,13 +317,27 @@ std::string memory_plot(const json& memory) {
       if (!std::isnan(a)) allocated.points.emplace_back(t, a);
       if (!std::isnan(r)) reserved.points.emplace_back(t, r);
       if (p.contains("marker") && p["marker"].is_string()) {
-        marks.push_back({t, std::string(who) + ": " + p["marker"].get<std::string>(), color});
+        Mark m{t, std::string(who) + ": " + p["marker"].get<std::string>(), color, p["marker"].get<std::string>(),
+               std::string(who) == "yours" ? 0 : 1};
+        marks.push_back(m);
       }
     }
     series.push_back(allocated);
     series.push_back(reserved);
   }
-  return line_plot("GPU memory over time", series, marks, true, true, "time (ms)", "GPU memory");
+  // "step 1", "step 2", ... tag their marks 1, 2, ... when every mark of the plot says "step N".
+  std::string prefix;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const size_t space = marks[i].tag.rfind(' ');
+    const std::string p = space == std::string::npos ? "" : marks[i].tag.substr(0, space + 1);
+    if (i == 0) prefix = p;
+    if (p != prefix) prefix.clear();
+  }
+  if (!prefix.empty()) {
+    for (Mark& m : marks) m.tag = m.tag.substr(prefix.size());
+  }
+  const std::string note = prefix.empty() ? "" : "on the plot, " + prefix + "N is N; yours above the reference's";
+  return line_plot("GPU memory over time", series, marks, true, true, "time (ms)", "GPU memory", note);
 }
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo; "" when it cannot be read.

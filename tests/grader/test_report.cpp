@@ -149,26 +149,53 @@ TEST(Report, PlotsTheDetailsThatAreThere) {
   if (const char* path = std::getenv("WORKBOOK_REPORT_SAMPLE")) std::ofstream(path) << html;
 }
 
-TEST(Report, ManyMarkersAreListedUnderThePlotNotOnlyInTooltips) {
+// Markers read without hovering: each tagged on the plot, on rows above it that
+// no line crosses, "step N" shortened to N, yours on the upper rows and the
+// reference's below; and every marker listed with its time under the plot, the
+// list open when some tag found no room.
+TEST(Report, MarkersAreTaggedOnThePlotAndListedNotOnlyInTooltips) {
   workbook::Lesson lesson;
   lesson.number = 8;
   lesson.title = "memory";
-  workbook::LessonResult r;
-  r.lesson = &lesson;
-  r.status = "passed";
-  json points = json::array();
-  for (int i = 0; i < 20; ++i) {
-    points.push_back({{"t", i}, {"allocated", 1000 * i}, {"reserved", 2000 * i}, {"marker", "step " + std::to_string(i)}});
-  }
-  json details;
-  details["memory"] = {{"yours", points}, {"reference", json::array()}};
-  r.checks.push_back(check("peak", "pass", "", details));
-  const std::string html = workbook::html_report({r}, 1, "markers");
-  const std::string list = between(html, "<details class=\"marks\">", "</details>");
-  EXPECT_NE(list.find("<summary>20 markers</summary>"), std::string::npos) << list;
-  EXPECT_EQ(count(list, "<li>"), 20u);
+  auto report = [&](int yours, int reference, double spacing) {
+    workbook::LessonResult r;
+    r.lesson = &lesson;
+    r.status = "passed";
+    json details;
+    details["memory"] = {{"yours", json::array()}, {"reference", json::array()}};
+    for (int i = 0; i < yours; ++i) {
+      details["memory"]["yours"].push_back({{"t", spacing * i}, {"allocated", 1000 * i}, {"reserved", 2000 * i},
+                                            {"marker", "step " + std::to_string(i)}});
+    }
+    for (int i = 0; i < reference; ++i) {
+      details["memory"]["reference"].push_back({{"t", spacing * i + 0.5}, {"allocated", 900 * i}, {"reserved", 2000 * i},
+                                                {"marker", "step " + std::to_string(i)}});
+    }
+    r.checks.push_back(check("peak", "pass", "", details));
+    return workbook::html_report({r}, 1, "markers");
+  };
+  std::string html = report(20, 8, 1.0);
+  std::string list = between(html, "<details class=\"marks\">", "</details>");
+  EXPECT_NE(list.find("<summary>28 markers: on the plot, step N is N; yours above the reference&#39;s</summary>"),
+            std::string::npos) << list;
+  EXPECT_EQ(count(list, "<li>"), 28u);
   EXPECT_NE(list.find("<li>19 time (ms): yours: step 19</li>"), std::string::npos) << list;
-  EXPECT_EQ(count(html, "font-size=\"9\">yours: step"), 0u);  // not drawn over each other on the plot
+  EXPECT_NE(list.find("<li>7.5 time (ms): reference: step 7</li>"), std::string::npos) << list;
+  const std::string svg = between(html, "<title>GPU memory over time</title>", "</svg>");
+  // Every mark tagged with its number in its series' colour, none with the long label.
+  EXPECT_EQ(count(svg, "font-size=\"9\" fill=\"#0969da\">"), 20u) << svg;
+  EXPECT_EQ(count(svg, "font-size=\"9\" fill=\"#d1790a\">"), 8u) << svg;
+  EXPECT_NE(svg.find("fill=\"#0969da\">19</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("\">yours: step"), std::string::npos);  // (the tooltips, <title>, keep the long label)
+  // Yours on rows 0-1 (y 9, 20), the reference's on rows 2-3 (y 31, 42), all above the plot's top.
+  EXPECT_EQ(svg.find("y=\"31\" font-size=\"9\" fill=\"#0969da\""), std::string::npos);
+  EXPECT_EQ(svg.find("y=\"9\" font-size=\"9\" fill=\"#d1790a\""), std::string::npos);
+  EXPECT_NE(svg.find("y=\"31\" font-size=\"9\" fill=\"#d1790a\""), std::string::npos) << svg;
+
+  // 200 marks on 468 px: the tags cannot all fit; the list opens and says so.
+  html = report(200, 0, 1.0);
+  EXPECT_NE(html.find("<details class=\"marks\" open><summary>200 markers: on the plot, step N is N; yours above the "
+                      "reference&#39;s (not all fit on the plot)</summary>"), std::string::npos);
 }
 
 TEST(Report, NoResultsStillMakeAPage) {
