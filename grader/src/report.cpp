@@ -145,7 +145,7 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
   if (!(x0 <= x1)) return o.str() + "<p class=\"dim\">no data</p></figure>\n";
   if (x0 == x1) x0 -= 0.5, x1 += 0.5;
   if (!(y0 < y1)) y0 -= 0.5, y1 += 0.5;
-  const double W = 560, L = 78, R = 14;
+  const double W = 460, L = 78, R = 14;  // two plots side by side in a check
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   // The marks' tags get rows of their own above the plot, so that they cover no line.
   std::vector<double> mark_x;
@@ -153,7 +153,17 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
   std::vector<int> tag_row;
   const int tag_rows = place_tags(marks, mark_x, tag_row);
   const bool all_tagged = std::find(tag_row.begin(), tag_row.end(), -1) == tag_row.end();
-  const double T = 10 + 11.0 * tag_rows, B = T + 170, H = B + 50;
+  // The legend, in as many lines as its entries need.
+  std::vector<std::pair<double, int>> legend_at;  // x, line
+  double legend_x = 8;
+  int legend_lines = 1;
+  for (const Series& s : series) {
+    const double width = 30 + 6 * static_cast<double>(s.label.size());
+    if (legend_x > 8 && legend_x + width > W) legend_x = 8, ++legend_lines;
+    legend_at.emplace_back(legend_x, legend_lines - 1);
+    legend_x += width;
+  }
+  const double T = 10 + 11.0 * tag_rows, B = T + 170, H = B + 36 + 14.0 * legend_lines;
   auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
   auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
   o << "<svg class=\"plot\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H
@@ -180,8 +190,9 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
     }
     o << "</g>";
   }
-  double legend_x = 8;
-  for (const Series& s : series) {
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    const double lx = legend_at[k].first, ly = B + 36 + 14.0 * legend_at[k].second;
     const std::string dash = s.dashed ? "\" stroke-dasharray=\"5 3" : "";
     if (s.points.size() == 1) {
       o << "<circle cx=\"" << fixed(px(s.points[0].first), 1) << "\" cy=\"" << fixed(py(s.points[0].second), 1)
@@ -191,10 +202,9 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       for (const auto& [x, y] : s.points) o << fixed(px(x), 1) << "," << fixed(py(y), 1) << " ";
       o << "\"/>";
     }
-    o << "<line x1=\"" << legend_x << "\" x2=\"" << legend_x + 22 << "\" y1=\"" << H - 14 << "\" y2=\"" << H - 14
-      << "\" stroke-width=\"2\" stroke=\"" << s.color << dash << "\"/><text x=\"" << legend_x + 26 << "\" y=\""
-      << H - 10 << "\">" << esc(s.label) << "</text>";
-    legend_x += 30 + 6 * s.label.size();
+    o << "<line x1=\"" << lx << "\" x2=\"" << lx + 22 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
+      << "\" stroke-width=\"2\" stroke=\"" << s.color << dash << "\"/><text x=\"" << lx + 26 << "\" y=\"" << ly
+      << "\">" << esc(s.label) << "</text>";
   }
   o << "</svg>";
   if (!marks.empty()) {
@@ -214,7 +224,7 @@ std::string timing_plot(const json& timing) {
   const double ref = median(timing.value("reference_ms", json::array()));
   if (std::isnan(yours) || std::isnan(ref)) return "";
   const double ratio = yours / std::max(ref, 1e-6);  // of the very bars drawn
-  const double most = std::max({yours, ref, 1e-9}), W = 560, L = 90, span = 330;
+  const double most = std::max({yours, ref, 1e-9}), W = 460, L = 90, span = 250;
   std::ostringstream o;
   const std::string clock = timing.value("clock", "host");
   o << "<figure><figcaption>";
@@ -431,7 +441,7 @@ std::string machine_section(const std::vector<LessonResult>& results) {
       if (i == 0) o << "<th rowspan=\"" << groups.size() << "\">" << lesson << "</th>";
       o << "<td>" << esc(g.names) << "</td><td>" << (g.emulated ? std::string("<b>emulated</b> on the host's CPU") : esc(g.gpu))
         << "</td><td>" << human_bytes(g.memory) << (g.count > 1 ? " each" : "") << "</td><td>"
-        << (g.emulated ? (g.modelled.empty() ? std::string("? (not recorded)") : "an " + esc(g.modelled))
+        << (g.emulated ? (g.modelled.empty() ? std::string("? (not recorded)") : esc(g.modelled))
                        : std::string("nothing: a real GPU, timed by the host's clock"))
         << "</td></tr>\n";
     }
@@ -465,6 +475,8 @@ pre{background:#f6f8fa;padding:.5em .7em;border-radius:4px;overflow-x:auto;white
 pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
 .timelines svg{max-width:100%;height:auto}
+table.short td{vertical-align:top;border:none;padding:.2em .4em} table.short .dim{white-space:pre-wrap}
+.check>figure{display:inline-block;vertical-align:top;max-width:100%;margin:.6em 1.2em .6em 0}
 details.counters summary{color:#57606a;font-size:.9em;cursor:pointer;margin:.3em 0}
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
@@ -560,7 +572,28 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
     // A lesson that does not compile gives every check the same message: show the log once.
     const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
     if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";
+    bool list_open = false;  // a table of the checks with nothing to show but a line (TODO, SKIP)
     for (const CheckResult& c : r.checks) {
+      bool drawn = false;
+      if (c.details.is_object()) {
+        for (const char* key : {"timing", "counters", "curves", "memory", "timelines"}) drawn = drawn || c.details.contains(key);
+      }
+      if ((c.verdict == "todo" || c.verdict == "skip") && c.note.empty() && !drawn) {
+        // One row, not a box: a stub's lesson is a list of what is left to do.
+        if (!list_open) o << "<table class=\"short\"><tbody>\n";
+        list_open = true;
+        o << "<tr><td><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict) << "</span></td><td><b>"
+          << esc(c.name) << "</b>: " << esc(c.summary);
+        if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
+        if (!c.message.empty()) {
+          const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
+          o << "<br><span class=\"dim\">" << esc(same ? r.status + " (see above)" : c.message) << "</span>";
+        }
+        o << "</td></tr>\n";
+        continue;
+      }
+      if (list_open) o << "</tbody></table>\n";
+      list_open = false;
       o << "<div class=\"check\">\n<div><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict)
         << "</span><b>" << esc(c.name) << "</b>: " << esc(c.summary);
       if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
@@ -604,6 +637,7 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       if (d.contains("timelines") && d["timelines"].is_object()) o << timelines_section(d["timelines"]);
       o << "</div>\n";
     }
+    if (list_open) o << "</tbody></table>\n";
     o << "</section>\n";
   }
   o << "<p class=\"dim\">Made by the workbook grader.</p>\n</body>\n</html>\n";

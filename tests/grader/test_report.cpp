@@ -198,6 +198,29 @@ TEST(Report, MarkersAreTaggedOnThePlotAndListedNotOnlyInTooltips) {
                       "reference&#39;s (not all fit on the plot)</summary>"), std::string::npos);
 }
 
+// A stub's lesson is a list of what is left: each TODO or SKIP check with nothing
+// to plot is one row of a table, not a box of its own; a failing check keeps its box.
+TEST(Report, ChecksLeftToDoAreOneRowEach) {
+  workbook::Lesson lesson;
+  lesson.number = 7;
+  lesson.title = "stub";
+  workbook::LessonResult r;
+  r.lesson = &lesson;
+  r.status = "in progress";
+  r.checks.push_back(check("first", "todo", "not done yet: lesson 7: fill in <first>"));
+  r.checks.push_back(check("second", "skip", "timing checks are off (--no-timing)"));
+  r.checks.push_back(check("broken", "fail", "wrong"));
+  r.checks.push_back(check("third", "todo", "not done yet: lesson 7: fill in third"));
+  const std::string html = workbook::html_report({r}, 1, "todo");
+  EXPECT_EQ(count(html, "<table class=\"short\">"), 2u) << html;  // the two before the failing check, then one
+  EXPECT_EQ(count(html, "<div class=\"check\">"), 1u);
+  const std::string rows = between(html, "<table class=\"short\">", "</table>");
+  EXPECT_NE(rows.find("<span class=\"badge todo\">TODO</span></td><td><b>first</b>: does first"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("<br><span class=\"dim\">not done yet: lesson 7: fill in &lt;first&gt;</span>"), std::string::npos);
+  EXPECT_NE(rows.find("<b>second</b>"), std::string::npos);
+  EXPECT_EQ(rows.find("broken"), std::string::npos);
+}
+
 TEST(Report, NoResultsStillMakeAPage) {
   const std::string html = workbook::html_report({}, 7, "Nothing yet");
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -262,11 +285,11 @@ TEST(Report, MachineTableListsTheDevicesEachLessonRanOn) {
   // Lesson 3: three rows (three kinds of device), under one header cell.
   const std::string lesson3 = between(machine, "<th rowspan=\"3\">lesson 3</th>", "lesson 4");
   ASSERT_FALSE(lesson3.empty()) << machine;
-  EXPECT_NE(lesson3.find("<td>cuda:0</td><td><b>emulated</b> on the host's CPU</td><td>4 GiB</td><td>an H100 SXM</td>"),
+  EXPECT_NE(lesson3.find("<td>cuda:0</td><td><b>emulated</b> on the host's CPU</td><td>4 GiB</td><td>H100 SXM</td>"),
             std::string::npos) << lesson3;
   EXPECT_NE(lesson3.find("<td>cuda:0, cuda:1</td><td><b>emulated</b> on the host's CPU</td><td>2 GiB each</td>"
-                         "<td>an H100 SXM</td>"), std::string::npos) << lesson3;
-  EXPECT_NE(lesson3.find("<td>4 GiB</td><td>an L4</td>"), std::string::npos) << lesson3;
+                         "<td>H100 SXM</td>"), std::string::npos) << lesson3;
+  EXPECT_NE(lesson3.find("<td>4 GiB</td><td>L4</td>"), std::string::npos) << lesson3;
   // Lesson 4 did not compile: nothing ran, and the table says so rather than guess a GPU.
   EXPECT_NE(machine.find("<th>lesson 4</th><td colspan=\"4\" class=\"dim\">no check ran (does not compile)</td>"),
             std::string::npos) << machine;
