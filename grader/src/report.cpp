@@ -129,11 +129,11 @@ int place_tags(const std::vector<Mark>& marks, const std::vector<double>& xs, st
   return used;
 }
 
-// A line plot: titled axes with min/max labels, one polyline per series, marks as vertical ticks
-// (labelled on the plot in staggered rows when few, listed under it when many), a legend.
+// A line plot, its plotting area `plot_height` px tall: titled axes with min/max labels, one polyline per series, marks as vertical ticks
+// (tagged on rows of their own above the plot, and listed under it), a legend.
 std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
                       bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title,
-                      const std::string& marks_note = "") {
+                      const std::string& marks_note = "", double plot_height = 170) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
   for (const Series& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -163,7 +163,7 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
     legend_at.emplace_back(legend_x, legend_lines - 1);
     legend_x += width;
   }
-  const double T = 10 + 11.0 * tag_rows, B = T + 170, H = B + 36 + 14.0 * legend_lines;
+  const double T = 10 + 11.0 * tag_rows, B = T + plot_height, H = B + 36 + 14.0 * legend_lines;
   auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
   auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
   o << "<svg class=\"plot\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H
@@ -476,7 +476,7 @@ pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;fon
 tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
 .timelines svg{max-width:100%;height:auto}
 table.short td{vertical-align:top;border:none;padding:.2em .4em} table.short .dim{white-space:pre-wrap}
-.check>figure{display:inline-block;vertical-align:top;max-width:100%;margin:.6em 1.2em .6em 0}
+.check>figure{display:inline-block;vertical-align:top;max-width:100%;margin:.6em 10px .6em 0}
 details.counters summary{color:#57606a;font-size:.9em;cursor:pointer;margin:.3em 0}
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
@@ -630,7 +630,8 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
           std::string x_title = cut == std::string::npos ? "point" : name.substr(cut + (per != std::string::npos ? 5 : 12));
           x_title = x_title.substr(0, x_title.find(" ("));
           const std::string y_title = cut == std::string::npos ? name : name.substr(0, cut);
-          o << line_plot(name, series, {}, false, false, x_title, y_title);
+          // A passing check's curve is a glance (it follows the reference's); a failing one's shows the detail.
+          o << line_plot(name, series, {}, false, false, x_title, y_title, "", c.verdict == "pass" ? 90 : 170);
         }
       }
       if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);

@@ -327,7 +327,13 @@ TEST(Report, AFailingTrainingCheckDrawsBothLossSeries) {
   scaler["curves"]["the scale after each step (an inf at step 2)"] = {{"yours", {1024, 1024, 512}},
                                                                        {"GradScaler", {1024, 512, 512}}};
   r.checks.push_back(check("scaled_step", "fail", "the scale differs", scaler));
+  json same;
+  same["curves"]["bfloat16 training loss per step"] = {{"yours", {2.3, 2.2}}, {"reference", {2.3, 2.2}}};
+  r.checks.push_back(check("bf16_step", "pass", "", same));
   const std::string html = workbook::html_report({r}, 1, "curves");
+  // A failing check's curve is drawn tall (170 px of plot), a passing one's, a glance, shorter (90 px).
+  EXPECT_NE(between(html, "<b>train_step</b>", "</svg>").find("height=\"230\""), std::string::npos);
+  EXPECT_NE(between(html, "<b>bf16_step</b>", "</svg>").find("height=\"150\""), std::string::npos);
   const std::string loss = between(html, "<title>training loss per step</title>", "</svg>");
   ASSERT_FALSE(loss.empty()) << html;
   EXPECT_EQ(count(loss, "<polyline"), 2u) << loss;  // yours and the reference's, 4 points each
