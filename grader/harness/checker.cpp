@@ -27,6 +27,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Adds to `devices` each device of one run (`seen`, the runner's "_devices") not
+// recorded yet: a lesson whose checks run on 1 GPU and on 2, or model another
+// GPU in one check, lists every device it ran on, as it was in each run.
+void note_devices(nlohmann::json& devices, const nlohmann::json& seen) {
+  if (!seen.is_array() || !devices.is_array()) return;
+  for (const nlohmann::json& d : seen) {
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+}
+
 struct Registry {
   std::vector<Check> checks;
   int lesson = 0;
@@ -510,10 +520,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
           // Its run's time limits the student's runs as if it had run here.
           double& slowest = reference_seconds_[key];
           slowest = std::max(slowest, std::stod(file_text(cache_entry / "seconds.txt")));
-          if (cached.out.values.contains("_devices")) {
-            const nlohmann::json& seen = cached.out.values["_devices"];
-            if (seen.is_array() && seen.size() > devices.size()) devices = seen;
-          }
+          if (cached.out.values.contains("_devices")) note_devices(devices, cached.out.values["_devices"]);
           ++reference_cache_hits_;
           return cached;
         } catch (const std::exception&) {
@@ -640,10 +647,7 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   result.message = cut_text(result.out.values.value("_message", ""));
   result.error_type = cut_text(result.out.values.value("_error_type", ""), 256, 256);
   result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
-  if (!hostile && result.out.values.contains("_devices")) {
-    const nlohmann::json& seen = result.out.values["_devices"];
-    if (seen.is_array() && seen.size() > devices.size()) devices = seen;
-  }
+  if (!hostile && result.out.values.contains("_devices")) note_devices(devices, result.out.values["_devices"]);
   if (!cache_key.empty() && result.ok()) {
     // Written aside, then renamed into place: another checker of the batch reads an entry whole or not at all.
     const fs::path tmp = cache_entry.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(runs_);

@@ -161,8 +161,9 @@ class Context {
 
   /// @brief Facts to show with the result (counters, timings) in the JSON and the report.
   nlohmann::json details = nlohmann::json::object();
-  /// @brief The GPUs the reference's runs saw (name, memory, emulated), for the
-  /// report; taken from trusted runs only, so a submission cannot pose as a GPU.
+  /// @brief Every device the reference's runs saw (name, memory, emulated, the GPU
+  /// an emulated one's clock models), each as it was in its run, for the report's
+  /// Machine table; taken from trusted runs only, so a submission cannot pose as a GPU.
   nlohmann::json devices = nlohmann::json::array();
 
   /// @brief The runner built from the student's code (set by checker_main).

@@ -52,7 +52,7 @@ nlohmann::json devices_json() {
     out.push_back({{"device", "cuda:" + std::to_string(d)}, {"name", p.name}, {"total_memory", p.total_memory},
                    {"multi_processor_count", p.multi_processor_count},
                    {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
-                   {"emulated", p.is_emulated}});
+                   {"emulated", p.is_emulated}, {"modelled_gpu", p.modelled_gpu}});
   }
   return out;
 }

@@ -99,12 +99,41 @@ struct Series {
 struct Mark {
   double x;
   std::string label, color;
+  std::string tag;  // what the plot writes at the mark ("3" for "yours: step 3"); the label when empty
+  int group = 0;    // marks of one group share their rows of tags (yours, the reference's)
 };
 
-// A line plot: titled axes with min/max labels, one polyline per series, marks as vertical ticks
-// (labelled on the plot in staggered rows when few, listed under it when many), a legend.
+// Where each mark's tag goes: rows of tags above the plot, two for each group, each tag in the
+// first of its group's rows where it clears the tag before it; -1 when it fits in neither (then
+// the marks are listed under the plot). Returns how many rows are used.
+int place_tags(const std::vector<Mark>& marks, const std::vector<double>& xs, std::vector<int>& rows) {
+  rows.assign(marks.size(), -1);
+  std::map<int, double> right;  // row -> where the last tag in it ends
+  int used = 0;
+  std::vector<size_t> order(marks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return xs[a] < xs[b]; });
+  for (size_t i : order) {
+    const std::string& text = marks[i].tag.empty() ? marks[i].label : marks[i].tag;
+    const double width = 5.5 * static_cast<double>(text.size()) + 4;
+    for (int sub = 0; sub < 2; ++sub) {
+      const int row = 2 * marks[i].group + sub;
+      if (right.count(row) == 0 || right[row] <= xs[i]) {
+        rows[i] = row;
+        right[row] = xs[i] + width;
+        used = std::max(used, row + 1);
+        break;
+      }
+    }
+  }
+  return used;
+}
+
+// A line plot, its plotting area `plot_height` px tall: titled axes with min/max labels, one polyline per series, marks as vertical ticks
+// (tagged on rows of their own above the plot, and listed under it), a legend.
 std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
-                      bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title) {
+                      bool bytes, bool y_from_zero, const std::string& x_title, const std::string& y_title,
+                      const std::string& marks_note = "", double plot_height = 170) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = y_from_zero ? 0 : INFINITY, y1 = -INFINITY;
   for (const Series& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -116,8 +145,25 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
   if (!(x0 <= x1)) return o.str() + "<p class=\"dim\">no data</p></figure>\n";
   if (x0 == x1) x0 -= 0.5, x1 += 0.5;
   if (!(y0 < y1)) y0 -= 0.5, y1 += 0.5;
-  const double W = 560, H = 230, L = 78, R = 14, T = 10, B = 180;
+  const double W = 460, L = 78, R = 14;  // two plots side by side in a check
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  // The marks' tags get rows of their own above the plot, so that they cover no line.
+  std::vector<double> mark_x;
+  for (const Mark& m : marks) mark_x.push_back(px(m.x));
+  std::vector<int> tag_row;
+  const int tag_rows = place_tags(marks, mark_x, tag_row);
+  const bool all_tagged = std::find(tag_row.begin(), tag_row.end(), -1) == tag_row.end();
+  // The legend, in as many lines as its entries need.
+  std::vector<std::pair<double, int>> legend_at;  // x, line
+  double legend_x = 8;
+  int legend_lines = 1;
+  for (const Series& s : series) {
+    const double width = 30 + 6 * static_cast<double>(s.label.size());
+    if (legend_x > 8 && legend_x + width > W) legend_x = 8, ++legend_lines;
+    legend_at.emplace_back(legend_x, legend_lines - 1);
+    legend_x += width;
+  }
+  const double T = 10 + 11.0 * tag_rows, B = T + plot_height, H = B + 36 + 14.0 * legend_lines;
   auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
   auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
   o << "<svg class=\"plot\" viewBox=\"0 0 " << W << " " << H << "\" width=\"" << W << "\" height=\"" << H
@@ -138,14 +184,15 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
       << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
       << "\" stroke=\"" << m.color << "\"/>";
-    if (marks.size() <= 12) {  // three staggered rows, so that neighbours do not overwrite each other
-      o << "<text x=\"" << fixed(x + 3, 1) << "\" y=\"" << T + 9 + 11 * static_cast<double>(i % 3)
-        << "\" font-size=\"9\">" << esc(m.label) << "</text>";
+    if (tag_row[i] >= 0) {  // on its row above the plot, clear of its neighbours
+      o << "<text x=\"" << fixed(x, 1) << "\" y=\"" << 9 + 11 * tag_row[i] << "\" font-size=\"9\" fill=\""
+        << m.color << "\">" << esc(m.tag.empty() ? m.label : m.tag) << "</text>";
     }
     o << "</g>";
   }
-  double legend_x = 8;
-  for (const Series& s : series) {
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    const double lx = legend_at[k].first, ly = B + 36 + 14.0 * legend_at[k].second;
     const std::string dash = s.dashed ? "\" stroke-dasharray=\"5 3" : "";
     if (s.points.size() == 1) {
       o << "<circle cx=\"" << fixed(px(s.points[0].first), 1) << "\" cy=\"" << fixed(py(s.points[0].second), 1)
@@ -155,14 +202,16 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       for (const auto& [x, y] : s.points) o << fixed(px(x), 1) << "," << fixed(py(y), 1) << " ";
       o << "\"/>";
     }
-    o << "<line x1=\"" << legend_x << "\" x2=\"" << legend_x + 22 << "\" y1=\"" << H - 14 << "\" y2=\"" << H - 14
-      << "\" stroke-width=\"2\" stroke=\"" << s.color << dash << "\"/><text x=\"" << legend_x + 26 << "\" y=\""
-      << H - 10 << "\">" << esc(s.label) << "</text>";
-    legend_x += 30 + 6 * s.label.size();
+    o << "<line x1=\"" << lx << "\" x2=\"" << lx + 22 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
+      << "\" stroke-width=\"2\" stroke=\"" << s.color << dash << "\"/><text x=\"" << lx + 26 << "\" y=\"" << ly
+      << "\">" << esc(s.label) << "</text>";
   }
   o << "</svg>";
-  if (marks.size() > 12) {  // too many to label on the plot: listed, in order, readable without hovering
-    o << "<details class=\"marks\"><summary>" << marks.size() << " markers</summary><ul>";
+  if (!marks.empty()) {
+    // Each mark with its time, readable without hovering: open when some tag found no room on the plot.
+    o << "<details class=\"marks\"" << (all_tagged ? "" : " open") << "><summary>" << marks.size() << " markers"
+      << (marks_note.empty() ? "" : ": " + esc(marks_note)) << (all_tagged ? "" : " (not all fit on the plot)")
+      << "</summary><ul>";
     for (const Mark& m : marks) o << "<li>" << num(m.x, 4) << " " << esc(x_title) << ": " << esc(m.label) << "</li>";
     o << "</ul></details>";
   }
@@ -175,7 +224,7 @@ std::string timing_plot(const json& timing) {
   const double ref = median(timing.value("reference_ms", json::array()));
   if (std::isnan(yours) || std::isnan(ref)) return "";
   const double ratio = yours / std::max(ref, 1e-6);  // of the very bars drawn
-  const double most = std::max({yours, ref, 1e-9}), W = 560, L = 90, span = 330;
+  const double most = std::max({yours, ref, 1e-9}), W = 460, L = 90, span = 250;
   std::ostringstream o;
   const std::string clock = timing.value("clock", "host");
   o << "<figure><figcaption>";
@@ -278,13 +327,27 @@ std::string memory_plot(const json& memory) {
       if (!std::isnan(a)) allocated.points.emplace_back(t, a);
       if (!std::isnan(r)) reserved.points.emplace_back(t, r);
       if (p.contains("marker") && p["marker"].is_string()) {
-        marks.push_back({t, std::string(who) + ": " + p["marker"].get<std::string>(), color});
+        Mark m{t, std::string(who) + ": " + p["marker"].get<std::string>(), color, p["marker"].get<std::string>(),
+               std::string(who) == "yours" ? 0 : 1};
+        marks.push_back(m);
       }
     }
     series.push_back(allocated);
     series.push_back(reserved);
   }
-  return line_plot("GPU memory over time", series, marks, true, true, "time (ms)", "GPU memory");
+  // "step 1", "step 2", ... tag their marks 1, 2, ... when every mark of the plot says "step N".
+  std::string prefix;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const size_t space = marks[i].tag.rfind(' ');
+    const std::string p = space == std::string::npos ? "" : marks[i].tag.substr(0, space + 1);
+    if (i == 0) prefix = p;
+    if (p != prefix) prefix.clear();
+  }
+  if (!prefix.empty()) {
+    for (Mark& m : marks) m.tag = m.tag.substr(prefix.size());
+  }
+  const std::string note = prefix.empty() ? "" : "on the plot, " + prefix + "N is N; yours above the reference's";
+  return line_plot("GPU memory over time", series, marks, true, true, "time (ms)", "GPU memory", note);
 }
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo; "" when it cannot be read.
@@ -301,43 +364,93 @@ std::string cpu_model() {
   return "";
 }
 
-// "cuda:0 EMULATED on your CPU (4 GiB), ..." for one lesson's devices.
-std::string device_line(const json& devices) {
-  std::string out;
+// One lesson's devices, the runs of alike devices grouped: "cuda:0, cuda:1" and what they are.
+struct DeviceGroup {
+  std::string names;     // "cuda:0, cuda:1"
+  size_t count = 0;
+  bool emulated = false;
+  std::string gpu;       // a real GPU's name and compute capability; "" when emulated
+  double memory = 0;     // bytes, each
+  std::string modelled;  // the GPU the emulator's clock models ("H100 SXM"); "" on a real GPU or when not recorded
+};
+
+std::vector<DeviceGroup> device_groups(const json& devices) {
+  std::vector<DeviceGroup> groups;
+  if (!devices.is_array()) return groups;
   for (const json& d : devices) {
     if (!d.is_object()) continue;
-    if (!out.empty()) out += ", ";
-    out += d.value("device", std::string("?")) + " " + d.value("name", std::string("?")) + " (" +
-           human_bytes(number_or(d, "total_memory", 0)) + ")";
-  }
-  return out.empty() ? "CPU only" : out;
-}
-
-// The machine the checks ran on: the host, and every GPU a lesson used, marked "emulated" when it was.
-std::string machine_section(const std::vector<LessonResult>& results) {
-  const json* widest = nullptr;
-  for (const LessonResult& r : results) {
-    if (r.devices.is_array() && !r.devices.empty() && (widest == nullptr || r.devices.size() > widest->size())) {
-      widest = &r.devices;
+    DeviceGroup g;
+    g.emulated = d.value("emulated", false);
+    if (!g.emulated) {
+      g.gpu = d.value("name", std::string("?")) + ", compute capability " + d.value("compute_capability", std::string("?"));
+    }
+    g.memory = number_or(d, "total_memory", 0);
+    g.modelled = g.emulated ? d.value("modelled_gpu", std::string()) : std::string();
+    const std::string name = d.value("device", std::string("?"));
+    if (!groups.empty() && groups.back().emulated == g.emulated && groups.back().gpu == g.gpu &&
+        groups.back().memory == g.memory && groups.back().modelled == g.modelled) {
+      groups.back().names += ", " + name;
+      ++groups.back().count;
+    } else {
+      g.names = name;
+      g.count = 1;
+      groups.push_back(g);
     }
   }
+  return groups;
+}
+
+// "cuda:0, cuda:1: emulated, 2.94 GiB each, modelled on an H100 SXM" for one lesson's devices (HTML-escaped).
+std::string device_line(const json& devices) {
+  std::string out;
+  for (const DeviceGroup& g : device_groups(devices)) {
+    if (!out.empty()) out += "; ";
+    out += esc(g.names) + ": " + (g.emulated ? std::string("emulated") : esc(g.gpu)) + ", " + human_bytes(g.memory) +
+           (g.count > 1 ? " each" : "") + (g.modelled.empty() ? "" : ", its clock modelled on the " + esc(g.modelled));
+  }
+  return out.empty() ? "no GPU" : out;
+}
+
+// The machine the checks ran on: the host, then for each lesson the GPUs its checks ran on, as the
+// checker recorded them from the reference's runs (the student's ran in the same settings): emulated or
+// real, their memory, and the GPU an emulated one's clock models (a lesson may choose its own).
+std::string machine_section(const std::vector<LessonResult>& results) {
   std::ostringstream o;
-  o << "<h2>Machine</h2>\n<table class=\"machine\">\n<tbody>\n<tr><th>host</th><td>" << esc(cpu_model())
-    << (cpu_model().empty() ? "" : ", ") << std::thread::hardware_concurrency() << " cores</td></tr>\n";
-  if (widest == nullptr) {
-    o << "<tr><th>GPU</th><td>none used</td></tr>\n";
-  } else {
-    for (const json& d : *widest) {
-      if (!d.is_object()) continue;
-      const bool emulated = d.value("emulated", false);
-      o << "<tr><th>" << esc(d.value("device", std::string("?"))) << "</th><td>" << esc(d.value("name", std::string("?")))
-        << ", " << human_bytes(number_or(d, "total_memory", 0))
-        << (emulated ? ", <b>emulated</b> on the host's CPU: memory, asynchrony and rounding as on a GPU, speed not"
-                     : ", compute capability " + esc(d.value("compute_capability", std::string("?"))))
+  o << "<h2>Machine</h2>\n<table class=\"machine\">\n<thead><tr><th></th><th>devices</th><th>GPU</th>"
+    << "<th>memory</th><th>its clock models</th></tr></thead>\n<tbody>\n<tr><th>host</th><td colspan=\"4\">"
+    << esc(cpu_model()) << (cpu_model().empty() ? "" : ", ") << std::thread::hardware_concurrency()
+    << " cores</td></tr>\n";
+  bool any_emulated = false;
+  for (const LessonResult& r : results) {
+    const std::string lesson = r.lesson ? "lesson " + std::to_string(r.lesson->number) : std::string("lesson ?");
+    const std::vector<DeviceGroup> groups = device_groups(r.devices);
+    if (groups.empty()) {
+      bool ran = false;
+      for (const CheckResult& c : r.checks) ran = ran || c.verdict == "pass" || c.verdict == "fail";
+      o << "<tr><th>" << lesson << "</th><td colspan=\"4\" class=\"dim\">"
+        << (!r.problem.empty() ? "no check ran (" + esc(r.status) + ")"
+                               : ran ? std::string("no GPU recorded (the reference solution did not run)")
+                                     : std::string("no check ran"))
+        << "</td></tr>\n";
+      continue;
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const DeviceGroup& g = groups[i];
+      any_emulated = any_emulated || g.emulated;
+      o << "<tr>";
+      if (i == 0) o << "<th rowspan=\"" << groups.size() << "\">" << lesson << "</th>";
+      o << "<td>" << esc(g.names) << "</td><td>" << (g.emulated ? std::string("<b>emulated</b> on the host's CPU") : esc(g.gpu))
+        << "</td><td>" << human_bytes(g.memory) << (g.count > 1 ? " each" : "") << "</td><td>"
+        << (g.emulated ? (g.modelled.empty() ? std::string("? (not recorded)") : esc(g.modelled))
+                       : std::string("nothing: a real GPU, timed by the host's clock"))
         << "</td></tr>\n";
     }
   }
   o << "</tbody>\n</table>\n";
+  if (any_emulated) {
+    o << "<p class=\"dim\">An emulated GPU runs on the host's CPU with a GPU's memory, asynchrony and rounding; "
+      << "its clock models the GPU named (docs/performance_model.md), so timed checks are the same on every run.</p>\n";
+  }
   return o.str();
 }
 
@@ -362,6 +475,8 @@ pre{background:#f6f8fa;padding:.5em .7em;border-radius:4px;overflow-x:auto;white
 pre.note{background:#fff8c5} .counters td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 tr.diff{background:#fff1e5;font-weight:600} figure{margin:.6em 0} figcaption{font-size:.85em;color:#57606a}
 .timelines svg{max-width:100%;height:auto}
+table.short td{vertical-align:top;border:none;padding:.2em .4em} table.short .dim{white-space:pre-wrap}
+.check>figure{display:inline-block;vertical-align:top;max-width:100%;margin:.6em 10px .6em 0}
 details.counters summary{color:#57606a;font-size:.9em;cursor:pointer;margin:.3em 0}
 svg.plot{font:11px system-ui,sans-serif;fill:#1f2328;max-width:100%;height:auto}
 )";
@@ -452,12 +567,33 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
     if (r.todo > 0) o << ", " << r.todo << " still to do";
     o << "; " << fixed(r.seconds, 1) << " s";
-    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << esc(device_line(r.devices));
+    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << device_line(r.devices);
     o << ".</p>\n";
     // A lesson that does not compile gives every check the same message: show the log once.
     const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
     if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";
+    bool list_open = false;  // a table of the checks with nothing to show but a line (TODO, SKIP)
     for (const CheckResult& c : r.checks) {
+      bool drawn = false;
+      if (c.details.is_object()) {
+        for (const char* key : {"timing", "counters", "curves", "memory", "timelines"}) drawn = drawn || c.details.contains(key);
+      }
+      if ((c.verdict == "todo" || c.verdict == "skip") && c.note.empty() && !drawn) {
+        // One row, not a box: a stub's lesson is a list of what is left to do.
+        if (!list_open) o << "<table class=\"short\"><tbody>\n";
+        list_open = true;
+        o << "<tr><td><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict) << "</span></td><td><b>"
+          << esc(c.name) << "</b>: " << esc(c.summary);
+        if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
+        if (!c.message.empty()) {
+          const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
+          o << "<br><span class=\"dim\">" << esc(same ? r.status + " (see above)" : c.message) << "</span>";
+        }
+        o << "</td></tr>\n";
+        continue;
+      }
+      if (list_open) o << "</tbody></table>\n";
+      list_open = false;
       o << "<div class=\"check\">\n<div><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict)
         << "</span><b>" << esc(c.name) << "</b>: " << esc(c.summary);
       if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
@@ -477,19 +613,32 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
       if (d.contains("curves") && d["curves"].is_object()) {
         for (const auto& [name, curve] : d["curves"].items()) {
           if (!curve.is_object()) continue;
-          // "loss per step": the quantity on the y axis, the steps on the x axis.
+          // "loss per step": the quantity on the y axis, the steps on the x axis. Yours first, then the
+          // series it is compared with, under whatever name the check gave it ("reference", "GradScaler").
           const size_t per = name.find(" per ");
-          o << line_plot(name,
-                         {{"yours", kYours, false, curve_points(curve.value("yours", json::array()))},
-                          {"reference", kReference, true, curve_points(curve.value("reference", json::array()))}},
-                         {}, false, false, per == std::string::npos ? "point" : name.substr(per + 5),
-                         per == std::string::npos ? name : name.substr(0, per));
+          std::vector<Series> series;
+          if (curve.contains("yours")) series.push_back({"yours", kYours, false, curve_points(curve["yours"])});
+          const char* others[] = {kReference, "#8250df", "#57606a"};
+          for (const auto& [who, values] : curve.items()) {
+            if (who == "yours" || !values.is_array()) continue;
+            series.push_back({who, others[std::min<size_t>(series.size() - (curve.contains("yours") ? 1 : 0), 2)],
+                              true, curve_points(values)});
+          }
+          // "the scale after each step (an inf at step 2)": the scale against step.
+          const size_t after = per == std::string::npos ? name.find(" after each ") : std::string::npos;
+          const size_t cut = per != std::string::npos ? per : after;
+          std::string x_title = cut == std::string::npos ? "point" : name.substr(cut + (per != std::string::npos ? 5 : 12));
+          x_title = x_title.substr(0, x_title.find(" ("));
+          const std::string y_title = cut == std::string::npos ? name : name.substr(0, cut);
+          // A passing check's curve is a glance (it follows the reference's); a failing one's shows the detail.
+          o << line_plot(name, series, {}, false, false, x_title, y_title, "", c.verdict == "pass" ? 90 : 170);
         }
       }
       if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
       if (d.contains("timelines") && d["timelines"].is_object()) o << timelines_section(d["timelines"]);
       o << "</div>\n";
     }
+    if (list_open) o << "</tbody></table>\n";
     o << "</section>\n";
   }
   o << "<p class=\"dim\">Made by the workbook grader.</p>\n</body>\n</html>\n";

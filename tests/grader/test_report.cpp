@@ -149,26 +149,76 @@ TEST(Report, PlotsTheDetailsThatAreThere) {
   if (const char* path = std::getenv("WORKBOOK_REPORT_SAMPLE")) std::ofstream(path) << html;
 }
 
-TEST(Report, ManyMarkersAreListedUnderThePlotNotOnlyInTooltips) {
+// Markers read without hovering: each tagged on the plot, on rows above it that
+// no line crosses, "step N" shortened to N, yours on the upper rows and the
+// reference's below; and every marker listed with its time under the plot, the
+// list open when some tag found no room.
+TEST(Report, MarkersAreTaggedOnThePlotAndListedNotOnlyInTooltips) {
   workbook::Lesson lesson;
   lesson.number = 8;
   lesson.title = "memory";
+  auto report = [&](int yours, int reference, double spacing) {
+    workbook::LessonResult r;
+    r.lesson = &lesson;
+    r.status = "passed";
+    json details;
+    details["memory"] = {{"yours", json::array()}, {"reference", json::array()}};
+    for (int i = 0; i < yours; ++i) {
+      details["memory"]["yours"].push_back({{"t", spacing * i}, {"allocated", 1000 * i}, {"reserved", 2000 * i},
+                                            {"marker", "step " + std::to_string(i)}});
+    }
+    for (int i = 0; i < reference; ++i) {
+      details["memory"]["reference"].push_back({{"t", spacing * i + 0.5}, {"allocated", 900 * i}, {"reserved", 2000 * i},
+                                                {"marker", "step " + std::to_string(i)}});
+    }
+    r.checks.push_back(check("peak", "pass", "", details));
+    return workbook::html_report({r}, 1, "markers");
+  };
+  std::string html = report(20, 8, 1.0);
+  std::string list = between(html, "<details class=\"marks\">", "</details>");
+  EXPECT_NE(list.find("<summary>28 markers: on the plot, step N is N; yours above the reference&#39;s</summary>"),
+            std::string::npos) << list;
+  EXPECT_EQ(count(list, "<li>"), 28u);
+  EXPECT_NE(list.find("<li>19 time (ms): yours: step 19</li>"), std::string::npos) << list;
+  EXPECT_NE(list.find("<li>7.5 time (ms): reference: step 7</li>"), std::string::npos) << list;
+  const std::string svg = between(html, "<title>GPU memory over time</title>", "</svg>");
+  // Every mark tagged with its number in its series' colour, none with the long label.
+  EXPECT_EQ(count(svg, "font-size=\"9\" fill=\"#0969da\">"), 20u) << svg;
+  EXPECT_EQ(count(svg, "font-size=\"9\" fill=\"#d1790a\">"), 8u) << svg;
+  EXPECT_NE(svg.find("fill=\"#0969da\">19</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("\">yours: step"), std::string::npos);  // (the tooltips, <title>, keep the long label)
+  // Yours on rows 0-1 (y 9, 20), the reference's on rows 2-3 (y 31, 42), all above the plot's top.
+  EXPECT_EQ(svg.find("y=\"31\" font-size=\"9\" fill=\"#0969da\""), std::string::npos);
+  EXPECT_EQ(svg.find("y=\"9\" font-size=\"9\" fill=\"#d1790a\""), std::string::npos);
+  EXPECT_NE(svg.find("y=\"31\" font-size=\"9\" fill=\"#d1790a\""), std::string::npos) << svg;
+
+  // 200 marks on 468 px: the tags cannot all fit; the list opens and says so.
+  html = report(200, 0, 1.0);
+  EXPECT_NE(html.find("<details class=\"marks\" open><summary>200 markers: on the plot, step N is N; yours above the "
+                      "reference&#39;s (not all fit on the plot)</summary>"), std::string::npos);
+}
+
+// A stub's lesson is a list of what is left: each TODO or SKIP check with nothing
+// to plot is one row of a table, not a box of its own; a failing check keeps its box.
+TEST(Report, ChecksLeftToDoAreOneRowEach) {
+  workbook::Lesson lesson;
+  lesson.number = 7;
+  lesson.title = "stub";
   workbook::LessonResult r;
   r.lesson = &lesson;
-  r.status = "passed";
-  json points = json::array();
-  for (int i = 0; i < 20; ++i) {
-    points.push_back({{"t", i}, {"allocated", 1000 * i}, {"reserved", 2000 * i}, {"marker", "step " + std::to_string(i)}});
-  }
-  json details;
-  details["memory"] = {{"yours", points}, {"reference", json::array()}};
-  r.checks.push_back(check("peak", "pass", "", details));
-  const std::string html = workbook::html_report({r}, 1, "markers");
-  const std::string list = between(html, "<details class=\"marks\">", "</details>");
-  EXPECT_NE(list.find("<summary>20 markers</summary>"), std::string::npos) << list;
-  EXPECT_EQ(count(list, "<li>"), 20u);
-  EXPECT_NE(list.find("<li>19 time (ms): yours: step 19</li>"), std::string::npos) << list;
-  EXPECT_EQ(count(html, "font-size=\"9\">yours: step"), 0u);  // not drawn over each other on the plot
+  r.status = "in progress";
+  r.checks.push_back(check("first", "todo", "not done yet: lesson 7: fill in <first>"));
+  r.checks.push_back(check("second", "skip", "timing checks are off (--no-timing)"));
+  r.checks.push_back(check("broken", "fail", "wrong"));
+  r.checks.push_back(check("third", "todo", "not done yet: lesson 7: fill in third"));
+  const std::string html = workbook::html_report({r}, 1, "todo");
+  EXPECT_EQ(count(html, "<table class=\"short\">"), 2u) << html;  // the two before the failing check, then one
+  EXPECT_EQ(count(html, "<div class=\"check\">"), 1u);
+  const std::string rows = between(html, "<table class=\"short\">", "</table>");
+  EXPECT_NE(rows.find("<span class=\"badge todo\">TODO</span></td><td><b>first</b>: does first"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("<br><span class=\"dim\">not done yet: lesson 7: fill in &lt;first&gt;</span>"), std::string::npos);
+  EXPECT_NE(rows.find("<b>second</b>"), std::string::npos);
+  EXPECT_EQ(rows.find("broken"), std::string::npos);
 }
 
 TEST(Report, NoResultsStillMakeAPage) {
@@ -206,29 +256,97 @@ TEST(Report, OddDetailsDoNotBreakThePage) {
 
 }  // namespace
 
-TEST(Report, NamesTheMachineAndMarksEmulatedGpus) {
+// The Machine table has a row for each lesson, naming the devices its checks ran
+// on as the checker recorded them: emulated or real, memory, the GPU modelled.
+TEST(Report, MachineTableListsTheDevicesEachLessonRanOn) {
   Sample s;
-  std::string html = workbook::html_report(s.results, 1, "Results");
+  auto emulated = [](int index, double gib, const std::string& modelled) {
+    return json{{"device", "cuda:" + std::to_string(index)}, {"name", "tiny EMULATED GPU <" + std::to_string(index) + ">"},
+                {"total_memory", gib * (1 << 30)}, {"compute_capability", "8.0"}, {"emulated", true},
+                {"modelled_gpu", modelled}};
+  };
+  // Lesson 3 ran one check on 1 GPU (4 GiB) and the others on 2 (2 GiB each), one of them modelling an L4.
+  s.results[0].devices = json::array({emulated(0, 4, "H100 SXM"), emulated(0, 2, "H100 SXM"),
+                                      emulated(1, 2, "H100 SXM"), emulated(0, 4, "L4")});
+  workbook::Lesson real_lesson;
+  real_lesson.number = 9;
+  real_lesson.title = "real";
+  workbook::LessonResult real;
+  real.lesson = &real_lesson;
+  real.status = "passed";
+  real.checks.push_back(check("fast", "pass", ""));
+  real.devices = json::array({{{"device", "cuda:0"}, {"name", "NVIDIA H100 <SXM>"}, {"total_memory", 80.0 * (1 << 30)},
+                               {"compute_capability", "9.0"}, {"emulated", false}, {"modelled_gpu", ""}}});
+  s.results.push_back(real);
+  const std::string html = workbook::html_report(s.results, 1, "Results");
   const std::string machine = between(html, "<h2>Machine</h2>", "</table>");
   ASSERT_FALSE(machine.empty());
-  EXPECT_NE(machine.find("cores"), std::string::npos);
-  EXPECT_NE(machine.find("tiny EMULATED GPU &lt;1&gt;"), std::string::npos);  // escaped, each device listed
-  EXPECT_EQ(count(machine, "<b>emulated</b>"), 2u);
-  EXPECT_NE(machine.find("1 GiB"), std::string::npos);
-  EXPECT_NE(html.find("ran on cuda:0 tiny EMULATED GPU &lt;0&gt; (1 GiB), cuda:1"), std::string::npos);
+  EXPECT_NE(machine.find("cores</td></tr>"), std::string::npos) << machine;
+  // Lesson 3: three rows (three kinds of device), under one header cell.
+  const std::string lesson3 = between(machine, "<th rowspan=\"3\">lesson 3</th>", "lesson 4");
+  ASSERT_FALSE(lesson3.empty()) << machine;
+  EXPECT_NE(lesson3.find("<td>cuda:0</td><td><b>emulated</b> on the host's CPU</td><td>4 GiB</td><td>H100 SXM</td>"),
+            std::string::npos) << lesson3;
+  EXPECT_NE(lesson3.find("<td>cuda:0, cuda:1</td><td><b>emulated</b> on the host's CPU</td><td>2 GiB each</td>"
+                         "<td>H100 SXM</td>"), std::string::npos) << lesson3;
+  EXPECT_NE(lesson3.find("<td>4 GiB</td><td>L4</td>"), std::string::npos) << lesson3;
+  // Lesson 4 did not compile: nothing ran, and the table says so rather than guess a GPU.
+  EXPECT_NE(machine.find("<th>lesson 4</th><td colspan=\"4\" class=\"dim\">no check ran (does not compile)</td>"),
+            std::string::npos) << machine;
+  // Lesson 9 ran on a real GPU: its name (escaped) and compute capability, not called emulated.
+  const std::string lesson9 = between(machine, "lesson 9</th>", "</tr>");
+  EXPECT_NE(lesson9.find("NVIDIA H100 &lt;SXM&gt;, compute capability 9.0</td><td>80 GiB</td>"), std::string::npos)
+      << lesson9;
+  EXPECT_EQ(lesson9.find("emulated"), std::string::npos);
+  EXPECT_NE(machine.find("<th rowspan=\"1\">lesson 9</th>"), std::string::npos);
+  // The lesson's own section says the same in a line.
+  EXPECT_NE(html.find("ran on cuda:0: emulated, 4 GiB, its clock modelled on the H100 SXM; cuda:0, cuda:1: "
+                      "emulated, 2 GiB each, its clock modelled on the H100 SXM; cuda:0: emulated, 4 GiB, its clock "
+                      "modelled on the L4."), std::string::npos);
 
-  // A real GPU shows its compute capability and is not called emulated.
-  s.results[0].devices = json::array({{{"device", "cuda:0"}, {"name", "NVIDIA H100"}, {"total_memory", 80.0 * (1 << 30)},
-                                       {"compute_capability", "9.0"}, {"emulated", false}}});
-  html = workbook::html_report(s.results, 1, "Results");
-  const std::string real = between(html, "<h2>Machine</h2>", "</table>");
-  EXPECT_NE(real.find("NVIDIA H100, 80 GiB, compute capability 9.0"), std::string::npos) << real;
-  EXPECT_EQ(real.find("emulated"), std::string::npos);
-
-  // No lesson used a GPU.
+  // No lesson recorded a device: each row says why, none invents one.
   for (auto& r : s.results) r.devices = json::array();
-  html = workbook::html_report(s.results, 1, "Results");
-  EXPECT_NE(between(html, "<h2>Machine</h2>", "</table>").find("none used"), std::string::npos);
+  const std::string none = between(workbook::html_report(s.results, 1, "Results"), "<h2>Machine</h2>", "</table>");
+  EXPECT_NE(none.find("<th>lesson 3</th><td colspan=\"4\" class=\"dim\">no GPU recorded"), std::string::npos) << none;
+  EXPECT_EQ(none.find("cuda:"), std::string::npos);
+}
+
+// A training check records its loss series, yours and the reference's (or
+// GradScaler's), whatever its verdict: a failing one is drawn with both lines.
+TEST(Report, AFailingTrainingCheckDrawsBothLossSeries) {
+  workbook::Lesson lesson;
+  lesson.number = 4;
+  lesson.title = "loop";
+  workbook::LessonResult r;
+  r.lesson = &lesson;
+  r.status = "in progress";
+  json details;
+  details["curves"]["training loss per step"] = {{"yours", {2.3, 2.1, 2.4, 2.9}}, {"reference", {2.3, 1.9, 1.6, 1.4}}};
+  r.checks.push_back(check("train_step", "fail", "the gradients were not cleared", details));
+  json scaler;
+  scaler["curves"]["the scale after each step (an inf at step 2)"] = {{"yours", {1024, 1024, 512}},
+                                                                       {"GradScaler", {1024, 512, 512}}};
+  r.checks.push_back(check("scaled_step", "fail", "the scale differs", scaler));
+  json same;
+  same["curves"]["bfloat16 training loss per step"] = {{"yours", {2.3, 2.2}}, {"reference", {2.3, 2.2}}};
+  r.checks.push_back(check("bf16_step", "pass", "", same));
+  const std::string html = workbook::html_report({r}, 1, "curves");
+  // A failing check's curve is drawn tall (170 px of plot), a passing one's, a glance, shorter (90 px).
+  EXPECT_NE(between(html, "<b>train_step</b>", "</svg>").find("height=\"230\""), std::string::npos);
+  EXPECT_NE(between(html, "<b>bf16_step</b>", "</svg>").find("height=\"150\""), std::string::npos);
+  const std::string loss = between(html, "<title>training loss per step</title>", "</svg>");
+  ASSERT_FALSE(loss.empty()) << html;
+  EXPECT_EQ(count(loss, "<polyline"), 2u) << loss;  // yours and the reference's, 4 points each
+  EXPECT_NE(loss.find(">yours</text>"), std::string::npos);
+  EXPECT_NE(loss.find(">reference</text>"), std::string::npos);
+  EXPECT_NE(loss.find("font-weight=\"600\">step</text>"), std::string::npos);  // titled axes
+  EXPECT_NE(loss.find("font-weight=\"600\">training loss</text>"), std::string::npos);
+  // A series under another name than "reference" is drawn and named in the legend.
+  const std::string scale = between(html, "<title>the scale after each step (an inf at step 2)</title>", "</svg>");
+  EXPECT_EQ(count(scale, "<polyline"), 2u) << scale;
+  EXPECT_NE(scale.find(">GradScaler</text>"), std::string::npos) << scale;
+  EXPECT_NE(scale.find("font-weight=\"600\">step</text>"), std::string::npos) << scale;
+  EXPECT_NE(scale.find("font-weight=\"600\">the scale</text>"), std::string::npos) << scale;
 }
 
 // A check's details may carry the GPU timelines of the student's run and the

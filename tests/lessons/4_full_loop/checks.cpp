@@ -322,6 +322,7 @@ WORKBOOK_CHECK(train_step, "train_step() matches the reference step by step: los
 
   const nlohmann::json& losses = mine.out.values["losses"];
   const nlohmann::json& want = ref.out.values["losses"];
+  ctx.details["curves"]["training loss per step"] = {{"yours", losses}, {"reference", want}};  // pass or fail
   if (mine.out.values["forward_passes"] != ref.out.values["forward_passes"]) {
     return Outcome::fail("train_step ran the model " + mine.out.values["forward_passes"].dump() + " times in " +
                          std::to_string(steps) + " steps: one forward pass per step (each pass also draws new "

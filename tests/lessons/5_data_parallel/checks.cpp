@@ -234,6 +234,9 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
     }
     return *early;
   }
+  // The report plots the losses whatever the verdict (the reference's DataParallel steps equal one GPU's).
+  ctx.details["curves"]["training loss per step"] = {{"yours", mine.out.values["losses"]},
+                                                     {"reference", ref.out.values["losses"]}};
   // The batch must be split: one pass per replica, 5 rows on cuda:0 and 4 on cuda:1.
   const nlohmann::json& passes = mine.out.values["passes"][0];
   if (passes.size() != 2) {

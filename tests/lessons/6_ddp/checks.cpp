@@ -470,6 +470,15 @@ WORKBOOK_CHECK(make_loader, "make_loader() gives each rank its own shuffled half
   return Outcome::pass();
 }
 
+// The report's loss curve of a training check, rank 0's losses beside the reference's rank 0's,
+// recorded as soon as both ran so that a failing check shows it too.
+static void plot_losses(Context& ctx, const std::string& name, const Run& mine, const Run& ref) {
+  const nlohmann::json& yours = rank_values(mine, 0);
+  const nlohmann::json& reference = rank_values(ref, 0);
+  if (!yours.is_object() || !reference.is_object() || !yours.contains("losses") || !reference.contains("losses")) return;
+  ctx.details["curves"][name] = {{"yours", yours["losses"]}, {"reference", reference["losses"]}};
+}
+
 WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains like one process on the full batch, reshuffling every epoch") {
   Bundle in;
   if (auto missing = base_inputs(ctx, in)) return *missing;
@@ -477,6 +486,7 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
   const std::string call = "3 epochs of train_one_epoch on 2 ranks, 8 examples each";
   Run mine, ref;
   if (auto early = run_both(ctx, "train_one_epoch", in, mine, ref, options_for(call))) return *early;
+  plot_losses(ctx, "rank 0's loss per epoch", mine, ref);
   if (rank_values(mine, 0).contains("trace") && rank_values(ref, 0).contains("trace")) {  // the report's timelines
     ctx.details["timelines"] = {{"yours", rank_values(mine, 0)["trace"]}, {"reference", rank_values(ref, 0)["trace"]}};
   }
@@ -599,6 +609,7 @@ WORKBOOK_CHECK(accumulation_step, "accumulation_step() over 4 micro-batches equa
   const std::string call = "2 calls of accumulation_step on 2 ranks, 4 micro-batches of 2 examples each";
   Run mine, ref;
   if (auto early = run_both(ctx, "accumulation_step", in, mine, ref, options_for(call))) return *early;
+  plot_losses(ctx, "rank 0's loss per step", mine, ref);
   for (int step = 0; step < kSteps; ++step) {
     const nlohmann::json& counts = rank_values(mine, 0)["step_collectives"][static_cast<size_t>(step)];
     const nlohmann::json& want = rank_values(ref, 0)["step_collectives"][static_cast<size_t>(step)];
@@ -655,6 +666,7 @@ WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint ma
   const std::string call = "train(3 epochs, 16 examples, batch_size 8) on 2 ranks";
   Run mine, ref;
   if (auto early = run_both(ctx, "train", in, mine, ref, options_for(call))) return *early;
+  plot_losses(ctx, "rank 0's loss per epoch", mine, ref);
   const nlohmann::json& printed = mine.out.values["stdout"];
   for (int r = 0; r < kWorld; ++r) {
     const nlohmann::json& v = rank_values(mine, r);

@@ -601,6 +601,11 @@ WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::
   // The same steps through tiny::amp::GradScaler: the reference's amp_train_step, clipping at 1e9 (never).
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call + ", with tiny::amp::GradScaler"));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  // The report plots both, whatever the verdict.
+  ctx.details["curves"]["float16 training loss per step"] = {{"yours", mine.out.values["losses"]},
+                                                             {"GradScaler", ref.out.values["losses"]}};
+  ctx.details["curves"]["the scale after each step (an inf at step 2)"] = {{"yours", mine.out.values["scales"]},
+                                                                          {"GradScaler", ref.out.values["scales"]}};
   if (auto why = used_amp_helpers(mine, function)) return Outcome::fail(*why);
   if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
   const nlohmann::json& v = mine.out.values;
@@ -611,8 +616,6 @@ WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::
                          std::string(v["params_finite"][bad].get<bool>() ? "" : " and the weights became inf or NaN") +
                          ": step only when unscale_grads_ found every gradient finite (GradScaler.step skips it)");
   }
-  ctx.details["curves"]["the scale after each step (an inf at step 2)"] = {{"yours", v["scales"]},
-                                                                          {"GradScaler", want["scales"]}};
   if (v["scales"] != want["scales"]) {
     return Outcome::fail("the scale after each step was " + values_text(v["scales"]) + ", GradScaler's " +
                          values_text(want["scales"]) + " (the count of clean steps: yours " +
@@ -654,6 +657,8 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("amp_steps", in, one_gpu(call));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  ctx.details["curves"]["float16 training loss per step"] = {{"yours", mine.out.values["losses"]},
+                                                             {"reference", ref.out.values["losses"]}};
   if (auto why = probe_step(mine, ref, steps, function, "float16")) return *why;
 
   const nlohmann::json& v = mine.out.values;
@@ -686,8 +691,6 @@ WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 
                          " (norm " + number_text(my_norm) + ", expected " + number_text(ref_norm) + "): call scaler.unscale_(optimizer) "
                          "and step with scaler.step(optimizer), never optimizer.step() on scaled gradients");
   }
-  ctx.details["curves"]["float16 training loss per step"] = {{"yours", v["losses"]},
-                                                             {"reference", ref.out.values["losses"]}};
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kHalfTol);
   if (k >= 0) {
     std::string why = "the loss of step " + std::to_string(k + 1) + " differs beyond float16 rounding (1e-2): your "
@@ -949,14 +952,14 @@ WORKBOOK_CHECK(bf16_step, "bf16_train_step() matches the reference over 3 bfloat
   if (auto early = ctx.unless_ok(mine)) return *early;
   const Run ref = ctx.reference("bf16_steps", in, one_gpu(call));
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
+  ctx.details["curves"]["bfloat16 training loss per step"] = {{"yours", mine.out.values["losses"]},
+                                                              {"reference", ref.out.values["losses"]}};
   if (auto why = probe_step(mine, ref, steps, function, "bfloat16")) return *why;
   const nlohmann::json& v = mine.out.values;
   if (v["stepped"] != ref.out.values["stepped"]) {
     return Outcome::fail("optimizer.step() ran at steps " + values_text(v["stepped"]) + ", expected " +
                          values_text(ref.out.values["stepped"]) + " (true: it ran): once per step, after backward()");
   }
-  ctx.details["curves"]["bfloat16 training loss per step"] = {{"yours", v["losses"]},
-                                                              {"reference", ref.out.values["losses"]}};
   const tiny::StateDict init = in.state("init");
   const int k = first_loss_difference(v["losses"], ref.out.values["losses"], kBFloat16Tol);
   if (k >= 0) {
