@@ -177,6 +177,8 @@ const std::map<std::string, ParityCase>& parity_table() {
       // two maxima in row 0: each gets half the gradient, as in PyTorch
       {"amax_ties", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amax(in["a"], {1})}; }, kPointwise}},
       {"amin_keepdim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amin(in["a"], {-1}, /*keepdim=*/true)}; }, kPointwise}},
+      {"any_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::any(in["a"] > 1, 1)}; }, kPointwise}},
+      {"all_full", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::all(in["a"] > -2)}; }, kPointwise}},
       // linear algebra (Python's `a @ b` is torch.matmul)
       {"mm", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
       {"mm_transposed",

@@ -86,6 +86,8 @@ CASES (name | inputs | computation). F is torch.nn.functional.
   amax_dims                a = distinct(4, 5, 6)                          out = torch.amax(a, dim=(0, 2))
   amax_ties                a = torch.tensor([[1., 3., 3.], [2., 2., 0.]])  out = torch.amax(a, dim=1)  (ties share the gradient)
   amin_keepdim             a = distinct(4, 5)                             out = torch.amin(a, dim=-1, keepdim=True)
+  any_dim                  a = randn(3, 4)                                out = torch.any(a > 1, dim=1)  (bool: no gradient)
+  all_full                 a = randn(3, 4)                                out = torch.all(a > -2)
   -- linear algebra
   mm                       a = randn(64, 78); b = randn(78, 32)           out = a @ b
   mm_transposed            a = randn(20, 30); b = randn(20, 10)           out = a.t() @ b   (a.t() is not contiguous)
@@ -201,6 +203,8 @@ CASES = [
     Case("amax_dims", "a = distinct(4, 5, 6)", "out = torch.amax(a, dim=(0, 2))"),
     Case("amax_ties", "a = torch.tensor([[1., 3., 3.], [2., 2., 0.]])", "out = torch.amax(a, dim=1)"),
     Case("amin_keepdim", "a = distinct(4, 5)", "out = torch.amin(a, dim=-1, keepdim=True)"),
+    Case("any_dim", "a = randn(3, 4)", "out = torch.any(a > 1, dim=1)"),
+    Case("all_full", "a = randn(3, 4)", "out = torch.all(a > -2)"),
     # linear algebra
     Case("mm", "a = randn(64, 78); b = randn(78, 32)", "out = a @ b"),
     Case("mm_transposed", "a = randn(20, 30); b = randn(20, 10)", "out = a.t() @ b"),

@@ -209,6 +209,14 @@ std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = fals
 Tensor amax(const Tensor& a, const IntArrayRef& dims = {}, bool keepdim = false);
 /// @brief Smallest value over `dims` (all dims when empty), PyTorch's `torch.amin`; ties share the gradient.
 Tensor amin(const Tensor& a, const IntArrayRef& dims = {}, bool keepdim = false);
+/// @brief True if any element is nonzero (NaN counts), `torch.any`; a 0-d bool tensor.
+Tensor any(const Tensor& a);
+/// @brief True where any element along `dim` is nonzero, `torch.any(a, dim)`.
+Tensor any(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief True if every element is nonzero, `torch.all`; a 0-d bool tensor (true for an empty tensor).
+Tensor all(const Tensor& a);
+/// @brief True where every element along `dim` is nonzero, `torch.all(a, dim)`.
+Tensor all(const Tensor& a, int64_t dim, bool keepdim = false);
 /// @brief Index into the flattened tensor of the largest element.
 Tensor argmax(const Tensor& a);
 /// @brief Indices of the largest elements along `dim`.

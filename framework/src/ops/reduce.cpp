@@ -252,6 +252,25 @@ Tensor dims_extremum(const Tensor& a, const IntArrayRef& dims, bool keepdim, boo
 
 Tensor amax(const Tensor& a, const IntArrayRef& dims, bool keepdim) { return dims_extremum(a, dims, keepdim, true); }
 Tensor amin(const Tensor& a, const IntArrayRef& dims, bool keepdim) { return dims_extremum(a, dims, keepdim, false); }
+// any/all: a count of the nonzero (or zero) elements, compared with 0; NaN
+// counts as nonzero, as in PyTorch.
+Tensor any(const Tensor& a) {
+  TINY_OP_SCOPE("any", a);
+  return (a != 0).sum() > 0;
+}
+Tensor any(const Tensor& a, int64_t dim, bool keepdim) {
+  TINY_OP_SCOPE("any", a);
+  return (a != 0).sum({dim}, keepdim) > 0;
+}
+Tensor all(const Tensor& a) {
+  TINY_OP_SCOPE("all", a);
+  return (a == 0).sum() == 0;
+}
+Tensor all(const Tensor& a, int64_t dim, bool keepdim) {
+  TINY_OP_SCOPE("all", a);
+  return (a == 0).sum({dim}, keepdim) == 0;
+}
+
 Tensor max(const Tensor& a) { return full_extremum(a, true); }
 Tensor min(const Tensor& a) { return full_extremum(a, false); }
 std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { return dim_extremum(a, dim, keepdim, true); }
