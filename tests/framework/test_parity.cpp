@@ -140,6 +140,8 @@ const std::map<std::string, ParityCase>& parity_table() {
       {"triu_batched", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::triu(in["a"], -1)}; }, kPointwise}},
       {"linspace", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] * tiny::linspace(-1.0, 2.0, 7, in["a"].device())}; }, kPointwise}},
       {"eye", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] * 2 + tiny::eye(3, 5, in["a"].device())}; }, kPointwise}},
+      {"softplus",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::softplus(in["a"], 2.0, 5.0)}; }, kPointwise}},
       // indexing (index_select's gradient adds the repeated index's rows)
       {"index_select_dim0", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::index_select(in["a"], 0, in["index"])}; }, kReduction}},
       {"index_select_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::index_select(in["a"], 1, in["index"])}; }, kReduction}},

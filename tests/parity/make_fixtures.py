@@ -67,6 +67,7 @@ CASES (name | inputs | computation). F is torch.nn.functional.
   triu_batched             a = randn(2, 5, 4)                             out = torch.triu(a, -1)
   linspace                 a = randn(7)                                   out = a * torch.linspace(-1.0, 2.0, 7)
   eye                      a = randn(3, 5)                                out = a * 2 + torch.eye(3, 5)
+  softplus                 a = randn(4, 5) * 4                            out = F.softplus(a, beta=2, threshold=5)  (both branches)
   -- indexing
   index_select_dim0        a = randn(5, 4, 3); index = torch.tensor([4, 0, 0, 2])  out = torch.index_select(a, 0, index)
   index_select_dim1        a = randn(3, 6, 2); index = torch.tensor([5, 1, 1])     out = torch.index_select(a, 1, index)
@@ -182,6 +183,7 @@ CASES = [
     Case("triu_batched", "a = randn(2, 5, 4)", "out = torch.triu(a, -1)"),
     Case("linspace", "a = randn(7)", "out = a * torch.linspace(-1.0, 2.0, 7)"),
     Case("eye", "a = randn(3, 5)", "out = a * 2 + torch.eye(3, 5)"),
+    Case("softplus", "a = randn(4, 5) * 4", "out = F.softplus(a, beta=2, threshold=5)"),
     # indexing
     Case("index_select_dim0", "a = randn(5, 4, 3); index = torch.tensor([4, 0, 0, 2])",
          "out = torch.index_select(a, 0, index)"),
