@@ -87,11 +87,11 @@ TEST(ForwardHooks, RunInOrderAndMayReplaceInputAndOutput) {
   auto relu = std::make_shared<nn::ReLU>();
   std::vector<std::string> calls;
   Tensor seen_output;
-  nn::Module::HookHandle pre = relu->register_forward_pre_hook([&](nn::Module& m, const Tensor& x) {
+  nn::Module::RemovableHandle pre = relu->register_forward_pre_hook([&](nn::Module& m, const Tensor& x) {
     calls.push_back("pre:" + m.name());
     return std::optional<Tensor>(x - 1.0);  // replaces the input
   });
-  nn::Module::HookHandle post1 = relu->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& y) {
+  nn::Module::RemovableHandle post1 = relu->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& y) {
     calls.push_back("post1");
     seen_output = y.detach();
     return std::optional<Tensor>();  // keeps the output

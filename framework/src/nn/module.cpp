@@ -403,24 +403,24 @@ Tensor Module::operator()(const Tensor& input) {
   return y;
 }
 
-Module::HookHandle Module::register_forward_hook(ForwardHook hook) {
+Module::RemovableHandle Module::register_forward_hook(ForwardHook hook) {
   TINY_CHECK(static_cast<bool>(hook), ValueError, "register_forward_hook: the hook is empty (an unset std::function)");
   if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
   const int64_t id = hooks_->next_id++;
   hooks_->post[id] = std::move(hook);
-  return HookHandle(hooks_, id);
+  return RemovableHandle(hooks_, id);
 }
 
-Module::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+Module::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
   TINY_CHECK(static_cast<bool>(hook), ValueError,
              "register_forward_pre_hook: the hook is empty (an unset std::function)");
   if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
   const int64_t id = hooks_->next_id++;
   hooks_->pre[id] = std::move(hook);
-  return HookHandle(hooks_, id);
+  return RemovableHandle(hooks_, id);
 }
 
-void Module::HookHandle::remove() {
+void Module::RemovableHandle::remove() {
   if (std::shared_ptr<ForwardHooks> hooks = hooks_.lock()) {
     hooks->pre.erase(id_);
     hooks->post.erase(id_);

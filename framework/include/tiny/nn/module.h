@@ -158,23 +158,23 @@ class Module : public std::enable_shared_from_this<Module> {
   using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
   /// @brief Called after forward() with the module, its input and output; a returned tensor replaces the output.
   using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
-  /// @brief The hooks of one module, by registration number (what a HookHandle points at).
+  /// @brief The hooks of one module, by registration number (what a RemovableHandle points at).
   struct ForwardHooks {
     std::map<int64_t, ForwardPreHook> pre;  ///< run before forward(), in registration order
     std::map<int64_t, ForwardHook> post;    ///< run after forward(), in registration order
     int64_t next_id = 0;                    ///< the number the next hook gets
   };
   /// @brief Removes the hook it was returned for (PyTorch's `RemovableHandle`); removing twice does nothing.
-  class HookHandle {
+  class RemovableHandle {
    public:
     /// @brief An empty handle: remove() does nothing.
-    HookHandle() = default;
+    RemovableHandle() = default;
     /// @brief Unregisters the hook, if its module still exists.
     void remove();
 
    private:
     friend class Module;
-    HookHandle(std::weak_ptr<ForwardHooks> hooks, int64_t id) : hooks_(std::move(hooks)), id_(id) {}
+    RemovableHandle(std::weak_ptr<ForwardHooks> hooks, int64_t id) : hooks_(std::move(hooks)), id_(id) {}
     std::weak_ptr<ForwardHooks> hooks_;
     int64_t id_ = -1;
   };
@@ -183,9 +183,9 @@ class Module : public std::enable_shared_from_this<Module> {
   /// For example, to keep a layer's activations: `layer->register_forward_hook([&](nn::Module&, const Tensor&,
   /// const Tensor& out) { saved = out.detach(); return std::nullopt; })`. clone() (and so DataParallel's
   /// replicas) does not copy hooks.
-  HookHandle register_forward_hook(ForwardHook hook);
+  RemovableHandle register_forward_hook(ForwardHook hook);
   /// @brief Runs `hook` before every call of this module, in registration order (PyTorch's `register_forward_pre_hook`).
-  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
   /// @brief Calls `fn` on every descendant, children before parents, then on this module (PyTorch's `apply`),
   /// e.g. to initialise every Linear's weights.
   Module& apply(const std::function<void(Module&)>& fn);
