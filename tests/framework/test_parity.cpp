@@ -125,6 +125,34 @@ const std::map<std::string, ParityCase>& parity_table() {
       {"add_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] + 2.5}; }, kPointwise}},
       {"rsub_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {1 - in["a"]}; }, kPointwise}},
       {"div_scalar", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] / 4}; }, kPointwise}},
+      {"sin", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::sin(in["a"])}; }, kPointwise}},
+      {"cos", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::cos(in["a"])}; }, kPointwise}},
+      {"log1p", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::log1p(in["a"])}; }, kPointwise}},
+      {"expm1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::expm1(in["a"])}; }, kPointwise}},
+      {"rsqrt", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::rsqrt(in["a"])}; }, kPointwise}},
+      {"floor", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::floor(in["a"])}; }, kPointwise}},
+      {"round_halves", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::round(in["a"])}; }, kPointwise}},
+      {"sign", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::sign(in["a"])}; }, kPointwise}},
+      {"isnan", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::isnan(tiny::log(in["a"]))}; }, kPointwise}},
+      {"isfinite", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::isfinite(tiny::log(in["a"]) / in["m"])}; }, kPointwise}},
+      {"masked_fill_broadcast", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::masked_fill(in["a"], in["m"], -1.5)}; }, kPointwise}},
+      {"tril", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::tril(in["a"], 1)}; }, kPointwise}},
+      {"triu_batched", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::triu(in["a"], -1)}; }, kPointwise}},
+      {"linspace", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] * tiny::linspace(-1.0, 2.0, 7, in["a"].device())}; }, kPointwise}},
+      {"eye", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"] * 2 + tiny::eye(3, 5, in["a"].device())}; }, kPointwise}},
+      {"softplus",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {F::softplus(in["a"], 2.0, 5.0)}; }, kPointwise}},
+      // indexing (index_select's gradient adds the repeated index's rows)
+      {"index_select_dim0", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::index_select(in["a"], 0, in["index"])}; }, kReduction}},
+      {"index_select_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::index_select(in["a"], 1, in["index"])}; }, kReduction}},
+      {"flip", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::flip(in["a"], {0, 2})}; }, kPointwise}},
+      {"unbind",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          std::vector<Tensor> columns = tiny::unbind(in["a"], 1);
+          std::reverse(columns.begin(), columns.end());
+          return {tiny::stack(columns, 0)};
+        },
+        kPointwise}},
       // reductions
       {"sum_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum()}; }, kReduction}},
       {"sum_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum({1})}; }, kReduction}},
@@ -147,6 +175,12 @@ const std::map<std::string, ParityCase>& parity_table() {
         kPointwise}},
       {"argmax_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].argmax(1)}; }, kPointwise}},
       {"argmax_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].argmax()}; }, kPointwise}},
+      {"amax_dims", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amax(in["a"], {0, 2})}; }, kPointwise}},
+      // two maxima in row 0: each gets half the gradient, as in PyTorch
+      {"amax_ties", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amax(in["a"], {1})}; }, kPointwise}},
+      {"amin_keepdim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amin(in["a"], {-1}, /*keepdim=*/true)}; }, kPointwise}},
+      {"any_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::any(in["a"] > 1, 1)}; }, kPointwise}},
+      {"all_full", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::all(in["a"] > -2)}; }, kPointwise}},
       // linear algebra (Python's `a @ b` is torch.matmul)
       {"mm", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
       {"mm_transposed",

@@ -320,6 +320,34 @@ TEST(CudaBackend, StatisticsAndActivationsMatchTheCpu) {
   EXPECT_TRUE(same(F::one_hot(labels.to(kGpu), 7), F::one_hot(labels, 7)));
 }
 
+// Issue 23 item 5's ops: the new pointwise kernels (sin ... round) run as CUDA
+// kernels; the indexing ops are composed of kernels that already have one.
+TEST(CudaBackend, MathAndIndexingOpsMatchTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(5);
+  for (Dtype d : kFloatDtypes) {
+    const Tol t = tol_for(d);
+    const Tensor a = (tiny::randn({33, 70}) * 2.0).to(d);
+    const Tensor pos = (tiny::rand({33, 70}) + 0.5).to(d);
+    expect_matches_cpu(name_of(d) + " sin cos expm1", {a},
+                       [](auto& x) { return tiny::sin(x[0]) + tiny::cos(x[0]) + tiny::expm1(x[0] * 0.5); }, t);
+    expect_matches_cpu(name_of(d) + " log1p rsqrt", {pos},
+                       [](auto& x) { return tiny::log1p(x[0]) + tiny::rsqrt(x[0]); }, t);
+    expect_matches_cpu(name_of(d) + " amax amin", {a},
+                       [](auto& x) { return tiny::amax(x[0], {1}) + tiny::amin(x[0], {1}); }, t);
+    expect_matches_cpu(name_of(d) + " tril triu flip", {a},
+                       [](auto& x) { return tiny::tril(x[0], 2) + tiny::flip(tiny::triu(x[0], -3), {0, 1}); }, t);
+  }
+  const Tensor a = tiny::randn({33, 70}) * 4.0;
+  EXPECT_TRUE(same(tiny::floor(a.to(kGpu)), tiny::floor(a)));
+  EXPECT_TRUE(same(tiny::round(a.to(kGpu)), tiny::round(a)));
+  EXPECT_TRUE(same(tiny::isfinite(tiny::log(a.to(kGpu))), tiny::isfinite(tiny::log(a))));
+  const Tensor index = tiny::randint(0, 70, {40});
+  EXPECT_TRUE(same(tiny::index_select(a.to(kGpu), 1, index.to(kGpu)), tiny::index_select(a, 1, index)));
+  EXPECT_TRUE(same(tiny::masked_fill(a.to(kGpu), a.to(kGpu) > 1, -7), tiny::masked_fill(a, a > 1, -7)));
+  EXPECT_TRUE(same(tiny::linspace(-3, 5, 101, kGpu), tiny::linspace(-3, 5, 101)));
+}
+
 TEST(CudaBackend, MatrixProductsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(4);

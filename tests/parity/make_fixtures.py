@@ -52,6 +52,27 @@ CASES (name | inputs | computation). F is torch.nn.functional.
   add_scalar               a = randn(3, 4)                                out = a + 2.5
   rsub_scalar              a = randn(3, 4)                                out = 1 - a
   div_scalar               a = randn(3, 4)                                out = a / 4
+  sin                      a = randn(3, 4)                                out = torch.sin(a)
+  cos                      a = randn(3, 4)                                out = torch.cos(a)
+  log1p                    a = positive(3, 4) - 0.9                       out = torch.log1p(a)
+  expm1                    a = randn(3, 4)                                out = torch.expm1(a)
+  rsqrt                    a = positive(3, 4)                             out = torch.rsqrt(a)
+  floor                    a = randn(3, 4) * 3                            out = torch.floor(a)  (gradient zero)
+  round_halves             a = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -3.7])  out = torch.round(a)  (halves to even)
+  sign                     a = nonzero(3, 4)                              out = torch.sign(a)
+  isnan                    a = randn(3, 4)                                out = torch.isnan(torch.log(a))  (bool: no gradient)
+  isfinite                 a = randn(3, 4); m = mask(3, 4)                out = torch.isfinite(torch.log(a) / m)
+  masked_fill_broadcast    a = randn(4, 5); m = mask(1, 5)                out = a.masked_fill(m, -1.5)
+  tril                     a = randn(4, 6)                                out = torch.tril(a, 1)
+  triu_batched             a = randn(2, 5, 4)                             out = torch.triu(a, -1)
+  linspace                 a = randn(7)                                   out = a * torch.linspace(-1.0, 2.0, 7)
+  eye                      a = randn(3, 5)                                out = a * 2 + torch.eye(3, 5)
+  softplus                 a = randn(4, 5) * 4                            out = F.softplus(a, beta=2, threshold=5)  (both branches)
+  -- indexing
+  index_select_dim0        a = randn(5, 4, 3); index = torch.tensor([4, 0, 0, 2])  out = torch.index_select(a, 0, index)
+  index_select_dim1        a = randn(3, 6, 2); index = torch.tensor([5, 1, 1])     out = torch.index_select(a, 1, index)
+  flip                     a = randn(3, 4, 5)                             out = torch.flip(a, dims=(0, 2))
+  unbind                   a = randn(3, 4)                                out = torch.stack(torch.unbind(a, 1)[::-1], 0)
   -- reductions
   sum_all                  a = randn(4, 5, 6)                             out = a.sum()
   sum_dim                  a = randn(4, 5, 6)                             out = a.sum(dim=1)
@@ -63,6 +84,11 @@ CASES (name | inputs | computation). F is torch.nn.functional.
   min_dim                  a = distinct(6, 4)                             values, indices = a.min(dim=0)
   argmax_dim               a = distinct(4, 7)                             out = a.argmax(dim=1)
   argmax_all               a = distinct(5, 6)                             out = a.argmax()
+  amax_dims                a = distinct(4, 5, 6)                          out = torch.amax(a, dim=(0, 2))
+  amax_ties                a = torch.tensor([[1., 3., 3.], [2., 2., 0.]])  out = torch.amax(a, dim=1)  (ties share the gradient)
+  amin_keepdim             a = distinct(4, 5)                             out = torch.amin(a, dim=-1, keepdim=True)
+  any_dim                  a = randn(3, 4)                                out = torch.any(a > 1, dim=1)  (bool: no gradient)
+  all_full                 a = randn(3, 4)                                out = torch.all(a > -2)
   -- linear algebra
   mm                       a = randn(64, 78); b = randn(78, 32)           out = a @ b
   mm_transposed            a = randn(20, 30); b = randn(20, 10)           out = a.t() @ b   (a.t() is not contiguous)
@@ -142,6 +168,29 @@ CASES = [
     Case("add_scalar", "a = randn(3, 4)", "out = a + 2.5"),
     Case("rsub_scalar", "a = randn(3, 4)", "out = 1 - a"),
     Case("div_scalar", "a = randn(3, 4)", "out = a / 4"),
+    Case("sin", "a = randn(3, 4)", "out = torch.sin(a)"),
+    Case("cos", "a = randn(3, 4)", "out = torch.cos(a)"),
+    Case("log1p", "a = positive(3, 4) - 0.9", "out = torch.log1p(a)"),
+    Case("expm1", "a = randn(3, 4)", "out = torch.expm1(a)"),
+    Case("rsqrt", "a = positive(3, 4)", "out = torch.rsqrt(a)"),
+    Case("floor", "a = randn(3, 4) * 3", "out = torch.floor(a)"),
+    Case("round_halves", "a = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -3.7])", "out = torch.round(a)"),
+    Case("sign", "a = nonzero(3, 4)", "out = torch.sign(a)"),
+    Case("isnan", "a = randn(3, 4)", "out = torch.isnan(torch.log(a))"),
+    Case("isfinite", "a = randn(3, 4); m = mask(3, 4)", "out = torch.isfinite(torch.log(a) / m)"),
+    Case("masked_fill_broadcast", "a = randn(4, 5); m = mask(1, 5)", "out = a.masked_fill(m, -1.5)"),
+    Case("tril", "a = randn(4, 6)", "out = torch.tril(a, 1)"),
+    Case("triu_batched", "a = randn(2, 5, 4)", "out = torch.triu(a, -1)"),
+    Case("linspace", "a = randn(7)", "out = a * torch.linspace(-1.0, 2.0, 7)"),
+    Case("eye", "a = randn(3, 5)", "out = a * 2 + torch.eye(3, 5)"),
+    Case("softplus", "a = randn(4, 5) * 4", "out = F.softplus(a, beta=2, threshold=5)"),
+    # indexing
+    Case("index_select_dim0", "a = randn(5, 4, 3); index = torch.tensor([4, 0, 0, 2])",
+         "out = torch.index_select(a, 0, index)"),
+    Case("index_select_dim1", "a = randn(3, 6, 2); index = torch.tensor([5, 1, 1])",
+         "out = torch.index_select(a, 1, index)"),
+    Case("flip", "a = randn(3, 4, 5)", "out = torch.flip(a, dims=(0, 2))"),
+    Case("unbind", "a = randn(3, 4)", "out = torch.stack(torch.unbind(a, 1)[::-1], 0)"),
     # reductions
     Case("sum_all", "a = randn(4, 5, 6)", "out = a.sum()"),
     Case("sum_dim", "a = randn(4, 5, 6)", "out = a.sum(dim=1)"),
@@ -153,6 +202,11 @@ CASES = [
     Case("min_dim", "a = distinct(6, 4)", "values, indices = a.min(dim=0)"),
     Case("argmax_dim", "a = distinct(4, 7)", "out = a.argmax(dim=1)"),
     Case("argmax_all", "a = distinct(5, 6)", "out = a.argmax()"),
+    Case("amax_dims", "a = distinct(4, 5, 6)", "out = torch.amax(a, dim=(0, 2))"),
+    Case("amax_ties", "a = torch.tensor([[1., 3., 3.], [2., 2., 0.]])", "out = torch.amax(a, dim=1)"),
+    Case("amin_keepdim", "a = distinct(4, 5)", "out = torch.amin(a, dim=-1, keepdim=True)"),
+    Case("any_dim", "a = randn(3, 4)", "out = torch.any(a > 1, dim=1)"),
+    Case("all_full", "a = randn(3, 4)", "out = torch.all(a > -2)"),
     # linear algebra
     Case("mm", "a = randn(64, 78); b = randn(78, 32)", "out = a @ b"),
     Case("mm_transposed", "a = randn(20, 30); b = randn(20, 10)", "out = a.t() @ b"),

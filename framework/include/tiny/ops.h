@@ -59,6 +59,10 @@ Tensor full(const IntArrayRef& shape, const Scalar& value, TensorOptions options
 Tensor arange(int64_t end, TensorOptions options = TensorOptions(kInt64));
 /// @brief `start, start+step, ...` below `end` (float32 unless options say otherwise).
 Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+/// @brief `steps` points from `start` to `end`, both included, evenly spaced (`torch.linspace`; float32 by default).
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+/// @brief The n x m identity matrix (m = n when negative), `torch.eye`.
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 /// @brief Uniform in [0, 1) (Philox; reproducible with `manual_seed`).
 Tensor rand(const IntArrayRef& shape, TensorOptions options = {}, std::optional<Generator> generator = std::nullopt);
 /// @brief Standard normal.
@@ -121,6 +125,26 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 /// @brief Absolute value.
 Tensor abs(const Tensor& a);
+/// @brief Sine, elementwise (`torch.sin`).
+Tensor sin(const Tensor& a);
+/// @brief Cosine, elementwise (`torch.cos`).
+Tensor cos(const Tensor& a);
+/// @brief `log(1 + a)`, accurate for small `a` (`torch.log1p`); runs in float32 under autocast.
+Tensor log1p(const Tensor& a);
+/// @brief `e^a - 1`, accurate for small `a` (`torch.expm1`); runs in float32 under autocast.
+Tensor expm1(const Tensor& a);
+/// @brief `1 / sqrt(a)` (`torch.rsqrt`); runs in float32 under autocast.
+Tensor rsqrt(const Tensor& a);
+/// @brief Largest integer not greater than `a`, kept in a's floating dtype (`torch.floor`); gradient zero. Integer tensors are returned unchanged.
+Tensor floor(const Tensor& a);
+/// @brief Nearest integer, halves to even as `torch.round` (2.5 -> 2, 3.5 -> 4); gradient zero. Integer tensors are returned unchanged.
+Tensor round(const Tensor& a);
+/// @brief -1, 0 or 1 by the sign of `a` (`torch.sign`); gradient zero.
+Tensor sign(const Tensor& a);
+/// @brief True where `a` is NaN (`torch.isnan`); a bool tensor, all false for integers.
+Tensor isnan(const Tensor& a);
+/// @brief True where `a` is neither NaN nor infinite (`torch.isfinite`); a bool tensor, all true for integers.
+Tensor isfinite(const Tensor& a);
 /// @brief `max(a, 0)`.
 Tensor relu(const Tensor& a);
 /// @brief Logistic sigmoid.
@@ -180,6 +204,19 @@ std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = fals
 Tensor min(const Tensor& a);
 /// @brief Smallest along `dim`: (values, indices).
 std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief Largest value over `dims` (all dims when empty), PyTorch's `torch.amax`: values only, and ties
+/// share the gradient evenly (max(dim) gives it to the one index it returns).
+Tensor amax(const Tensor& a, const IntArrayRef& dims = {}, bool keepdim = false);
+/// @brief Smallest value over `dims` (all dims when empty), PyTorch's `torch.amin`; ties share the gradient.
+Tensor amin(const Tensor& a, const IntArrayRef& dims = {}, bool keepdim = false);
+/// @brief True if any element is nonzero (NaN counts), `torch.any`; a 0-d bool tensor.
+Tensor any(const Tensor& a);
+/// @brief True where any element along `dim` is nonzero, `torch.any(a, dim)`.
+Tensor any(const Tensor& a, int64_t dim, bool keepdim = false);
+/// @brief True if every element is nonzero, `torch.all`; a 0-d bool tensor (true for an empty tensor).
+Tensor all(const Tensor& a);
+/// @brief True where every element along `dim` is nonzero, `torch.all(a, dim)`.
+Tensor all(const Tensor& a, int64_t dim, bool keepdim = false);
 /// @brief Index into the flattened tensor of the largest element.
 Tensor argmax(const Tensor& a);
 /// @brief Indices of the largest elements along `dim`.
@@ -220,6 +257,21 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// @brief The shape that `a` and `b` broadcast to (throws ShapeError when they cannot).
 IntArrayRef broadcast_shapes(const IntArrayRef& a, const IntArrayRef& b);
+/// @brief The slices of `a` along `dim` picked by the int64 vector `index`, in its order (`torch.index_select`);
+/// an index may repeat. The gradient adds back into the picked slices.
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+/// @brief `a` with `value` where the bool `mask` (broadcast to a's shape) is true (`Tensor.masked_fill`); the
+/// gradient flows only where the mask is false.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value);
+/// @brief `a` reversed along each of `dims` (`torch.flip`): a copy, as in PyTorch.
+Tensor flip(const Tensor& a, const IntArrayRef& dims);
+/// @brief The lower triangle of the last two dims, on and below the `diagonal`-th diagonal (`torch.tril`);
+/// the rest is zero. diagonal > 0 keeps diagonals above the main one, < 0 drops some below it.
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+/// @brief The upper triangle of the last two dims, on and above the `diagonal`-th diagonal (`torch.triu`).
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
+/// @brief The slices of `a` along `dim`, each a view with that dim removed (`torch.unbind`).
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 
 // ---- operators -------------------------------------------------------------
 /// @brief `a + b`.

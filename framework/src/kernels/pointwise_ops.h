@@ -37,6 +37,7 @@ T param_as(double d, int64_t i) {
 enum class UnaryKind : uint8_t {
   Neg, Exp, Log, Sqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Clamp,
   PowScalar, AddScalar, MulScalar, DivScalar, RSubScalar, RDivScalar, LogicalNot,
+  Sin, Cos, Log1p, Expm1, Rsqrt, Floor, Round,
 };
 
 enum class BinaryKind : uint8_t {
@@ -60,6 +61,13 @@ template <typename T> struct NegOp { TINY_HOST_DEVICE T operator()(T x) const { 
 template <typename T> struct ExpOp { TINY_HOST_DEVICE T operator()(T x) const { return t_exp(x); } };
 template <typename T> struct LogOp { TINY_HOST_DEVICE T operator()(T x) const { return t_log(x); } };
 template <typename T> struct SqrtOp { TINY_HOST_DEVICE T operator()(T x) const { return t_sqrt(x); } };
+template <typename T> struct SinOp { TINY_HOST_DEVICE T operator()(T x) const { return t_sin(x); } };
+template <typename T> struct CosOp { TINY_HOST_DEVICE T operator()(T x) const { return t_cos(x); } };
+template <typename T> struct Log1pOp { TINY_HOST_DEVICE T operator()(T x) const { return t_log1p(x); } };
+template <typename T> struct Expm1Op { TINY_HOST_DEVICE T operator()(T x) const { return t_expm1(x); } };
+template <typename T> struct RsqrtOp { TINY_HOST_DEVICE T operator()(T x) const { return T(1) / t_sqrt(x); } };
+template <typename T> struct FloorOp { TINY_HOST_DEVICE T operator()(T x) const { return t_floor(x); } };
+template <typename T> struct RoundOp { TINY_HOST_DEVICE T operator()(T x) const { return t_round(x); } };
 template <typename T> struct AbsOp { TINY_HOST_DEVICE T operator()(T x) const { return t_abs(x); } };
 template <typename T> struct SignOp {
   TINY_HOST_DEVICE T operator()(T x) const { return static_cast<T>((T(0) < x) - (x < T(0))); }
@@ -212,6 +220,13 @@ bool visit_unary_op(UnaryKind kind, const OpParams& p, Fn&& fn) {
     case UnaryKind::Gelu: if constexpr (std::is_floating_point_v<T>) { fn(GeluOp<T>{}); return true; } break;
     case UnaryKind::GeluTanh: if constexpr (std::is_floating_point_v<T>) { fn(GeluTanhOp<T>{}); return true; } break;
     case UnaryKind::LogicalNot: if constexpr (std::is_same_v<T, bool>) { fn(LogicalNotOp{}); return true; } break;
+    case UnaryKind::Sin: if constexpr (std::is_floating_point_v<T>) { fn(SinOp<T>{}); return true; } break;
+    case UnaryKind::Cos: if constexpr (std::is_floating_point_v<T>) { fn(CosOp<T>{}); return true; } break;
+    case UnaryKind::Log1p: if constexpr (std::is_floating_point_v<T>) { fn(Log1pOp<T>{}); return true; } break;
+    case UnaryKind::Expm1: if constexpr (std::is_floating_point_v<T>) { fn(Expm1Op<T>{}); return true; } break;
+    case UnaryKind::Rsqrt: if constexpr (std::is_floating_point_v<T>) { fn(RsqrtOp<T>{}); return true; } break;
+    case UnaryKind::Floor: if constexpr (std::is_floating_point_v<T>) { fn(FloorOp<T>{}); return true; } break;
+    case UnaryKind::Round: if constexpr (std::is_floating_point_v<T>) { fn(RoundOp<T>{}); return true; } break;
   }
   return false;
 }

@@ -46,6 +46,20 @@ std::shared_ptr<Module> Sequential::clone(const std::optional<Device>& device) c
   return copy;
 }
 
+std::shared_ptr<Module> ModuleList::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleList>();
+  for (const auto& m : modules_) copy->push_back(m->clone(device));
+  copy_state_into(*copy, device, /*recurse=*/false);
+  return copy;
+}
+
+std::shared_ptr<Module> ModuleDict::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleDict>();
+  for (const auto& item : items_) copy->insert(item.first, item.second->clone(device));
+  copy_state_into(*copy, device, /*recurse=*/false);
+  return copy;
+}
+
 // Layers without parameters: a new one with the same settings (and training mode).
 #define TINY_CLONE_STATELESS(Type, ...)                                                  \
   std::shared_ptr<Module> Type::clone(const std::optional<Device>& device) const {       \
@@ -57,6 +71,9 @@ TINY_CLONE_STATELESS(ReLU, inplace)
 TINY_CLONE_STATELESS(SiLU)
 TINY_CLONE_STATELESS(LeakyReLU, negative_slope, inplace)
 TINY_CLONE_STATELESS(Tanh)
+TINY_CLONE_STATELESS(Softplus, beta, threshold)
+TINY_CLONE_STATELESS(Softmax, dim)
+TINY_CLONE_STATELESS(LogSoftmax, dim)
 TINY_CLONE_STATELESS(Sigmoid)
 TINY_CLONE_STATELESS(GELU, approximate)
 TINY_CLONE_STATELESS(Dropout, p, inplace)

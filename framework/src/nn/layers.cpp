@@ -51,6 +51,14 @@ GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
 Tensor GELU::forward(const Tensor& x) { return F::gelu(x, approximate); }
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
+Tensor Softplus::forward(const Tensor& x) { return F::softplus(x, beta, threshold); }
+std::string Softplus::extra_repr() const {
+  return "beta=" + detail::python_float_repr(beta) + ", threshold=" + detail::python_float_repr(threshold);
+}
+Tensor Softmax::forward(const Tensor& x) { return F::softmax(x, dim); }
+std::string Softmax::extra_repr() const { return tiny::detail::concat("dim=", dim); }
+Tensor LogSoftmax::forward(const Tensor& x) { return F::log_softmax(x, dim); }
+std::string LogSoftmax::extra_repr() const { return tiny::detail::concat("dim=", dim); }
 Tensor Tanh::forward(const Tensor& x) { return F::tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return F::sigmoid(x); }
 
@@ -86,8 +94,70 @@ std::shared_ptr<Module> Sequential::operator[](int64_t index) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& m : modules_) y = m->forward(y);
+  for (const auto& m : modules_) y = (*m)(y);  // with each child's hooks, as PyTorch's Sequential
   return y;
+}
+
+// ---- ModuleList, ModuleDict ------------------------------------------------------------
+
+ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  TINY_CHECK(module != nullptr, ValueError, "ModuleList::push_back: the module is null (make it with std::make_shared)");
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+std::shared_ptr<Module> ModuleList::operator[](int64_t index) const {
+  const auto n = static_cast<int64_t>(modules_.size());
+  TINY_CHECK(index >= -n && index < n, IndexError, "index ", index, " is out of range for a ModuleList of ", n,
+             " module", n == 1 ? "" : "s");
+  return modules_[static_cast<size_t>(index < 0 ? index + n : index)];
+}
+
+Tensor ModuleList::forward(const Tensor& /*x*/) {
+  TINY_THROW(NotImplemented, "ModuleList has no forward (as in PyTorch): call its modules from your own module's "
+             "forward, e.g. `for (const auto& m : *layers) h = (*m)(h);`, or use nn::Sequential to chain them");
+}
+
+ModuleDict::ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> items) {
+  for (const auto& item : items) insert(item.first, item.second);
+}
+
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> module) {
+  TINY_CHECK(module != nullptr, ValueError, "ModuleDict::insert: the module for '", key, "' is null");
+  register_module(key, module);  // checks the name (empty, dotted, taken)
+  items_.emplace_back(key, std::move(module));
+}
+
+bool ModuleDict::contains(const std::string& key) const {
+  for (const auto& item : items_) {
+    if (item.first == key) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> ModuleDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& item : items_) out.push_back(item.first);
+  return out;
+}
+
+std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
+  for (const auto& item : items_) {
+    if (item.first == key) return item.second;
+  }
+  std::string known;
+  for (const auto& item : items_) known += (known.empty() ? "'" : ", '") + item.first + "'";
+  TINY_THROW(IndexError, "ModuleDict has no module named '", key, "'; its keys are: ",
+             known.empty() ? "(none, it is empty)" : known);
+}
+
+Tensor ModuleDict::forward(const Tensor& /*x*/) {
+  TINY_THROW(NotImplemented, "ModuleDict has no forward (as in PyTorch): call the module you need from your own "
+             "module's forward, e.g. `(*(*heads)[\"digits\"])(h)`");
 }
 
 // ---- Embedding ----------------------------------------------------------------------------

@@ -386,6 +386,54 @@ std::string Module::name() const {
 
 // ---- computing --------------------------------------------------------------------
 
+Tensor Module::operator()(const Tensor& input) {
+  if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(input);
+  // Copies: a hook may remove itself (or another) while it runs.
+  const std::shared_ptr<ForwardHooks> hooks = hooks_;
+  const auto pre = hooks->pre;
+  Tensor x = input;
+  for (const auto& entry : pre) {
+    if (std::optional<Tensor> replaced = entry.second(*this, x)) x = *replaced;
+  }
+  Tensor y = forward(x);
+  const auto post = hooks->post;
+  for (const auto& entry : post) {
+    if (std::optional<Tensor> replaced = entry.second(*this, x, y)) y = *replaced;
+  }
+  return y;
+}
+
+Module::RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+  TINY_CHECK(static_cast<bool>(hook), ValueError, "register_forward_hook: the hook is empty (an unset std::function)");
+  if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
+  const int64_t id = hooks_->next_id++;
+  hooks_->post[id] = std::move(hook);
+  return RemovableHandle(hooks_, id);
+}
+
+Module::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  TINY_CHECK(static_cast<bool>(hook), ValueError,
+             "register_forward_pre_hook: the hook is empty (an unset std::function)");
+  if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
+  const int64_t id = hooks_->next_id++;
+  hooks_->pre[id] = std::move(hook);
+  return RemovableHandle(hooks_, id);
+}
+
+void Module::RemovableHandle::remove() {
+  if (std::shared_ptr<ForwardHooks> hooks = hooks_.lock()) {
+    hooks->pre.erase(id_);
+    hooks->post.erase(id_);
+  }
+  hooks_.reset();
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& child : children_) child.second->apply(fn);
+  fn(*this);
+  return *this;
+}
+
 Tensor Module::forward(const Tensor& /*input*/) {
   TINY_THROW(NotImplemented, "Module [", name(), "] is missing the required \"forward\" function: override ",
              "`Tensor forward(const Tensor& x)` in your module");

@@ -67,6 +67,37 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   return finish(t, options);
 }
 
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  TINY_OP_SCOPE("linspace");
+  TINY_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative, got ", steps);
+  TINY_CHECK(std::isfinite(start) && std::isfinite(end), ValueError, "linspace: start and end must be finite, got ",
+             start, " and ", end);
+  Tensor t = make_tensor({steps}, options.dtype(), options.device());
+  if (steps == 1) {
+    t.fill_(start);
+  } else if (steps > 1) {
+    // As PyTorch, the first half counts up from start and the second down from
+    // end, so both ends are exact and the points are symmetric.
+    const double step = (end - start) / static_cast<double>(steps - 1);
+    const int64_t half = steps / 2;
+    arange_stub(t.device())(t.narrow(0, 0, half), start, step);
+    const int64_t rest = steps - half;
+    arange_stub(t.device())(t.narrow(0, half, rest), end - step * static_cast<double>(rest - 1), step);
+    t.narrow(0, steps - 1, 1).fill_(end);
+  }
+  return finish(t, options);
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  TINY_OP_SCOPE("eye");
+  if (m < 0) m = n;
+  TINY_CHECK(n >= 0, ValueError, "eye: n must be greater or equal to 0, got ", n);
+  const TensorOptions index = TensorOptions(kInt64).device(options.device());
+  const Tensor rows = arange(n, index).view({n, 1});
+  const Tensor cols = arange(m, index).view({1, m});
+  return finish((rows == cols).to(options.dtype()), options);
+}
+
 Tensor rand(const IntArrayRef& shape, TensorOptions options, std::optional<Generator> generator) {
   TINY_OP_SCOPE("rand");
   check_floating(options, "rand");

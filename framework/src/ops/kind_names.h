@@ -30,6 +30,13 @@ inline const char* kind_name(kernels::UnaryKind kind) {
     case K::RDivScalar: return "div";
     case K::RSubScalar: return "sub";
     case K::LogicalNot: return "logical_not";
+    case K::Sin: return "sin";
+    case K::Cos: return "cos";
+    case K::Log1p: return "log1p";
+    case K::Expm1: return "expm1";
+    case K::Rsqrt: return "rsqrt";
+    case K::Floor: return "floor";
+    case K::Round: return "round";
   }
   return "unknown";
 }

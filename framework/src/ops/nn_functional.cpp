@@ -17,6 +17,16 @@ Tensor gelu(const Tensor& x, const std::string& approximate) { return tiny::gelu
 Tensor sigmoid(const Tensor& x) { return tiny::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return tiny::tanh(x); }
 Tensor silu(const Tensor& x) { return x * tiny::sigmoid(x); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  TINY_CHECK(x.is_floating_point(), DtypeError, "\"softplus\" not implemented for '", dtype_name(x.dtype()), "'");
+  TINY_CHECK(beta != 0.0, ValueError, "softplus: beta must be nonzero (it divides the result), got 0");
+  const Tensor z = x * beta;
+  const Tensor linear = z > threshold;
+  // exp() only sees values up to the threshold, so the branch that where()
+  // drops has a finite gradient (0 * inf would be NaN).
+  const Tensor soft = tiny::log1p(tiny::exp(tiny::minimum(z, tiny::full_like(z, threshold)))) / beta;
+  return where(linear, x, soft);
+}
 Tensor leaky_relu(const Tensor& x, double negative_slope, bool inplace) {
   TINY_CHECK(x.is_floating_point(), DtypeError, "\"leaky_relu\" not implemented for '", dtype_name(x.dtype()), "'");
   if (!inplace) return where(x > 0.0, x, x * negative_slope);

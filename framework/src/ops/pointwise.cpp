@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "amp/autocast_policy.h"
+#include "ops/kind_names.h"
 #include "ops/op_helpers.h"
 
 namespace tiny {
@@ -427,6 +428,98 @@ Tensor abs(const Tensor& a) {
     });
   }
   return out;
+}
+
+Tensor sin(const Tensor& a) {
+  Tensor x = as_floating(a);
+  Tensor out = ops::unary_kernel(x, UnaryKind::Sin);
+  if (should_record({a})) {
+    record("SinBackward0", {a}, {out}, {save(x)}, [](const BackwardArgs& args) {
+      return std::vector<Tensor>{args.grad() * ops::unary_kernel(args.saved[0], UnaryKind::Cos)};
+    });
+  }
+  return out;
+}
+
+Tensor cos(const Tensor& a) {
+  Tensor x = as_floating(a);
+  Tensor out = ops::unary_kernel(x, UnaryKind::Cos);
+  if (should_record({a})) {
+    record("CosBackward0", {a}, {out}, {save(x)}, [](const BackwardArgs& args) {
+      return std::vector<Tensor>{-(args.grad() * ops::unary_kernel(args.saved[0], UnaryKind::Sin))};
+    });
+  }
+  return out;
+}
+
+Tensor log1p(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
+  Tensor x = as_floating(a);
+  Tensor out = ops::unary_kernel(x, UnaryKind::Log1p);
+  if (should_record({a})) {
+    record("Log1PBackward0", {a}, {out}, {save(x)},
+           [](const BackwardArgs& args) { return std::vector<Tensor>{args.grad() / (args.saved[0] + 1.0)}; });
+  }
+  return out;
+}
+
+Tensor expm1(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
+  Tensor out = ops::unary_kernel(as_floating(a), UnaryKind::Expm1);
+  if (should_record({a})) {
+    record("Expm1Backward0", {a}, {out}, {save_output(out)},
+           [](const BackwardArgs& args) { return std::vector<Tensor>{args.grad() * (args.saved[0] + 1.0)}; });
+  }
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a_in) {
+  const Tensor a = amp::detail::upcast(a_in);
+  Tensor out = ops::unary_kernel(as_floating(a), UnaryKind::Rsqrt);
+  if (should_record({a})) {
+    // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3, PyTorch's formula.
+    record("RsqrtBackward0", {a}, {out}, {save_output(out)}, [](const BackwardArgs& args) {
+      const Tensor& y = args.saved[0];
+      return std::vector<Tensor>{args.grad() * (y * y * y) * -0.5};
+    });
+  }
+  return out;
+}
+
+namespace {
+
+// floor, round and sign: piecewise constant, so their gradient is zero
+// everywhere (PyTorch defines it so, too, rather than leaving it undefined).
+Tensor piecewise_constant(const Tensor& a, UnaryKind kind, const char* node) {
+  TINY_CHECK(a.dtype() != kBool, DtypeError, "\"", ops::kind_name(kind), "\" is not implemented for 'bool' tensors; "
+             "convert first, e.g. mask.to(tiny::kFloat32).");
+  Tensor out = a.is_floating_point() || kind == UnaryKind::Sign ? ops::unary_kernel(a, kind) : a.clone();
+  if (should_record({a})) {
+    record(node, {a}, {out}, {}, [](const BackwardArgs& args) { return std::vector<Tensor>{zeros_like(args.grad())}; });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor floor(const Tensor& a) { return piecewise_constant(a, UnaryKind::Floor, "FloorBackward0"); }
+
+Tensor round(const Tensor& a) { return piecewise_constant(a, UnaryKind::Round, "RoundBackward0"); }
+
+Tensor sign(const Tensor& a) { return piecewise_constant(a, UnaryKind::Sign, "SignBackward0"); }
+
+Tensor isnan(const Tensor& a) {
+  // NaN is the one value not equal to itself.
+  if (!a.is_floating_point()) return zeros(a.sizes(), TensorOptions(kBool).device(a.device()));
+  NoGradGuard no_grad;
+  return ne(a, a);
+}
+
+Tensor isfinite(const Tensor& a) {
+  // a - a is 0 for every finite value and NaN for +-inf and NaN.
+  if (!a.is_floating_point()) return ones(a.sizes(), TensorOptions(kBool).device(a.device()));
+  NoGradGuard no_grad;
+  return sub(a, a) == 0;
 }
 
 Tensor relu(const Tensor& a) {

@@ -217,6 +217,60 @@ Tensor arg_extremum(const Tensor& a, std::optional<int64_t> dim, bool keepdim, b
 
 }  // namespace
 
+namespace {
+
+// amax/amin: the reduction kernel over any set of dims; ties share the
+// gradient evenly, as PyTorch's amax/amin (unlike max(dim), which gives it all
+// to the one index it returns).
+Tensor dims_extremum(const Tensor& a, const IntArrayRef& dims, bool keepdim, bool is_max) {
+  const char* name = is_max ? "amax" : "amin";
+  TINY_CHECK(a.dtype() != kBool, DtypeError, name, "(): not implemented for 'bool'");
+  const std::vector<bool> mask = reduced_mask(a, dims);
+  for (size_t d = 0; d < mask.size(); ++d) {
+    TINY_CHECK(!mask[d] || a.size(static_cast<int64_t>(d)) > 0, IndexError, name, "(): Expected reduction dim ", d,
+               " to have non-zero size (the input has shape ", shape_str(a.sizes()), ")");
+  }
+  const IntArrayRef keep_shape = keepdim_shape(a, mask);
+  Tensor out = reduce(a, mask, keepdim, is_max ? ReduceKind::Max : ReduceKind::Min, a.dtype());
+  if (should_record({a})) {
+    IntArrayRef reduced;
+    for (size_t d = 0; d < mask.size(); ++d) {
+      if (mask[d]) reduced.push_back(static_cast<int64_t>(d));
+    }
+    record(is_max ? "AmaxBackward0" : "AminBackward0", {a}, {out}, {save(a), save_output(out)},
+           [keep_shape, reduced](const BackwardArgs& args) {
+             const Tensor& x = args.saved[0];
+             Tensor hit = (x == args.saved[1].reshape(keep_shape).expand(x.sizes())).to(x.dtype());
+             Tensor share = restore_dims(args.grad(), keep_shape) / hit.sum(reduced, /*keepdim=*/true);
+             return std::vector<Tensor>{hit * share};
+           });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor amax(const Tensor& a, const IntArrayRef& dims, bool keepdim) { return dims_extremum(a, dims, keepdim, true); }
+Tensor amin(const Tensor& a, const IntArrayRef& dims, bool keepdim) { return dims_extremum(a, dims, keepdim, false); }
+// any/all: a count of the nonzero (or zero) elements, compared with 0; NaN
+// counts as nonzero, as in PyTorch.
+Tensor any(const Tensor& a) {
+  TINY_OP_SCOPE("any", a);
+  return (a != 0).sum() > 0;
+}
+Tensor any(const Tensor& a, int64_t dim, bool keepdim) {
+  TINY_OP_SCOPE("any", a);
+  return (a != 0).sum({dim}, keepdim) > 0;
+}
+Tensor all(const Tensor& a) {
+  TINY_OP_SCOPE("all", a);
+  return (a == 0).sum() == 0;
+}
+Tensor all(const Tensor& a, int64_t dim, bool keepdim) {
+  TINY_OP_SCOPE("all", a);
+  return (a == 0).sum({dim}, keepdim) == 0;
+}
+
 Tensor max(const Tensor& a) { return full_extremum(a, true); }
 Tensor min(const Tensor& a) { return full_extremum(a, false); }
 std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { return dim_extremum(a, dim, keepdim, true); }

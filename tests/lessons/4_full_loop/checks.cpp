@@ -252,7 +252,8 @@ WORKBOOK_CHECK(to_device, "to_device() puts the features and the labels on the d
     bool pinned, non_blocking;
     const char* device;
   };
-  for (const Case c : {Case{true, true, "cuda:0"}, Case{false, false, "cuda:1"}, Case{false, true, "cpu"}}) {
+  for (const Case c : {Case{true, true, "cuda:0"}, Case{true, false, "cuda:0"}, Case{false, false, "cuda:1"},
+                       Case{false, true, "cpu"}}) {
     Bundle in = data;
     in.values["pinned"] = c.pinned;
     in.values["non_blocking"] = c.non_blocking;
@@ -284,6 +285,16 @@ WORKBOOK_CHECK(to_device, "to_device() puts the features and the labels on the d
         return Outcome::fail(call + " copied " + std::to_string(counter(mine, "bytes_host_to_device_pageable")) +
                              " bytes from pageable memory and none from the pinned batch: copy the batch's own "
                              "tensors (batch.data.to(device, non_blocking)), not a fresh copy of them");
+      }
+    }
+    if (c.pinned && !c.non_blocking) {
+      // A caller that asks for a blocking copy may reuse the pinned batch as soon as to_device returns.
+      const uint64_t waits = counter(mine, "synchronizations"), ref_waits = counter(ref, "synchronizations");
+      if (waits < ref_waits) {
+        return Outcome::fail(call + " returned before its copies finished (the host waited " + std::to_string(waits) +
+                             " time(s), the reference " + std::to_string(ref_waits) + "): the caller asked for a "
+                             "blocking copy, which may then refill the pinned batch at once. Pass the non_blocking "
+                             "argument on instead of a fixed true");
       }
     }
   }
@@ -599,6 +610,15 @@ WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then
     }
     return Outcome::fail("evaluate's loss is " + number_text(loss) + ", expected " + number_text(want) +
                          " (the mean cross-entropy per example over the 150 examples)");
+  }
+  // Right numbers, read too often: a .item() per batch makes the host wait for
+  // the GPU at every batch (the counters see it, the values cannot).
+  const uint64_t waits = counter(mine, "synchronizations"), ref_waits = counter(ref, "synchronizations");
+  if (waits > ref_waits) {
+    return Outcome::fail("evaluate made the host wait for the GPU " + std::to_string(waits) + " times over 3 batches "
+                         "(the reference: " + std::to_string(ref_waits) + "): a .item() or .cpu() inside the loop waits "
+                         "for every batch to finish. Keep the sums on the device, as tensors, and read them as numbers "
+                         "once, after the loop");
   }
   return Outcome::pass("loss " + number_text(want, 4) + ", accuracy " + number_text(want_acc, 4) + " (untrained model)");
 }

@@ -182,3 +182,13 @@ add_test(NAME dev.mistake.4.blocking_copy_epoch
                  --reference $<TARGET_FILE:lesson_4_reference> --no-timing
                  --expect-fail "epoch_copies_and_waits=a copy with non_blocking=false waits for the GPU")
 set_tests_properties(dev.mistake.4.blocking_copy_epoch PROPERTIES LABELS dev TIMEOUT 600)
+
+# Right numbers, read too often: the loss of every batch brought to the host.
+workbook_mistake(evaluate_item_per_batch CHECK evaluate MESSAGE "a .item() or .cpu() inside the loop waits for every batch"
+  FIND [=[loss_sum.add_(F::cross_entropy(logits, on_device.target), static_cast<double>(n));]=]
+  REPLACE [=[loss_sum.add_(tiny::scalar_tensor(F::cross_entropy(logits, on_device.target).item<double>() * n, device));]=])
+
+# The caller asked for a blocking copy and got a non-blocking one.
+workbook_mistake(always_non_blocking CHECK to_device MESSAGE "Pass the non_blocking argument on instead of a fixed true"
+  FIND [=[return {batch.data.to(device, non_blocking), batch.target.to(device, non_blocking)};]=]
+  REPLACE [=[return {batch.data.to(device, true), batch.target.to(device, true)};]=])

@@ -77,6 +77,55 @@ class GELU : public Module {
   std::string approximate;  ///< "none" or "tanh"
 };
 
+/// @brief A smooth relu, `log(1 + exp(beta * x)) / beta`, linear above `threshold` (PyTorch's `nn.Softplus`).
+class Softplus : public Module {
+ public:
+  /// @brief PyTorch's defaults: beta 1, threshold 20.
+  explicit Softplus(double beta_ = 1.0, double threshold_ = 20.0) : beta(beta_), threshold(threshold_) {}
+  /// @brief Applies softplus.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Softplus".
+  std::string name() const override { return "Softplus"; }
+  /// @brief "beta=1.0, threshold=20.0".
+  std::string extra_repr() const override;
+  /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
+  double beta;       ///< the sharpness
+  double threshold;  ///< above beta * x > threshold the output is x
+};
+
+/// @brief Softmax along `dim` (PyTorch's `nn.Softmax(dim)`); give the dim, as PyTorch warns when it is implicit.
+class Softmax : public Module {
+ public:
+  /// @brief The dim the probabilities sum to 1 along.
+  explicit Softmax(int64_t dim_) : dim(dim_) {}
+  /// @brief Applies softmax.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "Softmax".
+  std::string name() const override { return "Softmax"; }
+  /// @brief "dim=1".
+  std::string extra_repr() const override;
+  /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
+  int64_t dim;  ///< the dim normalised
+};
+
+/// @brief Log-softmax along `dim` (PyTorch's `nn.LogSoftmax(dim)`), the input NLLLoss expects.
+class LogSoftmax : public Module {
+ public:
+  /// @brief The dim normalised.
+  explicit LogSoftmax(int64_t dim_) : dim(dim_) {}
+  /// @brief Applies log_softmax.
+  Tensor forward(const Tensor& x) override;
+  /// @brief "LogSoftmax".
+  std::string name() const override { return "LogSoftmax"; }
+  /// @brief "dim=1".
+  std::string extra_repr() const override;
+  /// @brief A deep copy on `device` (or where this one is) (LibTorch's `clone`).
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
+  int64_t dim;  ///< the dim normalised
+};
+
 /// @brief Hyperbolic tangent (PyTorch's `nn.Tanh`).
 class Tanh : public Module {
  public:

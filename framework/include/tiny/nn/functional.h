@@ -26,6 +26,8 @@ Tensor silu(const Tensor& x);
 /// With `inplace`, x is overwritten and returned; its backward reads the
 /// result, so, as in PyTorch, that needs negative_slope > 0 when x requires grad.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, bool inplace = false);
+/// @brief `log(1 + exp(beta * x)) / beta`, and `x` itself where `beta * x > threshold` (PyTorch's `F.softplus`).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 /// @brief int64 class indices of any shape to one-hot rows, shape + [num_classes] (PyTorch's `F.one_hot`).
 ///
 /// num_classes -1 takes max(index) + 1. A negative index, or one >= num_classes,

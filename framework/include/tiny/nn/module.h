@@ -21,7 +21,10 @@
 /// @endcode
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -145,8 +148,47 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- computing ------------------------------------------------------------
   /// @brief The computation of the module; the default throws tiny::NotImplemented naming the module.
   virtual Tensor forward(const Tensor& input);
-  /// @brief Calls forward(): `model(x)` (PyTorch's `__call__`).
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// @brief Calls forward() between the forward pre-hooks and hooks: `model(x)` (PyTorch's `__call__`).
+  ///
+  /// Call a child as `(*child)(x)`, not `child->forward(x)`, when its hooks must run (as in PyTorch).
+  Tensor operator()(const Tensor& input);
+
+  // ---- hooks ----------------------------------------------------------------
+  /// @brief Called before forward() with the module and its input; a returned tensor replaces the input.
+  using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
+  /// @brief Called after forward() with the module, its input and output; a returned tensor replaces the output.
+  using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+  /// @brief The hooks of one module, by registration number (what a RemovableHandle points at).
+  struct ForwardHooks {
+    std::map<int64_t, ForwardPreHook> pre;  ///< run before forward(), in registration order
+    std::map<int64_t, ForwardHook> post;    ///< run after forward(), in registration order
+    int64_t next_id = 0;                    ///< the number the next hook gets
+  };
+  /// @brief Removes the hook it was returned for (PyTorch's `RemovableHandle`); removing twice does nothing.
+  class RemovableHandle {
+   public:
+    /// @brief An empty handle: remove() does nothing.
+    RemovableHandle() = default;
+    /// @brief Unregisters the hook, if its module still exists.
+    void remove();
+
+   private:
+    friend class Module;
+    RemovableHandle(std::weak_ptr<ForwardHooks> hooks, int64_t id) : hooks_(std::move(hooks)), id_(id) {}
+    std::weak_ptr<ForwardHooks> hooks_;
+    int64_t id_ = -1;
+  };
+  /// @brief Runs `hook` after every call of this module, in registration order (PyTorch's `register_forward_hook`).
+  ///
+  /// For example, to keep a layer's activations: `layer->register_forward_hook([&](nn::Module&, const Tensor&,
+  /// const Tensor& out) { saved = out.detach(); return std::nullopt; })`. clone() (and so DataParallel's
+  /// replicas) does not copy hooks.
+  RemovableHandle register_forward_hook(ForwardHook hook);
+  /// @brief Runs `hook` before every call of this module, in registration order (PyTorch's `register_forward_pre_hook`).
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+  /// @brief Calls `fn` on every descendant, children before parents, then on this module (PyTorch's `apply`),
+  /// e.g. to initialise every Linear's weights.
+  Module& apply(const std::function<void(Module&)>& fn);
 
   // ---- printing -------------------------------------------------------------
   /// @brief The class name printed by `operator<<` (PyTorch's `_get_name()`).
@@ -187,6 +229,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<ForwardHooks> hooks_;  // made by the first register_forward_*hook
 };
 
 namespace detail {
