@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checker_options.h"
 #include "runner.h"
 
 extern char** environ;  // the TINY_* variables a run inherits are part of a cached reference run's key
@@ -828,33 +829,6 @@ LessonCounters::LessonCounters(std::initializer_list<const char*> names) {
 
 namespace {
 
-const char* kUsage = R"(usage: %s --student RUNNER --reference RUNNER [options]
-
-Runs this lesson's checks: each exercise runs with the student's code and with
-the reference solution in separate processes, on the same inputs.
-
-  --student PATH       the runner built from the student's exercise.cpp
-  --reference PATH     the runner built from the reference solution
-  --check NAME         run only this check (may be given several times)
-  --seed N             the seed of every random input (default: a fresh one, printed)
-  --no-timing          skip the timing checks
-  --json FILE          also write the results as JSON (for the grader)
-  --timeout S          stop any one run of an exercise after S seconds (default: 20x the reference's
-                       own time for it, at least 10 s, at most the check's own limit)
-  --deadline S         all runs together stop after S seconds: each run gets what is left, and
-                       once it is spent the remaining checks fail at once
-  --reference-cache D  keep the reference's results in folder D and read them back for the same
-                       inputs, runner and environment (a class's checkers share it; timed runs excepted)
-  --keep               keep the folder of inputs, outputs and logs
-  --expect-fail CHECK=TEXT
-                       (maintainers) succeed only when CHECK fails with a message containing TEXT
-  --list               print the checks as JSON and exit
-  --write-ctest FILE --student-runner PATH --reference-runner PATH
-                       write the CTest entries lesson_N.<check> and solution_N.<check>
-
-Exit status: 0 all passed, 1 a check did not pass, 2 bad usage, 77 every check run was skipped.
-)";
-
 struct Result {
   const Check* check;
   Outcome outcome;
@@ -908,141 +882,68 @@ void print_result(const Result& r, size_t width) {
 
 }  // namespace
 
-int checker_main(int argc, char** argv) {
+namespace {
+
+// Bad usage: said on stderr, exit status 2.
+int usage_error(const std::string& program, const std::string& why) {
+  std::fprintf(stderr, "%s: %s (see %s --help)\n", program.c_str(), why.c_str(), program.c_str());
+  return 2;
+}
+
+// --list: the lesson and its checks as JSON.
+int print_check_list() {
   const Registry& reg = registry();
-  std::string student, reference, json_file, write_file, student_runner, reference_runner, reference_cache;
-  std::vector<std::string> only;
-  std::optional<uint64_t> seed;
-  bool timing = true, keep = false, list = false;
-  double timeout = 0, deadline = 0;
-  std::string expect_check, expect_text;
-  auto usage_error = [&](const std::string& why) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
-    std::fprintf(stderr, kUsage, argv[0]);
-    return 2;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string& into) {
-      if (i + 1 >= argc) return false;
-      into = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::printf(kUsage, argv[0]);
-      return 0;
-    } else if (a == "--student") {
-      if (!value(student)) return usage_error("--student needs a path");
-    } else if (a == "--reference") {
-      if (!value(reference)) return usage_error("--reference needs a path");
-    } else if (a == "--check") {
-      if (!value(v)) return usage_error("--check needs a name");
-      only.push_back(v);
-    } else if (a == "--seed") {
-      if (!value(v)) return usage_error("--seed needs a number");
-      try {
-        size_t used = 0;
-        seed = std::stoull(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        return usage_error("--seed '" + v + "' is not a whole number");
-      }
-    } else if (a == "--no-timing") {
-      timing = false;
-    } else if (a == "--json") {
-      if (!value(json_file)) return usage_error("--json needs a file");
-    } else if (a == "--timeout") {
-      if (!value(v)) return usage_error("--timeout needs seconds");
-      try {
-        timeout = std::stod(v);
-      } catch (const std::exception&) {
-        timeout = 0;
-      }
-      if (!(timeout > 0)) return usage_error("--timeout '" + v + "' is not a positive number of seconds");
-    } else if (a == "--deadline") {
-      if (!value(v)) return usage_error("--deadline needs seconds");
-      try {
-        deadline = std::stod(v);
-      } catch (const std::exception&) {
-        deadline = 0;
-      }
-      if (!(deadline > 0)) return usage_error("--deadline '" + v + "' is not a positive number of seconds");
-    } else if (a == "--reference-cache") {
-      if (!value(reference_cache)) return usage_error("--reference-cache needs a folder");
-    } else if (a == "--keep") {
-      keep = true;
-    } else if (a == "--list") {
-      list = true;
-    } else if (a == "--expect-fail") {
-      if (!value(v) || v.find('=') == std::string::npos) return usage_error("--expect-fail needs CHECK=TEXT");
-      expect_check = v.substr(0, v.find('='));
-      expect_text = v.substr(v.find('=') + 1);
-      only.push_back(expect_check);
-    } else if (a == "--write-ctest") {
-      if (!value(write_file)) return usage_error("--write-ctest needs a file");
-    } else if (a == "--student-runner") {
-      if (!value(student_runner)) return usage_error("--student-runner needs a path");
-    } else if (a == "--reference-runner") {
-      if (!value(reference_runner)) return usage_error("--reference-runner needs a path");
-    } else {
-      return usage_error("unknown option '" + a + "'");
-    }
+  nlohmann::json out = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"counters_shown", reg.counters},
+                        {"checks", nlohmann::json::array()}};
+  for (const Check& c : reg.checks) out["checks"].push_back({{"name", c.name}, {"summary", c.summary}, {"timed", c.timed}});
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+// Why these options cannot run checks ("" when they can).
+std::string usage_problem(const CheckerOptions& o) {
+  const Registry& reg = registry();
+  if (o.student.empty() || o.reference.empty()) return "--student and --reference are both needed";
+  for (const std::string& path : {o.student, o.reference}) {
+    if (!fs::exists(path)) return "no runner at '" + path + "' (build it first)";
   }
-  if (list) {
-    nlohmann::json out = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"counters_shown", reg.counters},
-                          {"checks", nlohmann::json::array()}};
-    for (const Check& c : reg.checks) out["checks"].push_back({{"name", c.name}, {"summary", c.summary}, {"timed", c.timed}});
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
-  }
-  if (!write_file.empty()) {
-    if (student_runner.empty() || reference_runner.empty()) return usage_error("--write-ctest needs --student-runner and --reference-runner");
-    return write_ctest(write_file, fs::absolute(argv[0]).string(), student_runner, reference_runner);
-  }
-  if (student.empty() || reference.empty()) return usage_error("--student and --reference are both needed");
-  for (const std::string& path : {student, reference}) {
-    if (!fs::exists(path)) return usage_error("no runner at '" + path + "' (build it first)");
-  }
-  for (const std::string& name : only) {
+  for (const std::string& name : o.only) {
     const bool known = std::any_of(reg.checks.begin(), reg.checks.end(), [&](const Check& c) { return c.name == name; });
     if (!known) {
       std::string names;
       for (const Check& c : reg.checks) names += " " + c.name;
-      return usage_error("lesson " + std::to_string(reg.lesson) + " has no check '" + name + "'; its checks:" + names);
+      return "lesson " + std::to_string(reg.lesson) + " has no check '" + name + "'; its checks:" + names;
     }
   }
+  return "";
+}
 
-  Context ctx;
+// The context the checks run in: the seed, the runners, the limits, the
+// paths to hide, and its folders (a work folder, and one for the libraries
+// a student's run needs). Throws when the work folder cannot be made.
+void prepare_context(Context& ctx, const CheckerOptions& o) {
   // Twelve digits, as the grader prints them, so a seed reads the same under ctest and check.
-  ctx.seed = seed ? *seed : (std::random_device{}() * 0x100000000ull + std::random_device{}()) % 1000000000000ull;
-  ctx.student_runner = fs::absolute(student);
-  ctx.reference_runner = fs::absolute(reference);
-  ctx.student_is_reference = fs::equivalent(student, reference);
-  ctx.timeout_cap_s = timeout;
-  ctx.deadline_s = deadline;
+  ctx.seed = o.seed ? *o.seed : (std::random_device{}() * 0x100000000ull + std::random_device{}()) % 1000000000000ull;
+  ctx.student_runner = fs::absolute(o.student);
+  ctx.reference_runner = fs::absolute(o.reference);
+  ctx.student_is_reference = fs::equivalent(o.student, o.reference);
+  ctx.timeout_cap_s = o.timeout;
+  ctx.deadline_s = o.deadline;
   ctx.hidden_paths = paths_to_hide(ctx.reference_runner);
-  if (!reference_cache.empty()) {
+  if (!o.reference_cache.empty()) {
     std::error_code ec;
-    fs::create_directories(reference_cache, ec);
+    fs::create_directories(o.reference_cache, ec);
     if (!ec) {
-      chmod(reference_cache.c_str(), 0700);  // the reference's results are out of a student's run's reach
-      ctx.reference_cache = fs::absolute(reference_cache);
+      chmod(o.reference_cache.c_str(), 0700);  // the reference's results are out of a student's run's reach
+      ctx.reference_cache = fs::absolute(o.reference_cache);
       ctx.hidden_paths.push_back(ctx.reference_cache);
     }
   }
   exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
-  std::string tmpl;
-  try {
-    tmpl = make_temp_folder("lesson").string();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
-    return 1;
-  }
-  ctx.work_dir = tmpl;
+  ctx.work_dir = make_temp_folder("lesson");
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
-  chmod(tmpl.c_str(), 0711);
+  chmod(ctx.work_dir.c_str(), 0711);
   // Beside it, open to all: what a student's run needs from the build tree.
   try {
     const std::string lib = make_temp_folder("lib").string();
@@ -1055,74 +956,74 @@ int checker_main(int argc, char** argv) {
     }
   } catch (const std::exception&) {
   }
+}
 
-  std::vector<Result> results;
-  size_t width = 0;
-  for (const Check& c : reg.checks) width = std::max(width, c.name.size());
-  std::printf("lesson %d (%s), seed %llu\n", reg.lesson, reg.folder.c_str(), static_cast<unsigned long long>(ctx.seed));
-  std::fflush(stdout);
-  for (const Check& c : reg.checks) {
-    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
-    ctx.details = nlohmann::json::object();
-    ctx.current_check = c.name;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (c.timed && !timing) {
-      r.outcome = Outcome::skip("timing checks are off (--no-timing)");
-    } else {
-      try {
-        r.outcome = c.run(ctx);
-      } catch (const RunnerNotStarted& e) {
-        r.outcome = Outcome::error(e.what());
-      } catch (const std::exception& e) {
-        r.outcome = Outcome::error(std::string("the check itself failed (a bug in the workbook): ") + e.what());
-      }
+// Runs one check, its message and details bounded.
+Result run_one(const Check& c, Context& ctx, bool timing) {
+  Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
+  ctx.details = nlohmann::json::object();
+  ctx.current_check = c.name;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (c.timed && !timing) {
+    r.outcome = Outcome::skip("timing checks are off (--no-timing)");
+  } else {
+    try {
+      r.outcome = c.run(ctx);
+    } catch (const RunnerNotStarted& e) {
+      r.outcome = Outcome::error(e.what());
+    } catch (const std::exception& e) {
+      r.outcome = Outcome::error(std::string("the check itself failed (a bug in the workbook): ") + e.what());
     }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // What a student's run sent may be in these: bounded before they are printed or written.
-    r.outcome.message = cut_text(r.outcome.message);
-    r.outcome.note = cut_text(r.outcome.note);
-    r.details = bounded_details(ctx.details);
-    print_result(r, width);
-    std::fflush(stdout);
-    results.push_back(std::move(r));
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // What a student's run sent may be in these: bounded before they are printed or written.
+  r.outcome.message = cut_text(r.outcome.message);
+  r.outcome.note = cut_text(r.outcome.note);
+  r.details = bounded_details(ctx.details);
+  return r;
+}
+
+// Removes the context's folders, or with --keep renames the work folder and says where it is.
+void clean_up(const Context& ctx, bool keep) {
   std::error_code ec;
   if (!ctx.library_dir.empty()) fs::remove_all(ctx.library_dir, ec);
   if (!keep) {
     fs::remove_all(ctx.work_dir, ec);
-  } else {
-    // Renamed, so that no grader takes it for one a killed checker left (sweep_stale_temp_folders).
-    const std::string name = ctx.work_dir.filename().string();
-    const fs::path kept = ctx.work_dir.parent_path() / ("workbook-kept-" + name.substr(name.size() - 6));
-    fs::rename(ctx.work_dir, kept, ec);
-    std::printf("inputs, outputs and logs kept in %s\n", (ec ? ctx.work_dir : kept).c_str());
+    return;
   }
+  // Renamed, so that no grader takes it for one a killed checker left (sweep_stale_temp_folders).
+  const std::string name = ctx.work_dir.filename().string();
+  const fs::path kept = ctx.work_dir.parent_path() / ("workbook-kept-" + name.substr(name.size() - 6));
+  fs::rename(ctx.work_dir, kept, ec);
+  std::printf("inputs, outputs and logs kept in %s\n", (ec ? ctx.work_dir : kept).c_str());
+}
 
-  if (!json_file.empty()) {
-    nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
-                          {"devices", ctx.devices}, {"counters_shown", reg.counters},
-                          {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
-                          {"reference_runs", ctx.reference_runs()}, {"reference_cache_hits", ctx.reference_cache_hits()},
-                          {"checks", nlohmann::json::array()}};
-    for (const Result& r : results) {
-      doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
-                               {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},
-                               {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
-    }
-    std::ofstream out(json_file);
-    out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out.good()) {
-      std::fprintf(stderr, "%s: could not write %s\n", argv[0], json_file.c_str());
-      return 1;
-    }
+// --json: the results for the grader. False when the file cannot be written.
+bool write_results_json(const std::string& file, const Context& ctx, const std::vector<Result>& results) {
+  const Registry& reg = registry();
+  nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
+                        {"devices", ctx.devices}, {"counters_shown", reg.counters},
+                        {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
+                        {"reference_runs", ctx.reference_runs()}, {"reference_cache_hits", ctx.reference_cache_hits()},
+                        {"checks", nlohmann::json::array()}};
+  for (const Result& r : results) {
+    doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
+                             {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},
+                             {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
   }
+  std::ofstream out(file);
+  out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return out.good();
+}
 
-  if (!expect_check.empty()) {
-    const Outcome& o = results.front().outcome;
-    const bool as_expected = o.verdict == Verdict::fail && o.message.find(expect_text) != std::string::npos;
+// The exit status: with --expect-fail, whether that check failed as expected;
+// else 0 all passed, 1 a check did not pass, 77 every check run was skipped.
+int exit_status(const CheckerOptions& o, const std::vector<Result>& results) {
+  if (!o.expect_check.empty()) {
+    const Outcome& out = results.front().outcome;
+    const bool as_expected = out.verdict == Verdict::fail && out.message.find(o.expect_text) != std::string::npos;
     std::printf("%s: %s was expected to fail with \"%s\"\n", as_expected ? "as expected" : "NOT as expected",
-                expect_check.c_str(), expect_text.c_str());
+                o.expect_check.c_str(), o.expect_text.c_str());
     return as_expected ? 0 : 1;
   }
   size_t passed = 0, skipped = 0;
@@ -1133,6 +1034,41 @@ int checker_main(int argc, char** argv) {
   if (results.size() > 1) std::printf("%zu of %zu checks passed\n", passed, results.size() - skipped);
   if (!results.empty() && skipped == results.size()) return 77;
   return passed + skipped == results.size() ? 0 : 1;
+}
+
+}  // namespace
+
+int run_checker(const CheckerOptions& o, const std::string& program) {
+  const Registry& reg = registry();
+  if (o.list) return print_check_list();
+  if (!o.write_ctest.empty()) {
+    return write_ctest(o.write_ctest, fs::absolute(program).string(), o.student_runner, o.reference_runner);
+  }
+  if (const std::string why = usage_problem(o); !why.empty()) return usage_error(program, why);
+  Context ctx;
+  try {
+    prepare_context(ctx, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    return 1;
+  }
+  std::vector<Result> results;
+  size_t width = 0;
+  for (const Check& c : reg.checks) width = std::max(width, c.name.size());
+  std::printf("lesson %d (%s), seed %llu\n", reg.lesson, reg.folder.c_str(), static_cast<unsigned long long>(ctx.seed));
+  std::fflush(stdout);
+  for (const Check& c : reg.checks) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), c.name) == o.only.end()) continue;
+    results.push_back(run_one(c, ctx, o.timing));
+    print_result(results.back(), width);
+    std::fflush(stdout);
+  }
+  clean_up(ctx, o.keep);
+  if (!o.json_file.empty() && !write_results_json(o.json_file, ctx, results)) {
+    std::fprintf(stderr, "%s: could not write %s\n", program.c_str(), o.json_file.c_str());
+    return 1;
+  }
+  return exit_status(o, results);
 }
 
 }  // namespace workbook
