@@ -456,75 +456,60 @@ double Context::run_limit(bool hostile, const std::string& key, const RunOptions
   return limit;
 }
 
-Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
-                 const RunOptions& options, int repeat) {
-  const bool hostile = who == "student";
-  const std::string key = time_key(exercise, repeat);
-  std::string why_limit;
-  const double limit = run_limit(hostile, key, options, why_limit);
-  auto not_run = [&](const std::string& why) {
-    Run r;
-    r.call = options.call;
-    r.status = "crash";
-    r.message = "was not run: " + why;
-    return r;
-  };
-  if (hostile && !timed_out_.empty()) {
-    return not_run("an earlier run of your code in this lesson did not finish in time (" + timed_out_ +
-                   "), so the lesson's other checks fail at once instead of waiting on it again");
-  }
-  if (deadline_s > 0 && limit < kLeastUsefulRunS) {
-    deadline_hit_ = true;
-    return not_run("the time for grading this submission ran out (the grader's --deadline) before this check");
-  }
-  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
-  Bundle input = in;
-  if (!input.values.contains("_seed")) input.values["_seed"] = seed;
-  // A file a check names in the work folder is, for a student's run, a file of
-  // its own folder: the rest of the work folder is out of its reach.
-  if (hostile) relative_to_own_folder(input.values, work_dir.string() + "/");
-  input.save(dir / "in");
-  // Each run's folder is closed to others (a student's is then given to its
-  // sandbox's uid alone): the work folder above can be passed through, not read.
-  chmod(dir.c_str(), 0700);
+Context::CacheEntry Context::cache_entry_for(const fs::path& runner, const std::string& exercise,
+                                            const RunOptions& options, const fs::path& dir) const {
+  CacheEntry entry;
+  const std::string inputs = file_text(dir / "in" / "values.json");
+  // A file named in this checker's own folder (a checkpoint to write) must really be written.
+  if (inputs.empty() || inputs.find(work_dir.string()) != std::string::npos) return entry;
+  entry.key = reference_key(runner, exercise, options, inputs);
+  entry.dir = reference_cache / fnv_hex(entry.key);
+  return entry;
+}
 
-  // The reference on inputs it was given before, in this class: its results read back, not run again.
-  std::string cache_key;
-  fs::path cache_entry;
-  if (!hostile && repeat == 0 && !reference_cache.empty()) {
-    const std::string inputs = file_text(dir / "in" / "values.json");
-    // A file named in this checker's own folder (a checkpoint to write) must really be written.
-    if (!inputs.empty() && inputs.find(work_dir.string()) == std::string::npos) {
-      cache_key = reference_key(runner, exercise, options, inputs);
-      cache_entry = reference_cache / fnv_hex(cache_key);
-      std::error_code ec;
-      if (fs::is_regular_file(cache_entry / "key.txt", ec) && file_text(cache_entry / "key.txt") == cache_key) {
-        try {
-          Run cached;
-          cached.call = options.call;
-          cached.out = Bundle::parse(cache_entry / "out", file_text(cache_entry / "sent.json"),
-                                     "the reference's results kept in " + cache_entry.string());
-          cached.status = cached.out.values.value("_status", "crash");
-          cached.message = cut_text(cached.out.values.value("_message", ""));
-          cached.error_type = cut_text(cached.out.values.value("_error_type", ""), 256, 256);
-          cached.elapsed_ms = cached.out.values.value("_elapsed_ms", 0.0);
-          // Its run's time limits the student's runs as if it had run here.
-          double& slowest = reference_seconds_[key];
-          slowest = std::max(slowest, std::stod(file_text(cache_entry / "seconds.txt")));
-          if (cached.out.values.contains("_devices")) {
-            const nlohmann::json& seen = cached.out.values["_devices"];
-            if (seen.is_array() && seen.size() > devices.size()) devices = seen;
-          }
-          ++reference_cache_hits_;
-          return cached;
-        } catch (const std::exception&) {
-          // A damaged entry: the reference runs again, and its results replace it.
-        }
-      }
+std::optional<Run> Context::cached_run(const CacheEntry& entry, const std::string& key, const RunOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(entry.dir / "key.txt", ec) || file_text(entry.dir / "key.txt") != entry.key) return std::nullopt;
+  try {
+    Run cached;
+    cached.call = options.call;
+    cached.out = Bundle::parse(entry.dir / "out", file_text(entry.dir / "sent.json"),
+                               "the reference's results kept in " + entry.dir.string());
+    cached.status = cached.out.values.value("_status", "crash");
+    cached.message = cut_text(cached.out.values.value("_message", ""));
+    cached.error_type = cut_text(cached.out.values.value("_error_type", ""), 256, 256);
+    cached.elapsed_ms = cached.out.values.value("_elapsed_ms", 0.0);
+    // Its run's time limits the student's runs as if it had run here.
+    double& slowest = reference_seconds_[key];
+    slowest = std::max(slowest, std::stod(file_text(entry.dir / "seconds.txt")));
+    if (cached.out.values.contains("_devices")) {
+      const nlohmann::json& seen = cached.out.values["_devices"];
+      if (seen.is_array() && seen.size() > devices.size()) devices = seen;
     }
+    ++reference_cache_hits_;
+    return cached;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged entry: the reference runs again, and its results replace it
   }
-  if (!hostile && repeat == 0) ++reference_runs_;
+}
 
+void Context::keep_in_cache(const CacheEntry& entry, const fs::path& dir, const std::string& sent, double seconds) {
+  // Written aside, then renamed into place: another checker of the batch reads an entry whole or not at all.
+  const fs::path tmp = entry.dir.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(runs_);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (!ec) fs::copy(dir / "out", tmp / "out", fs::copy_options::recursive, ec);
+  if (!ec) {
+    std::ofstream(tmp / "sent.json", std::ios::binary) << sent;
+    std::ofstream(tmp / "seconds.txt") << fixed(seconds, 6);
+    std::ofstream(tmp / "key.txt", std::ios::binary) << entry.key;
+    fs::rename(tmp, entry.dir, ec);  // fails when another checker was first: theirs is kept
+  }
+  if (ec) fs::remove_all(tmp, ec);
+}
+
+ProcessOptions Context::runner_process(const fs::path& runner, const std::string& exercise, const RunOptions& options,
+                                       int repeat, const fs::path& dir, double limit, bool hostile) const {
   // The runner works in its own folder with relative paths: a student's run,
   // as another uid, could not name anything above it (root's, mode 0700).
   ProcessOptions p;
@@ -562,79 +547,53 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
       p.env["LD_LIBRARY_PATH"] = library_dir.string() + (inherited != nullptr && *inherited != '\0' ? std::string(":") + inherited : "");
     }
   }
+  return p;
+}
 
-  // Its results come through a channel we hold, never from a file it left.
-  ResultsChannel channel;
-  if (!channel.ready()) {
-    throw std::runtime_error(std::string("could not make the pipe the runner sends its results through: ") +
-                             std::strerror(errno));
-  }
-  p.pass_fds = {channel.give_write_end()};
-  p.env[kResultsFdVariable] = "3";
-
-  Run result;
-  result.call = options.call;
-  const ProcessResult process = run_process(p);
-  const std::string& sent = channel.text();
-  const size_t sent_bytes = channel.bytes();
-  if (hostile) details["sandbox"] = process.isolation.describe();
-  if (process.start_failed) {
-    // The runner was missing or being rebuilt: nothing of the student's ran.
-    const std::string program = (registry().lesson > 0 ? "lesson " + std::to_string(registry().lesson) + "'s "
-                                                        : std::string("the lesson's ")) +
-                                (hostile ? "program" : "reference program");
-    throw RunnerNotStarted("the grader could not start " + program + " (" + process.start_error +
-                           "): this is the workbook's fault, not your code's; run the check again");
-  }
-  auto crash = [&](const std::string& message) {
-    result.status = "crash";
-    result.message = cut_text(message);
-    result.out = Bundle();
-    return result;
-  };
-  if (!hostile && process.ok()) {
-    double& slowest = reference_seconds_[key];
-    slowest = std::max(slowest, process.seconds);
-  }
-  if (!process.ok()) {
-    std::string message = process.describe();
-    if (process.timed_out) {
-      message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
-      if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
-      if (hostile) {
-        timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
-                     fixed(limit, 1) + " s";
-      }
+std::string Context::failure_message(const ProcessResult& process, const std::string& exercise,
+                                     const RunOptions& options, double limit, const std::string& why_limit,
+                                     bool hostile) {
+  std::string message = process.describe();
+  if (process.timed_out) {
+    message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
+    if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
+    if (hostile) {
+      timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
+                   fixed(limit, 1) + " s";
     }
-    if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
-    return crash(message);
   }
+  if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
+  return message;
+}
+
+std::string Context::read_results(Run& result, const fs::path& dir, const std::string& sent, size_t sent_bytes,
+                                  bool hostile) {
   if (hostile) {
     if (const std::string why = not_plain_results(dir / "out"); !why.empty()) {
-      return crash("left results that are not to be trusted: " + why);
+      return "left results that are not to be trusted: " + why;
     }
   }
   if (sent_bytes == 0) {
-    return crash("finished without sending its results (the runner sends them as it ends: did your code end the "
-                 "program itself, with exit() or a signal?)");
+    return "finished without sending its results (the runner sends them as it ends: did your code end the "
+           "program itself, with exit() or a signal?)";
   }
   if (sent_bytes > kMaxExchangeBytes) {
-    return crash("sent " + bytes_text(sent_bytes) + " of results, more than the " + bytes_text(kMaxExchangeBytes) +
-                 " the grader reads: return smaller results");
+    return "sent " + bytes_text(sent_bytes) + " of results, more than the " + bytes_text(kMaxExchangeBytes) +
+           " the grader reads: return smaller results";
   }
   try {
     result.out = Bundle::parse(dir / "out", sent, "the values.json it sent");
   } catch (const std::exception& e) {
     // Anything written to the channel besides the runner's one message (by the
     // code graded, which runs in the runner's process) spoils it.
-    return crash(std::string("sent results that cannot be read (the runner sends one message through the results "
-                             "channel; did your code write to it?): ") + e.what());
+    return std::string("sent results that cannot be read (the runner sends one message through the results "
+                       "channel; did your code write to it?): ") + e.what();
   }
   if (hostile) {
     if (const std::string why = harness_keys_problem(result.out.values); !why.empty()) {
-      return crash("sent results that are not to be trusted: " + why);
+      return "sent results that are not to be trusted: " + why;
     }
-    if (const std::string why = refused_resets_message(result.out.values); !why.empty()) return crash(why);
+    if (const std::string why = refused_resets_message(result.out.values); !why.empty()) return why;
     if (result.out.values.contains("_counters")) result.out.values["_counters"] = plain_counters(result.out.values["_counters"]);
   }
   result.status = result.out.values.value("_status", "crash");
@@ -645,20 +604,79 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     const nlohmann::json& seen = result.out.values["_devices"];
     if (seen.is_array() && seen.size() > devices.size()) devices = seen;
   }
-  if (!cache_key.empty() && result.ok()) {
-    // Written aside, then renamed into place: another checker of the batch reads an entry whole or not at all.
-    const fs::path tmp = cache_entry.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(runs_);
-    std::error_code ec;
-    fs::create_directories(tmp, ec);
-    if (!ec) fs::copy(dir / "out", tmp / "out", fs::copy_options::recursive, ec);
-    if (!ec) {
-      std::ofstream(tmp / "sent.json", std::ios::binary) << sent;
-      std::ofstream(tmp / "seconds.txt") << fixed(process.seconds, 6);
-      std::ofstream(tmp / "key.txt", std::ios::binary) << cache_key;
-      fs::rename(tmp, cache_entry, ec);  // fails when another checker was first: theirs is kept
-    }
-    if (ec) fs::remove_all(tmp, ec);
+  return "";
+}
+
+Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
+                 const RunOptions& options, int repeat) {
+  const bool hostile = who == "student";
+  const std::string key = time_key(exercise, repeat);
+  std::string why_limit;
+  const double limit = run_limit(hostile, key, options, why_limit);
+  Run result;
+  result.call = options.call;
+  auto crash = [&](const std::string& message) {
+    result.status = "crash";
+    result.message = cut_text(message);
+    result.out = Bundle();
+    return result;
+  };
+  if (hostile && !timed_out_.empty()) {
+    return crash("was not run: an earlier run of your code in this lesson did not finish in time (" + timed_out_ +
+                 "), so the lesson's other checks fail at once instead of waiting on it again");
   }
+  if (deadline_s > 0 && limit < kLeastUsefulRunS) {
+    deadline_hit_ = true;
+    return crash("was not run: the time for grading this submission ran out (the grader's --deadline) before this check");
+  }
+  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
+  Bundle input = in;
+  if (!input.values.contains("_seed")) input.values["_seed"] = seed;
+  // A file a check names in the work folder is, for a student's run, a file of
+  // its own folder: the rest of the work folder is out of its reach.
+  if (hostile) relative_to_own_folder(input.values, work_dir.string() + "/");
+  input.save(dir / "in");
+  // Each run's folder is closed to others (a student's is then given to its
+  // sandbox's uid alone): the work folder above can be passed through, not read.
+  chmod(dir.c_str(), 0700);
+
+  // The reference on inputs it was given before, in this class: its results read back, not run again.
+  CacheEntry cache;
+  if (!hostile && repeat == 0 && !reference_cache.empty()) {
+    cache = cache_entry_for(runner, exercise, options, dir);
+    if (!cache.key.empty()) {
+      if (std::optional<Run> cached = cached_run(cache, key, options)) return *cached;
+    }
+  }
+  if (!hostile && repeat == 0) ++reference_runs_;
+
+  ProcessOptions p = runner_process(runner, exercise, options, repeat, dir, limit, hostile);
+  // Its results come through a channel we hold, never from a file it left.
+  ResultsChannel channel;
+  if (!channel.ready()) {
+    throw std::runtime_error(std::string("could not make the pipe the runner sends its results through: ") +
+                             std::strerror(errno));
+  }
+  p.pass_fds = {channel.give_write_end()};
+  p.env[kResultsFdVariable] = "3";
+  const ProcessResult process = run_process(p);
+  const std::string& sent = channel.text();
+  if (hostile) details["sandbox"] = process.isolation.describe();
+  if (process.start_failed) {
+    // The runner was missing or being rebuilt: nothing of the student's ran.
+    const std::string program = (registry().lesson > 0 ? "lesson " + std::to_string(registry().lesson) + "'s "
+                                                        : std::string("the lesson's ")) +
+                                (hostile ? "program" : "reference program");
+    throw RunnerNotStarted("the grader could not start " + program + " (" + process.start_error +
+                           "): this is the workbook's fault, not your code's; run the check again");
+  }
+  if (!hostile && process.ok()) {
+    double& slowest = reference_seconds_[key];
+    slowest = std::max(slowest, process.seconds);
+  }
+  if (!process.ok()) return crash(failure_message(process, exercise, options, limit, why_limit, hostile));
+  if (const std::string why = read_results(result, dir, sent, channel.bytes(), hostile); !why.empty()) return crash(why);
+  if (!cache.key.empty() && result.ok()) keep_in_cache(cache, dir, sent, process.seconds);
   return result;
 }
 
