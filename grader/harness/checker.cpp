@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checker_options.h"
 #include "runner.h"
 
 extern char** environ;  // the TINY_* variables a run inherits are part of a cached reference run's key
@@ -465,72 +466,57 @@ double Context::run_limit(bool hostile, const std::string& key, const RunOptions
   return limit;
 }
 
-Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
-                 const RunOptions& options, int repeat) {
-  const bool hostile = who == "student";
-  const std::string key = time_key(exercise, repeat);
-  std::string why_limit;
-  const double limit = run_limit(hostile, key, options, why_limit);
-  auto not_run = [&](const std::string& why) {
-    Run r;
-    r.call = options.call;
-    r.status = "crash";
-    r.message = "was not run: " + why;
-    return r;
-  };
-  if (hostile && !timed_out_.empty()) {
-    return not_run("an earlier run of your code in this lesson did not finish in time (" + timed_out_ +
-                   "), so the lesson's other checks fail at once instead of waiting on it again");
-  }
-  if (deadline_s > 0 && limit < kLeastUsefulRunS) {
-    deadline_hit_ = true;
-    return not_run("the time for grading this submission ran out (the grader's --deadline) before this check");
-  }
-  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
-  Bundle input = in;
-  if (!input.values.contains("_seed")) input.values["_seed"] = seed;
-  // A file a check names in the work folder is, for a student's run, a file of
-  // its own folder: the rest of the work folder is out of its reach.
-  if (hostile) relative_to_own_folder(input.values, work_dir.string() + "/");
-  input.save(dir / "in");
-  // Each run's folder is closed to others (a student's is then given to its
-  // sandbox's uid alone): the work folder above can be passed through, not read.
-  chmod(dir.c_str(), 0700);
+Context::CacheEntry Context::cache_entry_for(const fs::path& runner, const std::string& exercise,
+                                            const RunOptions& options, const fs::path& dir) const {
+  CacheEntry entry;
+  const std::string inputs = file_text(dir / "in" / "values.json");
+  // A file named in this checker's own folder (a checkpoint to write) must really be written.
+  if (inputs.empty() || inputs.find(work_dir.string()) != std::string::npos) return entry;
+  entry.key = reference_key(runner, exercise, options, inputs);
+  entry.dir = reference_cache / fnv_hex(entry.key);
+  return entry;
+}
 
-  // The reference on inputs it was given before, in this class: its results read back, not run again.
-  std::string cache_key;
-  fs::path cache_entry;
-  if (!hostile && repeat == 0 && !reference_cache.empty()) {
-    const std::string inputs = file_text(dir / "in" / "values.json");
-    // A file named in this checker's own folder (a checkpoint to write) must really be written.
-    if (!inputs.empty() && inputs.find(work_dir.string()) == std::string::npos) {
-      cache_key = reference_key(runner, exercise, options, inputs);
-      cache_entry = reference_cache / fnv_hex(cache_key);
-      std::error_code ec;
-      if (fs::is_regular_file(cache_entry / "key.txt", ec) && file_text(cache_entry / "key.txt") == cache_key) {
-        try {
-          Run cached;
-          cached.call = options.call;
-          cached.out = Bundle::parse(cache_entry / "out", file_text(cache_entry / "sent.json"),
-                                     "the reference's results kept in " + cache_entry.string());
-          cached.status = cached.out.values.value("_status", "crash");
-          cached.message = cut_text(cached.out.values.value("_message", ""));
-          cached.error_type = cut_text(cached.out.values.value("_error_type", ""), 256, 256);
-          cached.elapsed_ms = cached.out.values.value("_elapsed_ms", 0.0);
-          // Its run's time limits the student's runs as if it had run here.
-          double& slowest = reference_seconds_[key];
-          slowest = std::max(slowest, std::stod(file_text(cache_entry / "seconds.txt")));
-          if (cached.out.values.contains("_devices")) note_devices(devices, cached.out.values["_devices"]);
-          ++reference_cache_hits_;
-          return cached;
-        } catch (const std::exception&) {
-          // A damaged entry: the reference runs again, and its results replace it.
-        }
-      }
-    }
+std::optional<Run> Context::cached_run(const CacheEntry& entry, const std::string& key, const RunOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(entry.dir / "key.txt", ec) || file_text(entry.dir / "key.txt") != entry.key) return std::nullopt;
+  try {
+    Run cached;
+    cached.call = options.call;
+    cached.out = Bundle::parse(entry.dir / "out", file_text(entry.dir / "sent.json"),
+                               "the reference's results kept in " + entry.dir.string());
+    cached.status = cached.out.values.value("_status", "crash");
+    cached.message = cut_text(cached.out.values.value("_message", ""));
+    cached.error_type = cut_text(cached.out.values.value("_error_type", ""), 256, 256);
+    cached.elapsed_ms = cached.out.values.value("_elapsed_ms", 0.0);
+    // Its run's time limits the student's runs as if it had run here.
+    double& slowest = reference_seconds_[key];
+    slowest = std::max(slowest, std::stod(file_text(entry.dir / "seconds.txt")));
+    if (cached.out.values.contains("_devices")) note_devices(devices, cached.out.values["_devices"]);
+    ++reference_cache_hits_;
+    return cached;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged entry: the reference runs again, and its results replace it
   }
-  if (!hostile && repeat == 0) ++reference_runs_;
+}
 
+void Context::keep_in_cache(const CacheEntry& entry, const fs::path& dir, const std::string& sent, double seconds) {
+  // Written aside, then renamed into place: another checker of the batch reads an entry whole or not at all.
+  const fs::path tmp = entry.dir.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(runs_);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (!ec) fs::copy(dir / "out", tmp / "out", fs::copy_options::recursive, ec);
+  if (!ec) {
+    std::ofstream(tmp / "sent.json", std::ios::binary) << sent;
+    std::ofstream(tmp / "seconds.txt") << fixed(seconds, 6);
+    std::ofstream(tmp / "key.txt", std::ios::binary) << entry.key;
+    fs::rename(tmp, entry.dir, ec);  // fails when another checker was first: theirs is kept
+  }
+  if (ec) fs::remove_all(tmp, ec);
+}
+
+ProcessOptions Context::runner_process(const fs::path& runner, const std::string& exercise, const RunOptions& options,
+                                       int repeat, const fs::path& dir, double limit, bool hostile) const {
   // The runner works in its own folder with relative paths: a student's run,
   // as another uid, could not name anything above it (root's, mode 0700).
   ProcessOptions p;
@@ -568,7 +554,107 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
       p.env["LD_LIBRARY_PATH"] = library_dir.string() + (inherited != nullptr && *inherited != '\0' ? std::string(":") + inherited : "");
     }
   }
+  return p;
+}
 
+std::string Context::failure_message(const ProcessResult& process, const std::string& exercise,
+                                     const RunOptions& options, double limit, const std::string& why_limit,
+                                     bool hostile) {
+  std::string message = process.describe();
+  if (process.timed_out) {
+    message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
+    if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
+    if (hostile) {
+      timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
+                   fixed(limit, 1) + " s";
+    }
+  }
+  if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
+  return message;
+}
+
+std::string Context::read_results(Run& result, const fs::path& dir, const std::string& sent, size_t sent_bytes,
+                                  bool hostile) {
+  if (hostile) {
+    if (const std::string why = not_plain_results(dir / "out"); !why.empty()) {
+      return "left results that are not to be trusted: " + why;
+    }
+  }
+  if (sent_bytes == 0) {
+    return "finished without sending its results (the runner sends them as it ends: did your code end the "
+           "program itself, with exit() or a signal?)";
+  }
+  if (sent_bytes > kMaxExchangeBytes) {
+    return "sent " + bytes_text(sent_bytes) + " of results, more than the " + bytes_text(kMaxExchangeBytes) +
+           " the grader reads: return smaller results";
+  }
+  try {
+    result.out = Bundle::parse(dir / "out", sent, "the values.json it sent");
+  } catch (const std::exception& e) {
+    // Anything written to the channel besides the runner's one message (by the
+    // code graded, which runs in the runner's process) spoils it.
+    return std::string("sent results that cannot be read (the runner sends one message through the results "
+                       "channel; did your code write to it?): ") + e.what();
+  }
+  if (hostile) {
+    if (const std::string why = harness_keys_problem(result.out.values); !why.empty()) {
+      return "sent results that are not to be trusted: " + why;
+    }
+    if (const std::string why = refused_resets_message(result.out.values); !why.empty()) return why;
+    if (result.out.values.contains("_counters")) result.out.values["_counters"] = plain_counters(result.out.values["_counters"]);
+  }
+  result.status = result.out.values.value("_status", "crash");
+  result.message = cut_text(result.out.values.value("_message", ""));
+  result.error_type = cut_text(result.out.values.value("_error_type", ""), 256, 256);
+  result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
+  if (!hostile && result.out.values.contains("_devices")) note_devices(devices, result.out.values["_devices"]);
+  return "";
+}
+
+Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
+                 const RunOptions& options, int repeat) {
+  const bool hostile = who == "student";
+  const std::string key = time_key(exercise, repeat);
+  std::string why_limit;
+  const double limit = run_limit(hostile, key, options, why_limit);
+  Run result;
+  result.call = options.call;
+  auto crash = [&](const std::string& message) {
+    result.status = "crash";
+    result.message = cut_text(message);
+    result.out = Bundle();
+    return result;
+  };
+  if (hostile && !timed_out_.empty()) {
+    return crash("was not run: an earlier run of your code in this lesson did not finish in time (" + timed_out_ +
+                 "), so the lesson's other checks fail at once instead of waiting on it again");
+  }
+  if (deadline_s > 0 && limit < kLeastUsefulRunS) {
+    deadline_hit_ = true;
+    return crash("was not run: the time for grading this submission ran out (the grader's --deadline) before this check");
+  }
+  const fs::path dir = work_dir / (std::to_string(runs_++) + "-" + who + "-" + exercise);
+  Bundle input = in;
+  if (!input.values.contains("_seed")) input.values["_seed"] = seed;
+  // A file a check names in the work folder is, for a student's run, a file of
+  // its own folder: the rest of the work folder is out of its reach.
+  if (hostile) relative_to_own_folder(input.values, work_dir.string() + "/");
+  input.save(dir / "in");
+  // Each run's folder is closed to others (a student's is then given to its
+  // sandbox's uid alone): the work folder above can be passed through, not read.
+  chmod(dir.c_str(), 0700);
+
+  // The reference on inputs it was given before, in this class: its results read back, not run again.
+  CacheEntry cache;
+  if (!hostile && repeat == 0 && !reference_cache.empty()) {
+    cache = cache_entry_for(runner, exercise, options, dir);
+    if (!cache.key.empty()) {
+      if (std::optional<Run> cached = cached_run(cache, key, options)) return *cached;
+    }
+  }
+  if (!hostile && repeat == 0) ++reference_runs_;
+
+  ProcessOptions p = runner_process(runner, exercise, options, repeat, dir, limit, hostile);
   // Its results come through a channel we hold, never from a file it left.
   ResultsChannel channel;
   if (!channel.ready()) {
@@ -577,12 +663,8 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   }
   p.pass_fds = {channel.give_write_end()};
   p.env[kResultsFdVariable] = "3";
-
-  Run result;
-  result.call = options.call;
   const ProcessResult process = run_process(p);
   const std::string& sent = channel.text();
-  const size_t sent_bytes = channel.bytes();
   if (hostile) details["sandbox"] = process.isolation.describe();
   if (process.start_failed) {
     // The runner was missing or being rebuilt: nothing of the student's ran.
@@ -592,76 +674,13 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
     throw RunnerNotStarted("the grader could not start " + program + " (" + process.start_error +
                            "): this is the workbook's fault, not your code's; run the check again");
   }
-  auto crash = [&](const std::string& message) {
-    result.status = "crash";
-    result.message = cut_text(message);
-    result.out = Bundle();
-    return result;
-  };
   if (!hostile && process.ok()) {
     double& slowest = reference_seconds_[key];
     slowest = std::max(slowest, process.seconds);
   }
-  if (!process.ok()) {
-    std::string message = process.describe();
-    if (process.timed_out) {
-      message += " after " + fixed(limit, 1) + " s (its limit: " + why_limit + ")";
-      if (deadline_s > 0 && seconds_left() < kLeastUsefulRunS) deadline_hit_ = true;
-      if (hostile) {
-        timed_out_ = (options.call.empty() ? exercise : options.call) + " in check " + current_check + ", stopped after " +
-                     fixed(limit, 1) + " s";
-      }
-    }
-    if (!process.log_tail.empty()) message += "\nits last output:\n" + indent(process.log_tail, "  ");
-    return crash(message);
-  }
-  if (hostile) {
-    if (const std::string why = not_plain_results(dir / "out"); !why.empty()) {
-      return crash("left results that are not to be trusted: " + why);
-    }
-  }
-  if (sent_bytes == 0) {
-    return crash("finished without sending its results (the runner sends them as it ends: did your code end the "
-                 "program itself, with exit() or a signal?)");
-  }
-  if (sent_bytes > kMaxExchangeBytes) {
-    return crash("sent " + bytes_text(sent_bytes) + " of results, more than the " + bytes_text(kMaxExchangeBytes) +
-                 " the grader reads: return smaller results");
-  }
-  try {
-    result.out = Bundle::parse(dir / "out", sent, "the values.json it sent");
-  } catch (const std::exception& e) {
-    // Anything written to the channel besides the runner's one message (by the
-    // code graded, which runs in the runner's process) spoils it.
-    return crash(std::string("sent results that cannot be read (the runner sends one message through the results "
-                             "channel; did your code write to it?): ") + e.what());
-  }
-  if (hostile) {
-    if (const std::string why = harness_keys_problem(result.out.values); !why.empty()) {
-      return crash("sent results that are not to be trusted: " + why);
-    }
-    if (const std::string why = refused_resets_message(result.out.values); !why.empty()) return crash(why);
-    if (result.out.values.contains("_counters")) result.out.values["_counters"] = plain_counters(result.out.values["_counters"]);
-  }
-  result.status = result.out.values.value("_status", "crash");
-  result.message = cut_text(result.out.values.value("_message", ""));
-  result.error_type = cut_text(result.out.values.value("_error_type", ""), 256, 256);
-  result.elapsed_ms = result.out.values.value("_elapsed_ms", 0.0);
-  if (!hostile && result.out.values.contains("_devices")) note_devices(devices, result.out.values["_devices"]);
-  if (!cache_key.empty() && result.ok()) {
-    // Written aside, then renamed into place: another checker of the batch reads an entry whole or not at all.
-    const fs::path tmp = cache_entry.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(runs_);
-    std::error_code ec;
-    fs::create_directories(tmp, ec);
-    if (!ec) fs::copy(dir / "out", tmp / "out", fs::copy_options::recursive, ec);
-    if (!ec) {
-      std::ofstream(tmp / "sent.json", std::ios::binary) << sent;
-      std::ofstream(tmp / "seconds.txt") << fixed(process.seconds, 6);
-      std::ofstream(tmp / "key.txt", std::ios::binary) << cache_key;
-      fs::rename(tmp, cache_entry, ec);  // fails when another checker was first: theirs is kept
-    }
-    if (ec) fs::remove_all(tmp, ec);
-  }
+  if (!process.ok()) return crash(failure_message(process, exercise, options, limit, why_limit, hostile));
+  if (const std::string why = read_results(result, dir, sent, channel.bytes(), hostile); !why.empty()) return crash(why);
+  if (!cache.key.empty() && result.ok()) keep_in_cache(cache, dir, sent, process.seconds);
   return result;
 }
 
@@ -832,33 +851,6 @@ LessonCounters::LessonCounters(std::initializer_list<const char*> names) {
 
 namespace {
 
-const char* kUsage = R"(usage: %s --student RUNNER --reference RUNNER [options]
-
-Runs this lesson's checks: each exercise runs with the student's code and with
-the reference solution in separate processes, on the same inputs.
-
-  --student PATH       the runner built from the student's exercise.cpp
-  --reference PATH     the runner built from the reference solution
-  --check NAME         run only this check (may be given several times)
-  --seed N             the seed of every random input (default: a fresh one, printed)
-  --no-timing          skip the timing checks
-  --json FILE          also write the results as JSON (for the grader)
-  --timeout S          stop any one run of an exercise after S seconds (default: 20x the reference's
-                       own time for it, at least 10 s, at most the check's own limit)
-  --deadline S         all runs together stop after S seconds: each run gets what is left, and
-                       once it is spent the remaining checks fail at once
-  --reference-cache D  keep the reference's results in folder D and read them back for the same
-                       inputs, runner and environment (a class's checkers share it; timed runs excepted)
-  --keep               keep the folder of inputs, outputs and logs
-  --expect-fail CHECK=TEXT
-                       (maintainers) succeed only when CHECK fails with a message containing TEXT
-  --list               print the checks as JSON and exit
-  --write-ctest FILE --student-runner PATH --reference-runner PATH
-                       write the CTest entries lesson_N.<check> and solution_N.<check>
-
-Exit status: 0 all passed, 1 a check did not pass, 2 bad usage, 77 every check run was skipped.
-)";
-
 struct Result {
   const Check* check;
   Outcome outcome;
@@ -912,141 +904,68 @@ void print_result(const Result& r, size_t width) {
 
 }  // namespace
 
-int checker_main(int argc, char** argv) {
+namespace {
+
+// Bad usage: said on stderr, exit status 2.
+int usage_error(const std::string& program, const std::string& why) {
+  std::fprintf(stderr, "%s: %s (see %s --help)\n", program.c_str(), why.c_str(), program.c_str());
+  return 2;
+}
+
+// --list: the lesson and its checks as JSON.
+int print_check_list() {
   const Registry& reg = registry();
-  std::string student, reference, json_file, write_file, student_runner, reference_runner, reference_cache;
-  std::vector<std::string> only;
-  std::optional<uint64_t> seed;
-  bool timing = true, keep = false, list = false;
-  double timeout = 0, deadline = 0;
-  std::string expect_check, expect_text;
-  auto usage_error = [&](const std::string& why) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], why.c_str());
-    std::fprintf(stderr, kUsage, argv[0]);
-    return 2;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string& into) {
-      if (i + 1 >= argc) return false;
-      into = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::printf(kUsage, argv[0]);
-      return 0;
-    } else if (a == "--student") {
-      if (!value(student)) return usage_error("--student needs a path");
-    } else if (a == "--reference") {
-      if (!value(reference)) return usage_error("--reference needs a path");
-    } else if (a == "--check") {
-      if (!value(v)) return usage_error("--check needs a name");
-      only.push_back(v);
-    } else if (a == "--seed") {
-      if (!value(v)) return usage_error("--seed needs a number");
-      try {
-        size_t used = 0;
-        seed = std::stoull(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        return usage_error("--seed '" + v + "' is not a whole number");
-      }
-    } else if (a == "--no-timing") {
-      timing = false;
-    } else if (a == "--json") {
-      if (!value(json_file)) return usage_error("--json needs a file");
-    } else if (a == "--timeout") {
-      if (!value(v)) return usage_error("--timeout needs seconds");
-      try {
-        timeout = std::stod(v);
-      } catch (const std::exception&) {
-        timeout = 0;
-      }
-      if (!(timeout > 0)) return usage_error("--timeout '" + v + "' is not a positive number of seconds");
-    } else if (a == "--deadline") {
-      if (!value(v)) return usage_error("--deadline needs seconds");
-      try {
-        deadline = std::stod(v);
-      } catch (const std::exception&) {
-        deadline = 0;
-      }
-      if (!(deadline > 0)) return usage_error("--deadline '" + v + "' is not a positive number of seconds");
-    } else if (a == "--reference-cache") {
-      if (!value(reference_cache)) return usage_error("--reference-cache needs a folder");
-    } else if (a == "--keep") {
-      keep = true;
-    } else if (a == "--list") {
-      list = true;
-    } else if (a == "--expect-fail") {
-      if (!value(v) || v.find('=') == std::string::npos) return usage_error("--expect-fail needs CHECK=TEXT");
-      expect_check = v.substr(0, v.find('='));
-      expect_text = v.substr(v.find('=') + 1);
-      only.push_back(expect_check);
-    } else if (a == "--write-ctest") {
-      if (!value(write_file)) return usage_error("--write-ctest needs a file");
-    } else if (a == "--student-runner") {
-      if (!value(student_runner)) return usage_error("--student-runner needs a path");
-    } else if (a == "--reference-runner") {
-      if (!value(reference_runner)) return usage_error("--reference-runner needs a path");
-    } else {
-      return usage_error("unknown option '" + a + "'");
-    }
+  nlohmann::json out = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"counters_shown", reg.counters},
+                        {"checks", nlohmann::json::array()}};
+  for (const Check& c : reg.checks) out["checks"].push_back({{"name", c.name}, {"summary", c.summary}, {"timed", c.timed}});
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+// Why these options cannot run checks ("" when they can).
+std::string usage_problem(const CheckerOptions& o) {
+  const Registry& reg = registry();
+  if (o.student.empty() || o.reference.empty()) return "--student and --reference are both needed";
+  for (const std::string& path : {o.student, o.reference}) {
+    if (!fs::exists(path)) return "no runner at '" + path + "' (build it first)";
   }
-  if (list) {
-    nlohmann::json out = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"counters_shown", reg.counters},
-                          {"checks", nlohmann::json::array()}};
-    for (const Check& c : reg.checks) out["checks"].push_back({{"name", c.name}, {"summary", c.summary}, {"timed", c.timed}});
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
-  }
-  if (!write_file.empty()) {
-    if (student_runner.empty() || reference_runner.empty()) return usage_error("--write-ctest needs --student-runner and --reference-runner");
-    return write_ctest(write_file, fs::absolute(argv[0]).string(), student_runner, reference_runner);
-  }
-  if (student.empty() || reference.empty()) return usage_error("--student and --reference are both needed");
-  for (const std::string& path : {student, reference}) {
-    if (!fs::exists(path)) return usage_error("no runner at '" + path + "' (build it first)");
-  }
-  for (const std::string& name : only) {
+  for (const std::string& name : o.only) {
     const bool known = std::any_of(reg.checks.begin(), reg.checks.end(), [&](const Check& c) { return c.name == name; });
     if (!known) {
       std::string names;
       for (const Check& c : reg.checks) names += " " + c.name;
-      return usage_error("lesson " + std::to_string(reg.lesson) + " has no check '" + name + "'; its checks:" + names);
+      return "lesson " + std::to_string(reg.lesson) + " has no check '" + name + "'; its checks:" + names;
     }
   }
+  return "";
+}
 
-  Context ctx;
+// The context the checks run in: the seed, the runners, the limits, the
+// paths to hide, and its folders (a work folder, and one for the libraries
+// a student's run needs). Throws when the work folder cannot be made.
+void prepare_context(Context& ctx, const CheckerOptions& o) {
   // Twelve digits, as the grader prints them, so a seed reads the same under ctest and check.
-  ctx.seed = seed ? *seed : (std::random_device{}() * 0x100000000ull + std::random_device{}()) % 1000000000000ull;
-  ctx.student_runner = fs::absolute(student);
-  ctx.reference_runner = fs::absolute(reference);
-  ctx.student_is_reference = fs::equivalent(student, reference);
-  ctx.timeout_cap_s = timeout;
-  ctx.deadline_s = deadline;
+  ctx.seed = o.seed ? *o.seed : (std::random_device{}() * 0x100000000ull + std::random_device{}()) % 1000000000000ull;
+  ctx.student_runner = fs::absolute(o.student);
+  ctx.reference_runner = fs::absolute(o.reference);
+  ctx.student_is_reference = fs::equivalent(o.student, o.reference);
+  ctx.timeout_cap_s = o.timeout;
+  ctx.deadline_s = o.deadline;
   ctx.hidden_paths = paths_to_hide(ctx.reference_runner);
-  if (!reference_cache.empty()) {
+  if (!o.reference_cache.empty()) {
     std::error_code ec;
-    fs::create_directories(reference_cache, ec);
+    fs::create_directories(o.reference_cache, ec);
     if (!ec) {
-      chmod(reference_cache.c_str(), 0700);  // the reference's results are out of a student's run's reach
-      ctx.reference_cache = fs::absolute(reference_cache);
+      chmod(o.reference_cache.c_str(), 0700);  // the reference's results are out of a student's run's reach
+      ctx.reference_cache = fs::absolute(o.reference_cache);
       ctx.hidden_paths.push_back(ctx.reference_cache);
     }
   }
   exit_cleanly_on_interrupt();  // Ctrl-C, or the grader stopping us: the runs stopped, these folders removed
-  std::string tmpl;
-  try {
-    tmpl = make_temp_folder("lesson").string();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
-    return 1;
-  }
-  ctx.work_dir = tmpl;
+  ctx.work_dir = make_temp_folder("lesson");
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
-  chmod(tmpl.c_str(), 0711);
+  chmod(ctx.work_dir.c_str(), 0711);
   // Beside it, open to all: what a student's run needs from the build tree.
   try {
     const std::string lib = make_temp_folder("lib").string();
@@ -1059,74 +978,74 @@ int checker_main(int argc, char** argv) {
     }
   } catch (const std::exception&) {
   }
+}
 
-  std::vector<Result> results;
-  size_t width = 0;
-  for (const Check& c : reg.checks) width = std::max(width, c.name.size());
-  std::printf("lesson %d (%s), seed %llu\n", reg.lesson, reg.folder.c_str(), static_cast<unsigned long long>(ctx.seed));
-  std::fflush(stdout);
-  for (const Check& c : reg.checks) {
-    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
-    ctx.details = nlohmann::json::object();
-    ctx.current_check = c.name;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (c.timed && !timing) {
-      r.outcome = Outcome::skip("timing checks are off (--no-timing)");
-    } else {
-      try {
-        r.outcome = c.run(ctx);
-      } catch (const RunnerNotStarted& e) {
-        r.outcome = Outcome::error(e.what());
-      } catch (const std::exception& e) {
-        r.outcome = Outcome::error(std::string("the check itself failed (a bug in the workbook): ") + e.what());
-      }
+// Runs one check, its message and details bounded.
+Result run_one(const Check& c, Context& ctx, bool timing) {
+  Result r{&c, Outcome::pass(), 0, nlohmann::json::object()};
+  ctx.details = nlohmann::json::object();
+  ctx.current_check = c.name;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (c.timed && !timing) {
+    r.outcome = Outcome::skip("timing checks are off (--no-timing)");
+  } else {
+    try {
+      r.outcome = c.run(ctx);
+    } catch (const RunnerNotStarted& e) {
+      r.outcome = Outcome::error(e.what());
+    } catch (const std::exception& e) {
+      r.outcome = Outcome::error(std::string("the check itself failed (a bug in the workbook): ") + e.what());
     }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // What a student's run sent may be in these: bounded before they are printed or written.
-    r.outcome.message = cut_text(r.outcome.message);
-    r.outcome.note = cut_text(r.outcome.note);
-    r.details = bounded_details(ctx.details);
-    print_result(r, width);
-    std::fflush(stdout);
-    results.push_back(std::move(r));
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // What a student's run sent may be in these: bounded before they are printed or written.
+  r.outcome.message = cut_text(r.outcome.message);
+  r.outcome.note = cut_text(r.outcome.note);
+  r.details = bounded_details(ctx.details);
+  return r;
+}
+
+// Removes the context's folders, or with --keep renames the work folder and says where it is.
+void clean_up(const Context& ctx, bool keep) {
   std::error_code ec;
   if (!ctx.library_dir.empty()) fs::remove_all(ctx.library_dir, ec);
   if (!keep) {
     fs::remove_all(ctx.work_dir, ec);
-  } else {
-    // Renamed, so that no grader takes it for one a killed checker left (sweep_stale_temp_folders).
-    const std::string name = ctx.work_dir.filename().string();
-    const fs::path kept = ctx.work_dir.parent_path() / ("workbook-kept-" + name.substr(name.size() - 6));
-    fs::rename(ctx.work_dir, kept, ec);
-    std::printf("inputs, outputs and logs kept in %s\n", (ec ? ctx.work_dir : kept).c_str());
+    return;
   }
+  // Renamed, so that no grader takes it for one a killed checker left (sweep_stale_temp_folders).
+  const std::string name = ctx.work_dir.filename().string();
+  const fs::path kept = ctx.work_dir.parent_path() / ("workbook-kept-" + name.substr(name.size() - 6));
+  fs::rename(ctx.work_dir, kept, ec);
+  std::printf("inputs, outputs and logs kept in %s\n", (ec ? ctx.work_dir : kept).c_str());
+}
 
-  if (!json_file.empty()) {
-    nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
-                          {"devices", ctx.devices}, {"counters_shown", reg.counters},
-                          {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
-                          {"reference_runs", ctx.reference_runs()}, {"reference_cache_hits", ctx.reference_cache_hits()},
-                          {"checks", nlohmann::json::array()}};
-    for (const Result& r : results) {
-      doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
-                               {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},
-                               {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
-    }
-    std::ofstream out(json_file);
-    out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out.good()) {
-      std::fprintf(stderr, "%s: could not write %s\n", argv[0], json_file.c_str());
-      return 1;
-    }
+// --json: the results for the grader. False when the file cannot be written.
+bool write_results_json(const std::string& file, const Context& ctx, const std::vector<Result>& results) {
+  const Registry& reg = registry();
+  nlohmann::json doc = {{"lesson", reg.lesson}, {"folder", reg.folder}, {"seed", ctx.seed},
+                        {"devices", ctx.devices}, {"counters_shown", reg.counters},
+                        {"timed_out", ctx.timed_out()}, {"deadline_hit", ctx.deadline_hit()},
+                        {"reference_runs", ctx.reference_runs()}, {"reference_cache_hits", ctx.reference_cache_hits()},
+                        {"checks", nlohmann::json::array()}};
+  for (const Result& r : results) {
+    doc["checks"].push_back({{"name", r.check->name}, {"summary", r.check->summary}, {"timed", r.check->timed},
+                             {"verdict", verdict_name(r.outcome.verdict)}, {"message", r.outcome.message},
+                             {"note", r.outcome.note}, {"seconds", r.seconds}, {"details", r.details}});
   }
+  std::ofstream out(file);
+  out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return out.good();
+}
 
-  if (!expect_check.empty()) {
-    const Outcome& o = results.front().outcome;
-    const bool as_expected = o.verdict == Verdict::fail && o.message.find(expect_text) != std::string::npos;
+// The exit status: with --expect-fail, whether that check failed as expected;
+// else 0 all passed, 1 a check did not pass, 77 every check run was skipped.
+int exit_status(const CheckerOptions& o, const std::vector<Result>& results) {
+  if (!o.expect_check.empty()) {
+    const Outcome& out = results.front().outcome;
+    const bool as_expected = out.verdict == Verdict::fail && out.message.find(o.expect_text) != std::string::npos;
     std::printf("%s: %s was expected to fail with \"%s\"\n", as_expected ? "as expected" : "NOT as expected",
-                expect_check.c_str(), expect_text.c_str());
+                o.expect_check.c_str(), o.expect_text.c_str());
     return as_expected ? 0 : 1;
   }
   size_t passed = 0, skipped = 0;
@@ -1137,6 +1056,41 @@ int checker_main(int argc, char** argv) {
   if (results.size() > 1) std::printf("%zu of %zu checks passed\n", passed, results.size() - skipped);
   if (!results.empty() && skipped == results.size()) return 77;
   return passed + skipped == results.size() ? 0 : 1;
+}
+
+}  // namespace
+
+int run_checker(const CheckerOptions& o, const std::string& program) {
+  const Registry& reg = registry();
+  if (o.list) return print_check_list();
+  if (!o.write_ctest.empty()) {
+    return write_ctest(o.write_ctest, fs::absolute(program).string(), o.student_runner, o.reference_runner);
+  }
+  if (const std::string why = usage_problem(o); !why.empty()) return usage_error(program, why);
+  Context ctx;
+  try {
+    prepare_context(ctx, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    return 1;
+  }
+  std::vector<Result> results;
+  size_t width = 0;
+  for (const Check& c : reg.checks) width = std::max(width, c.name.size());
+  std::printf("lesson %d (%s), seed %llu\n", reg.lesson, reg.folder.c_str(), static_cast<unsigned long long>(ctx.seed));
+  std::fflush(stdout);
+  for (const Check& c : reg.checks) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), c.name) == o.only.end()) continue;
+    results.push_back(run_one(c, ctx, o.timing));
+    print_result(results.back(), width);
+    std::fflush(stdout);
+  }
+  clean_up(ctx, o.keep);
+  if (!o.json_file.empty() && !write_results_json(o.json_file, ctx, results)) {
+    std::fprintf(stderr, "%s: could not write %s\n", program.c_str(), o.json_file.c_str());
+    return 1;
+  }
+  return exit_status(o, results);
 }
 
 }  // namespace workbook

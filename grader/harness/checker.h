@@ -223,6 +223,28 @@ class Context {
   double run_limit(bool hostile, const std::string& key, const RunOptions& options, std::string& why) const;
   /// @brief Whether a reference run of `exercise` was timed here (then a student's run gets its own limit).
   bool knows_reference_time(const std::string& exercise, int repeat = 0) const;
+  /// @brief A reference run's place in reference_cache: its whole key ("" when its inputs name this checker's own folder) and folder.
+  struct CacheEntry {
+    std::string key;              ///< exercise, runner, options and inputs, compared whole
+    std::filesystem::path dir;    ///< reference_cache / the key's digest
+  };
+  /// @brief The cache entry of a reference run whose inputs are in `dir`/in.
+  CacheEntry cache_entry_for(const std::filesystem::path& runner, const std::string& exercise, const RunOptions& options,
+                             const std::filesystem::path& dir) const;
+  /// @brief The run kept in `entry` (nullopt: none, or damaged), its time counted as the reference's (`key`).
+  std::optional<Run> cached_run(const CacheEntry& entry, const std::string& key, const RunOptions& options);
+  /// @brief Keeps a reference run that returned normally in `entry` (written aside, then renamed into place).
+  void keep_in_cache(const CacheEntry& entry, const std::filesystem::path& dir, const std::string& sent, double seconds);
+  /// @brief How a runner is started: its arguments, environment (the emulated GPU), limits and, for a student's, its sandbox.
+  ProcessOptions runner_process(const std::filesystem::path& runner, const std::string& exercise,
+                                const RunOptions& options, int repeat, const std::filesystem::path& dir, double limit,
+                                bool hostile) const;
+  /// @brief Why a run that did not end well is a crash ("timed out after ...", its last output); notes a timeout.
+  std::string failure_message(const ProcessResult& process, const std::string& exercise, const RunOptions& options,
+                              double limit, const std::string& why_limit, bool hostile);
+  /// @brief Reads what a run sent into `result`; "" when it can be trusted, else why it is a crash.
+  std::string read_results(Run& result, const std::filesystem::path& dir, const std::string& sent, size_t sent_bytes,
+                           bool hostile);
   int runs_ = 0;
   int reference_runs_ = 0, reference_cache_hits_ = 0;
   std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run

@@ -14,6 +14,7 @@
 
 #include "build.h"
 #include "harness/bundle.h"
+#include "harness/output_of.h"
 #include "harness/process.h"
 
 namespace workbook {
@@ -256,14 +257,8 @@ void read_checker_results(const nlohmann::json& doc, LessonResult& r, uint64_t s
 }  // namespace
 
 std::vector<CheckInfo> list_checks(const Lesson& lesson) {
-  const std::string command = "'" + lesson.checks.string() + "' --list";
-  std::string text;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    pclose(pipe);
-  }
+  // An argument vector, no shell: a quote or a space in the build folder's path is part of the path.
+  const std::string text = output_of({lesson.checks.string(), "--list"}).out;
   std::vector<CheckInfo> out;
   try {
     const nlohmann::json doc = nlohmann::json::parse(text);

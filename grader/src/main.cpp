@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "build.h"
 #include "grade.h"
 #include "junit.h"
+#include "harness/output_of.h"
 #include "harness/process.h"
 #include "recipe.h"
 #include "report.h"
@@ -44,15 +46,9 @@ std::string stub_of(const Recipe& recipe, const Lesson& lesson) {
 // The file as committed in git's HEAD ("" outside a git checkout or when untracked).
 std::string committed_version(const Recipe& recipe, const fs::path& file) {
   const std::string relative = fs::relative(file, recipe.source_dir).string();
-  const std::string command = "git -C '" + recipe.source_dir.string() + "' show 'HEAD:" + relative + "' 2>/dev/null";
-  std::string text;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    if (pclose(pipe) != 0) text.clear();
-  }
-  return text;
+  // An argument vector, no shell: a quote in the checkout's path or a lesson's name is part of the name.
+  const ProgramOutput git = output_of({"git", "-C", recipe.source_dir.string(), "show", "HEAD:" + relative}, true);
+  return git.ok() ? git.out : std::string();
 }
 
 // Keeps a copy of `file` under a name no other backup has: FILE.<time>.bak,
@@ -152,11 +148,6 @@ std::string unproctored() {
          "(grader/README.md, \"A submission is hostile\").\n";
 }
 
-// What grade --submission and --batch say of the sandbox, in the scoreboard,
-// results.json and the report: a warning naming the protections it lacked on
-// this machine, or the protections in force ("" for a student's own grade).
-std::string g_sandbox_warning;
-
 // Checks one lesson of the student's own tree in a scratch folder that is removed afterwards.
 LessonResult check_own(const Recipe& recipe, const Lesson& lesson, const GradeOptions& options) {
   const fs::path work = work_root();
@@ -223,6 +214,414 @@ int watch(const Recipe& recipe, GradeOptions options) {
   }
 }
 
+// ---------------------------------------------------------------- the subcommands, one function each
+
+// build [N...]: compiles the student's exercise of each lesson; 1 when one does not compile.
+int build_lessons(const Recipe& recipe, const std::vector<int>& numbers) {
+  const fs::path own_lessons = recipe.source_dir / "lessons";
+  int failed = 0;
+  for (const Lesson* l : pick(recipe, numbers)) {
+    const LessonLock lock(recipe.student_dir / l->folder,
+                          "waiting for another check of lesson " + std::to_string(l->number) + " to finish");
+    BuildResult b;
+    try {
+      b = build_student(recipe, *l, own_lessons, recipe.student_dir, [&]() {
+        std::fprintf(stderr, "building lesson %d with your exercise.cpp ...\n", l->number);
+        std::fflush(stderr);
+      });
+    } catch (const std::exception& e) {  // e.g. exercise.cpp is a folder: this lesson only
+      b.ok = false;
+      b.log = std::string(e.what()) + "\n";
+    }
+    if (!b.ok) {
+      ++failed;
+      std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l->number, l->folder.c_str(), b.log.c_str());
+    } else {
+      std::printf("lesson %d: %s\n%s", l->number, b.rebuilt ? "built" : "up to date", b.log.c_str());
+    }
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+// check N: builds lesson N and runs its checks, one line each; 0 when it passes.
+int check_lesson(const Recipe& recipe, int number, GradeOptions options) {
+  const Lesson& l = recipe.lesson(number);
+  options.verbose = true;
+  const LessonResult r = check_own(recipe, l, options);
+  if (r.status == "does not compile") {
+    std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l.number, l.folder.c_str(), r.problem.c_str());
+    return 1;
+  }
+  if (r.status == "error") {
+    std::printf("%s", r.problem.c_str());
+    return 1;
+  }
+  if (r.status == "passed") {
+    std::printf("lesson %d passes. Compare with the reference: ./workbook solution %d; then ./workbook next\n", l.number, l.number);
+    return 0;
+  }
+  std::printf("stuck? ./workbook hint %d\n", l.number);
+  std::fflush(stdout);
+  return 1;
+}
+
+// What `grade` was asked (its options, as CLI11 read them).
+struct GradeArgs {
+  std::vector<int> numbers;
+  std::string submission, batch, json_file, html_file, junit_file, out_dir = "gradebook", expect;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double run_timeout = 0;
+  std::optional<double> deadline;
+  bool resume = false, no_reference_cache = false, unsafe = false, require_sandbox = false;
+  std::string shard_text;
+  std::optional<int> shard_count;
+  bool seed_given = false;  // --seed (a batch then grades every submission with it)
+};
+
+// The options that belong to one submission or to a batch, and the limits, checked before anything runs.
+void check_grade_args(const GradeArgs& a) {
+  if (!a.batch.empty()) {
+    // One submission's files name one submission: a batch writes them per submission, never ignores them.
+    const std::pair<const std::string*, const char*> single[] = {
+        {&a.json_file, "--json"}, {&a.html_file, "--html"}, {&a.junit_file, "--junit"}, {&a.expect, "--expect"}};
+    for (const auto& entry : single) {
+      TINY_CHECK(entry.first->empty(), ValueError, entry.second, " ", *entry.first, " names one submission's file, and "
+                 "--batch grades many: each submission's results.json, report.html and junit.xml are written to ",
+                 a.out_dir, "/<submission>/, the class's index.html and gradebook.csv to ", a.out_dir,
+                 "/ (choose that folder with --out): drop ", entry.second);
+    }
+  } else {
+    TINY_CHECK(!a.resume, ValueError, "--resume goes on with a --batch's gradebook.csv: add --batch FOLDER (and the "
+               "same --out), or drop --resume");
+    TINY_CHECK(a.shard_text.empty() && !a.shard_count, ValueError, "--shard and --shard-count split a --batch's class: "
+               "add --batch FOLDER, or drop them");
+  }
+  if (a.deadline) {
+    TINY_CHECK(*a.deadline >= 10 && *a.deadline <= 86400, ValueError, "--deadline ", *a.deadline, " is not a time a "
+               "submission can be graded in: give seconds from 10 to 86400 (default 600, Gradescope's own limit "
+               "is 40 minutes; leave room for its setup)");
+  }
+  TINY_CHECK(a.run_timeout == 0 || (a.run_timeout >= 1 && a.run_timeout <= 3600), ValueError, "--timeout ",
+             a.run_timeout, " is not a time a run of an exercise can take: give seconds from 1 to 3600, or leave it "
+             "out (each run then gets 20x the reference's own time, at least 10 s)");
+}
+
+// Which part of the class a --batch grades: --shard, else a SLURM array task's or an indexed Job's, else all.
+Shard shard_of(const GradeArgs& a) {
+  Shard shard;
+  shard.source = "the whole class";
+  if (a.batch.empty()) return shard;
+  if (!a.shard_text.empty()) {
+    shard = parse_shard(a.shard_text);
+    TINY_CHECK(!a.shard_count || *a.shard_count == shard.count, ValueError, "--shard-count ", *a.shard_count,
+               " and --shard ", a.shard_text, " disagree: drop --shard-count (--shard says how many parts)");
+  } else if (const std::optional<Shard> s = shard_from_environment([](const char* v) { return std::getenv(v); },
+                                                                   a.shard_count)) {
+    shard = *s;
+  } else {
+    TINY_CHECK(!a.shard_count, ValueError, "--shard-count ", *a.shard_count, " needs the part's index: give --shard "
+               "INDEX/COUNT, or run it where JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID is set");
+  }
+  return shard;
+}
+
+// What grade says of the sandbox, in the scoreboard, results.json and the
+// report: for others' work, every protection in force or a warning naming
+// what it lacked on this machine (or a refusal, thrown); for any grade,
+// whether the sources were out of the code's reach. Printed on stderr.
+std::string sandbox_warning(const GradeArgs& a, const Isolation& isolation) {
+  std::string warning;
+  if (!a.batch.empty() || !a.submission.empty() || a.require_sandbox) {
+    if (!isolation.complete()) {
+      if (!a.unsafe && (!a.batch.empty() || a.require_sandbox)) {
+        const std::string why = sandbox_refusal(isolation);
+        if (!a.json_file.empty()) {
+          // What the student sees on Gradescope: their work was not graded, and why, for the instructor.
+          nlohmann::json doc = {{"score", 0}, {"tests", nlohmann::json::array()},
+                                {"output", "Your work was not graded: this autograder is not set up to grade "
+                                           "safely. This is not a problem with your code; please tell your "
+                                           "instructor.\n\nFor the instructor: " + why + "\n"}};
+          write_file_atomically(a.json_file, results_json_text(doc));
+        }
+        TINY_CHECK(false, ValueError, why);
+      }
+      warning = "warning: the sandbox lacked " + isolation.missing() + " (" + isolation.describe() + ")\n";
+    } else {
+      // An instructor's grade says what protected it, not only what was missing.
+      warning = "sandbox: every protection in force (" + isolation.describe() + ")\n";
+    }
+  }
+  if (!isolation.paths_hidden) warning += unproctored();
+  std::fprintf(stderr, "%s", warning.c_str());
+  return warning;
+}
+
+// grade --batch: every submission of the folder into a gradebook.
+int grade_class(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const GradeArgs& a, const Shard& shard,
+                const GradeOptions& options, const Isolation& isolation, const std::string& warning, double deadline_s) {
+  TINY_CHECK(fs::is_directory(a.batch), ValueError, "--batch ", a.batch, " is not a folder");
+  TINY_CHECK(a.jobs >= 1 && a.jobs <= 256, ValueError, "--jobs ", a.jobs, " is not a number of submissions to grade "
+             "at once: give 1 to 256 (about one per two cores)");
+  BatchOptions b;
+  b.batch = a.batch;
+  b.out_dir = a.out_dir;
+  b.work = work_root();
+  b.jobs = a.jobs;
+  b.resume = a.resume;
+  b.seed_given = a.seed_given;
+  b.deadline_s = deadline_s;
+  b.shard = shard;
+  // Shared reference results only where no student's run could have written them.
+  b.share_reference = (isolation.own_user || isolation.paths_hidden) && !a.no_reference_cache;
+  b.sandbox_warning = warning;
+  // Removed however grade_batch ends (a refusal throws).
+  struct RemovedAfter {
+    fs::path folder;
+    ~RemovedAfter() {
+      std::error_code ec;
+      fs::remove_all(folder, ec);
+    }
+  } work_folder{b.work};
+  return grade_batch(recipe, lessons, b, options);
+}
+
+// The scoreboard of one submission's grade (a single lesson's checks first), and where its files went.
+void print_grade(const std::vector<LessonResult>& results, const GradeArgs& a, const SubmissionLayout* found,
+                 uint64_t seed, const std::string& warning) {
+  if (results.size() == 1) {
+    std::cout << "\nlesson " << results[0].lesson->number << ": " << results[0].status << "\n";
+    if (results[0].checks.empty() || results[0].status == "does not compile" || results[0].status == "not submitted") {
+      std::cout << results[0].problem;
+    } else {
+      print_checks(std::cout, results[0], use_color());
+    }
+  }
+  if (found) std::cout << "\n" << found->text();
+  print_scoreboard(std::cout, results, seed, use_color());
+  std::cout << warning;
+  if (!a.json_file.empty()) std::cout << "results.json written to " << a.json_file << "\n";
+  if (!a.html_file.empty()) std::cout << "HTML report written to " << a.html_file << "\n";
+  if (!a.junit_file.empty()) std::cout << "JUnit XML written to " << a.junit_file << "\n";
+}
+
+// grade [--submission S]: the student's own lessons, or one submission (a
+// folder or an archive, its lessons found at any depth); 0 unless --expect
+// was given and not met.
+int grade_one(const Recipe& recipe, const std::vector<const Lesson*>& lessons, const GradeArgs& a,
+              const GradeOptions& options, const std::string& warning, double deadline_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path lessons_dir = recipe.source_dir / "lessons";
+  fs::path build_dir = recipe.student_dir;
+  const fs::path work = work_root();
+  std::optional<SubmissionLayout> layout;
+  if (!a.submission.empty()) {
+    std::error_code ec;
+    TINY_CHECK(fs::exists(fs::symlink_status(a.submission, ec)), ValueError, "--submission ", a.submission,
+               " does not exist: give a folder holding the lessons, or a .zip or .tar.gz of it");
+    layout = take_in(a.submission, lessons, work / "intake");  // an archive is unpacked into our scratch
+    build_dir = work / "build";
+  }
+  const std::string quiz = !layout ? read_quiz(lessons_dir)
+                           : layout->quiz_dir.empty() ? std::string() : read_quiz(layout->quiz_dir);
+  const SubmissionLayout* found = layout ? &*layout : nullptr;
+  // The files asked for, from the lessons graded so far: rewritten after each, so a kill keeps them.
+  auto write_files = [&](const std::vector<LessonResult>& so_far) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!a.json_file.empty()) {
+      nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz, found);
+      if (!warning.empty()) doc["output"] = warning + doc["output"].get<std::string>();
+      write_file_atomically(a.json_file, results_json_text(doc));
+    }
+    if (!a.html_file.empty()) {
+      write_file_atomically(a.html_file, html_report(so_far, options.seed, "GPU Training Workbook", warning,
+                                                     found ? found->text() : ""));
+    }
+    if (!a.junit_file.empty()) {
+      const std::string name = a.submission.empty() ? "your lessons" : fs::path(a.submission).filename().string();
+      write_file_atomically(a.junit_file, junit_xml(so_far, name, options.seed, found));
+    }
+  };
+  const std::vector<LessonResult> results =
+      grade_submission(recipe, lessons, lessons_dir, found, build_dir, work / "checks", options, deadline_s, write_files);
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  write_files(results);  // with the whole time taken
+  print_grade(results, a, found, options.seed, warning);
+  if (a.expect.empty()) return 0;
+  const std::string want = a.expect == "full" ? "passed" : "not started";
+  const bool all = std::all_of(results.begin(), results.end(), [&](const LessonResult& r) { return r.status == want; });
+  std::cout << (all ? "as expected, every lesson is " : "NOT as expected: not every lesson is ") << want << "\n";
+  return all ? 0 : 1;
+}
+
+// grade: checks the options, says what protected the grade, then grades a class or one submission.
+int grade(const Recipe& recipe, const GradeArgs& a, const GradeOptions& options) {
+  check_grade_args(a);
+  const Shard shard = shard_of(a);  // a bad --shard is refused before the sandbox is probed
+  const double deadline_s = a.deadline ? *a.deadline : (!a.batch.empty() || !a.submission.empty()) ? 600.0 : 0.0;
+  const std::vector<const Lesson*> lessons = pick(recipe, a.numbers);
+  if (!a.batch.empty()) {  // no submission may read another (nor the grades)
+    hide_in_every_sandbox(a.batch);
+    hide_in_every_sandbox(a.out_dir);
+  }
+  const Isolation isolation = probe_sandbox();
+  const std::string warning = sandbox_warning(a, isolation);
+  if (!a.batch.empty()) return grade_class(recipe, lessons, a, shard, options, isolation, warning, deadline_s);
+  return grade_one(recipe, lessons, a, options, warning, deadline_s);
+}
+
+// hint N [--all]: the next hint of lesson N (or all of them), remembered in the state file.
+int show_hint(const Recipe& recipe, int number, bool all_hints) {
+  const Lesson& l = recipe.lesson(number);
+  TINY_CHECK(l.problem.empty(), IOError, "lesson ", number, "'s hints cannot be read: ", l.problem);
+  TINY_CHECK(!l.hints.empty(), ValueError, "lesson ", number, " has no hints: its README.md explains each step");
+  nlohmann::json state = load_state(recipe);
+  const std::string key = std::to_string(number);
+  if (!state.contains("hints_shown") || !state["hints_shown"].is_object()) state["hints_shown"] = nlohmann::json::object();
+  const int shown = state["hints_shown"].value(key, 0);
+  if (all_hints) {
+    for (size_t i = 0; i < l.hints.size(); ++i) std::printf("hint %zu of %zu: %s\n", i + 1, l.hints.size(), l.hints[i].c_str());
+    return 0;
+  }
+  const int index = std::min<int>(shown, static_cast<int>(l.hints.size()) - 1);
+  std::printf("lesson %d, hint %d of %zu: %s\n", number, index + 1, l.hints.size(), l.hints[index].c_str());
+  if (index + 1 < static_cast<int>(l.hints.size())) {
+    std::printf("(run ./workbook hint %d again for the next one)\n", number);
+  } else {
+    std::printf("(that was the last hint; ./workbook hint %d --all shows them all again)\n", number);
+  }
+  state["hints_shown"][key] = index + 1;
+  save_state(recipe, state);
+  return 0;
+}
+
+// reset N: lesson N's exercise.cpp back to its stubs, the student's version kept as a .bak file.
+int reset_lesson(const Recipe& recipe, int number) {
+  const Lesson& l = recipe.lesson(number);
+  const fs::path file = recipe.source_dir / "lessons" / l.folder / "exercise.cpp";
+  const std::string stub = stub_of(recipe, l);
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(file, ec);
+  TINY_CHECK(!fs::exists(st) || fs::is_regular_file(st), IOError, "lessons/", l.folder,
+             "/exercise.cpp is not a plain file (a folder, a link or a FIFO): move it away, then run ./workbook "
+             "reset ", number, " again");
+  if (fs::exists(st)) {
+    if (read_whole_file(file) == stub) {
+      std::printf("lessons/%s/exercise.cpp is already the untouched stubs\n", l.folder.c_str());
+      return 0;
+    }
+    const fs::path backup = keep_backup(file);
+    std::printf("your version is kept as %s (to undo: cp %s %s)\n", fs::relative(backup, recipe.source_dir).c_str(),
+                fs::relative(backup, recipe.source_dir).c_str(), fs::relative(file, recipe.source_dir).c_str());
+  }
+  write_file_atomically(file, stub);
+  std::printf("lessons/%s/exercise.cpp is back to its stubs\n", l.folder.c_str());
+  return 0;
+}
+
+// next: the first lesson that does not pass yet, and its first open check.
+int next_lesson(const Recipe& recipe, GradeOptions options) {
+  options.timing = false;
+  int passed = 0;
+  for (const Lesson& l : recipe.lessons) {
+    const LessonResult r = check_own(recipe, l, options);
+    passed += r.status == "passed";
+    if (r.status == "passed" || r.status == "skipped") continue;
+    print_next(std::cout, r);
+    return 0;
+  }
+  if (passed == 0) {
+    std::printf("No check of any lesson ran here: every check was skipped (./workbook check N says why).\n");
+    return 0;
+  }
+  std::printf("Every lesson passes: nothing left to do here. Well done.\n");
+  return 0;
+}
+
+// solution N: lesson N's reference solution, once the student's lesson N passes.
+int show_solution(const Recipe& recipe, int number, const GradeOptions& options) {
+  const Lesson& l = recipe.lesson(number);
+  // With the timed checks, as the scoreboard counts (modelled time makes them quick): "0 of 6" beside its "0/7" confused.
+  const LessonResult r = check_own(recipe, l, options);
+  if (r.status != "passed") {
+    std::printf("The solution of lesson %d opens once your lesson passes: now %s, %d of %d checks pass.\n"
+                "Keep going: ./workbook check %d shows what is left, ./workbook hint %d helps.\n",
+                number, r.status.c_str(), r.passed, r.total, number, number);
+    return 1;
+  }
+  const fs::path file = recipe.source_dir / "solutions" / l.folder / "exercise.cpp";
+  std::printf("// %s: the reference solution of lesson %d\n%s", fs::relative(file, recipe.source_dir).c_str(), number,
+              read_whole_file(file).c_str());
+  return 0;
+}
+
+// stubs [--check] [--out D] [--force]: (maintainers) every lesson's exercise.cpp from its solution.
+int write_stubs(const Recipe& recipe, bool check_only, const std::string& out_dir, bool force) {
+  int differ = 0;
+  for (const Lesson& l : recipe.lessons) {
+    const std::string stub = stub_of(recipe, l);
+    const fs::path base = out_dir.empty() ? recipe.source_dir / "lessons" : fs::path(out_dir);
+    const fs::path file = base / l.folder / "exercise.cpp";
+    if (check_only) {
+      // A student's edits are not the maintainers' concern: the committed stub is what must match.
+      const bool matches = (fs::exists(file) && read_whole_file(file) == stub) || committed_version(recipe, file) == stub;
+      if (!matches) {
+        ++differ;
+        std::printf("(maintainers) %s, as committed, differs from the stub generated from solutions/%s/exercise.cpp: "
+                    "run build/default/grader/workbook-grader stubs and commit the result\n",
+                    file.c_str(), l.folder.c_str());
+      }
+      continue;
+    }
+    fs::create_directories(file.parent_path());
+    if (out_dir.empty() && fs::exists(file) && read_whole_file(file) != stub && !committed_version(recipe, file).empty() &&
+        read_whole_file(file) != committed_version(recipe, file) && !force) {
+      std::printf("left %s alone: it has changes that are not committed (a student's work?); --force overwrites it\n",
+                  file.c_str());
+      continue;
+    }
+    write_file_atomically(file, stub);
+    std::printf("wrote %s\n", file.c_str());
+  }
+  if (check_only && differ == 0) std::printf("all %zu lessons' stubs match their solutions\n", recipe.lessons.size());
+  return differ == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- the command line
+
+// grade's options (and its merge subcommand's).
+CLI::App* add_grade_command(CLI::App& app, GradeArgs& a, std::optional<uint64_t>& seed, bool& no_timing) {
+  auto* grade = app.add_subcommand("grade", "grade lessons N... (all when none) and print the scoreboard");
+  grade->add_option("lessons", a.numbers, "lesson numbers");
+  grade->add_option("--submission", a.submission, "grade another copy of the lessons folder (only exercise.cpp and quiz.txt are taken)");
+  grade->add_option("--batch", a.batch, "grade every submission folder inside this folder into a gradebook");
+  grade->add_option("--out", a.out_dir, "where --batch writes gradebook.csv, index.html (the class) and a folder per submission")->capture_default_str();
+  grade->add_option("--jobs", a.jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
+  grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
+  grade->add_option("--json", a.json_file, "also write Gradescope's results.json here (rewritten after each lesson)");
+  grade->add_option("--html", a.html_file, "also write an HTML report here (checks, timing bars, GPU work, loss curves)");
+  grade->add_option("--junit", a.junit_file, "also write JUnit XML here, for CI (a suite per lesson, a case per check)");
+  grade->add_flag("--no-timing", no_timing, "skip the timing checks");
+  grade->add_option("--timeout", a.run_timeout, "stop any one run of a student's exercise after this many seconds (default: 20x the reference's own time for it, at least 10 s, at most the check's limit)");
+  grade->add_option("--deadline", a.deadline, "seconds each submission may take in all (default 600 with --submission and --batch, "
+                                              "none for your own lessons); lessons left when it is spent are \"out of time\"");
+  grade->add_flag("--resume", a.resume, "with --batch: go on with OUT/gradebook.csv, grading only the submissions without a row");
+  grade->add_option("--expect", a.expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
+      ->check(CLI::IsMember({"full", "zero"}))->group("");
+  grade->add_option("--shard", a.shard_text, "with --batch: grade only part INDEX of COUNT of the class, counted from 0 "
+                                             "(default: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX when set); "
+                                             "then grade merge the parts");
+  grade->add_option("--shard-count", a.shard_count, "with --batch: the number of parts when the index comes from "
+                                                     "JOB_COMPLETION_INDEX (Kubernetes does not say how many)");
+  grade->add_flag("--no-reference-cache", a.no_reference_cache, "(maintainers) with --batch: run the reference for "
+                  "every submission instead of once per input (to measure what sharing it saves)")->group("");
+  grade->get_option("--batch")->excludes(grade->get_option("--submission"));
+  grade->add_flag("--require-sandbox", a.require_sandbox,
+                  "refuse to grade unless the sandbox has every protection here (Gradescope's run_autograder; --batch always does)");
+  grade->add_flag("--unsafe", a.unsafe, "grade others' work even where the sandbox lacks some of its protections (it says which)");
+  return grade;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,84 +629,63 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string recipe_file = WORKBOOK_RECIPE;
   app.add_option("--recipe", recipe_file, "the recipe CMake wrote")->capture_default_str();
-
-  std::vector<int> numbers;
+  // One subcommand runs: each fills its own variables, then its function is called with them.
+  std::map<const CLI::App*, std::function<int(const Recipe&, const GradeOptions&)>> run;
   std::optional<uint64_t> seed;
   bool no_timing = false;
-
-  auto* build = app.add_subcommand("build", "compile the student's exercise of lessons N... (all when none)");
-  build->add_option("lessons", numbers, "lesson numbers");
-
   int number = 0;
+
+  std::vector<int> build_numbers;
+  auto* build = app.add_subcommand("build", "compile the student's exercise of lessons N... (all when none)");
+  build->add_option("lessons", build_numbers, "lesson numbers");
+  run[build] = [&](const Recipe& r, const GradeOptions&) { return build_lessons(r, build_numbers); };
+
   auto* check = app.add_subcommand("check", "build lesson N and run its checks, one line per check");
   check->add_option("lesson", number, "lesson number")->required();
   check->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
   check->add_flag("--no-timing", no_timing, "skip the timing checks");
+  run[check] = [&](const Recipe& r, const GradeOptions& o) { return check_lesson(r, number, o); };
 
-  std::string submission, batch, json_file, out_dir = "gradebook";
-  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string expect;
-  auto* grade = app.add_subcommand("grade", "grade lessons N... (all when none) and print the scoreboard");
-  grade->add_option("lessons", numbers, "lesson numbers");
-  grade->add_option("--submission", submission, "grade another copy of the lessons folder (only exercise.cpp and quiz.txt are taken)");
-  grade->add_option("--batch", batch, "grade every submission folder inside this folder into a gradebook");
-  grade->add_option("--out", out_dir, "where --batch writes gradebook.csv, index.html (the class) and a folder per submission")->capture_default_str();
-  grade->add_option("--jobs", jobs, "submissions graded at once with --batch (timed checks still run one at a time)")->capture_default_str();
-  grade->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
-  grade->add_option("--json", json_file, "also write Gradescope's results.json here (rewritten after each lesson)");
-  std::string html_file, junit_file;
-  grade->add_option("--html", html_file, "also write an HTML report here (checks, timing bars, GPU work, loss curves)");
-  grade->add_option("--junit", junit_file, "also write JUnit XML here, for CI (a suite per lesson, a case per check)");
-  grade->add_flag("--no-timing", no_timing, "skip the timing checks");
-  double run_timeout = 0;
-  grade->add_option("--timeout", run_timeout, "stop any one run of a student's exercise after this many seconds (default: 20x the reference's own time for it, at least 10 s, at most the check's limit)");
-  std::optional<double> deadline;
-  grade->add_option("--deadline", deadline, "seconds each submission may take in all (default 600 with --submission and --batch, "
-                                            "none for your own lessons); lessons left when it is spent are \"out of time\"");
-  bool resume = false;
-  grade->add_flag("--resume", resume, "with --batch: go on with OUT/gradebook.csv, grading only the submissions without a row");
-  grade->add_option("--expect", expect, "(maintainers) exit 0 only when every lesson is: passed (full) or not started (zero)")
-      ->check(CLI::IsMember({"full", "zero"}))->group("");
-  std::string shard_text;
-  std::optional<int> shard_count;
-  grade->add_option("--shard", shard_text, "with --batch: grade only part INDEX of COUNT of the class, counted from 0 "
-                                           "(default: from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX when set); "
-                                           "then grade merge the parts");
-  grade->add_option("--shard-count", shard_count, "with --batch: the number of parts when the index comes from "
-                                                   "JOB_COMPLETION_INDEX (Kubernetes does not say how many)");
-  bool no_reference_cache = false;
-  grade->add_flag("--no-reference-cache", no_reference_cache, "(maintainers) with --batch: run the reference for "
-                  "every submission instead of once per input (to measure what sharing it saves)")->group("");
-  grade->get_option("--batch")->excludes(grade->get_option("--submission"));
+  GradeArgs grade_args;
+  auto* grade_cmd = add_grade_command(app, grade_args, seed, no_timing);
+  run[grade_cmd] = [&](const Recipe& r, const GradeOptions& o) { return grade(r, grade_args, o); };
   std::vector<std::string> merge_dirs;
   std::string merge_out;
-  auto* merge = grade->add_subcommand("merge", "combine the out folders of a class graded in parts (--shard) into one "
-                                               "gradebook.csv and index.html");
+  auto* merge = grade_cmd->add_subcommand("merge", "combine the out folders of a class graded in parts (--shard) into "
+                                                   "one gradebook.csv and index.html");
   merge->add_option("folders", merge_dirs, "each part's --out folder")->required();
   merge->add_option("--out", merge_out, "where the merged gradebook.csv, index.html and submission folders go")->required();
-  bool unsafe = false, require_sandbox = false;
-  grade->add_flag("--require-sandbox", require_sandbox,
-                  "refuse to grade unless the sandbox has every protection here (Gradescope's run_autograder; --batch always does)");
-  grade->add_flag("--unsafe", unsafe, "grade others' work even where the sandbox lacks some of its protections (it says which)");
+  run[merge] = [&](const Recipe& r, const GradeOptions&) {
+    return merge_shards(r, std::vector<fs::path>(merge_dirs.begin(), merge_dirs.end()), merge_out, "");
+  };
 
   auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
   hint->add_option("lesson", number, "lesson number")->required();
   bool all_hints = false;
   hint->add_flag("--all", all_hints, "show every hint");
+  run[hint] = [&](const Recipe& r, const GradeOptions&) { return show_hint(r, number, all_hints); };
   auto* reset = app.add_subcommand("reset", "put lesson N's exercise.cpp back to its stubs (your version is kept as a .bak file)");
   reset->add_option("lesson", number, "lesson number")->required();
+  run[reset] = [&](const Recipe& r, const GradeOptions&) { return reset_lesson(r, number); };
   auto* next = app.add_subcommand("next", "say which lesson to do next, and its first open check");
+  run[next] = [&](const Recipe& r, const GradeOptions& o) { return next_lesson(r, o); };
   auto* solution = app.add_subcommand("solution", "show lesson N's reference solution, once your lesson N passes");
   solution->add_option("lesson", number, "lesson number")->required();
+  run[solution] = [&](const Recipe& r, const GradeOptions& o) { return show_solution(r, number, o); };
   auto* watch_cmd = app.add_subcommand("watch", "check a lesson each time its exercise.cpp is saved");
-  bool stubs_check = false;
+  run[watch_cmd] = [&](const Recipe& r, const GradeOptions& o) { return watch(r, o); };
+  bool stubs_check = false, force = false;
   std::string stubs_out;
   auto* stubs = app.add_subcommand("stubs", "(maintainers) write lessons/*/exercise.cpp from the solutions");
   stubs->add_flag("--check", stubs_check, "only compare: exit 1 when a committed stub differs");
   stubs->add_option("--out", stubs_out, "write the stubs into this folder instead of lessons/");
-  bool force = false;
   stubs->add_flag("--force", force, "also overwrite lesson files with uncommitted changes");
+  run[stubs] = [&](const Recipe& r, const GradeOptions&) { return write_stubs(r, stubs_check, stubs_out, force); };
   auto* list = app.add_subcommand("list", "list the lessons");
+  run[list] = [&](const Recipe& r, const GradeOptions&) {
+    print_lesson_list(std::cout, r.lessons);
+    return 0;
+  };
 
   try {
     app.parse(argc, argv);
@@ -327,332 +705,17 @@ int main(int argc, char** argv) {
   try {
     const Recipe recipe = Recipe::load(recipe_file);
     GradeOptions options;
+    grade_args.seed_given = seed.has_value();
     options.seed = seed ? *seed : fresh_seed();
     options.timing = !no_timing;
-    options.run_timeout_s = run_timeout;
+    options.run_timeout_s = grade_args.run_timeout;
     options.progress = true;
-    const fs::path own_lessons = recipe.source_dir / "lessons";
-
-    if (*build) {
-      int failed = 0;
-      for (const Lesson* l : pick(recipe, numbers)) {
-        const LessonLock lock(recipe.student_dir / l->folder,
-                              "waiting for another check of lesson " + std::to_string(l->number) + " to finish");
-        BuildResult b;
-        try {
-          b = build_student(recipe, *l, own_lessons, recipe.student_dir, [&]() {
-            std::fprintf(stderr, "building lesson %d with your exercise.cpp ...\n", l->number);
-            std::fflush(stderr);
-          });
-        } catch (const std::exception& e) {  // e.g. exercise.cpp is a folder: this lesson only
-          b.ok = false;
-          b.log = std::string(e.what()) + "\n";
-        }
-        if (!b.ok) {
-          ++failed;
-          std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l->number, l->folder.c_str(), b.log.c_str());
-        } else {
-          std::printf("lesson %d: %s\n%s", l->number, b.rebuilt ? "built" : "up to date", b.log.c_str());
-        }
-      }
-      return failed == 0 ? 0 : 1;
-    }
-    if (*check) {
-      const Lesson& l = recipe.lesson(number);
-      options.verbose = true;
-      const LessonResult r = check_own(recipe, l, options);
-      if (r.status == "does not compile") {
-        std::printf("lesson %d does not compile (lessons/%s/exercise.cpp):\n%s", l.number, l.folder.c_str(), r.problem.c_str());
-        return 1;
-      }
-      if (r.status == "error") {
-        std::printf("%s", r.problem.c_str());
-        return 1;
-      }
-      if (r.status == "passed") {
-        std::printf("lesson %d passes. Compare with the reference: ./workbook solution %d; then ./workbook next\n", l.number, l.number);
-        return 0;
-      }
-      std::printf("stuck? ./workbook hint %d\n", l.number);
-      std::fflush(stdout);
-      return 1;
-    }
-    if (*grade && *merge) {
-      std::vector<fs::path> dirs(merge_dirs.begin(), merge_dirs.end());
-      return merge_shards(recipe, dirs, merge_out, "");
-    }
-    if (*grade) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!batch.empty()) {
-        // One submission's files name one submission: a batch writes them per submission, never ignores them.
-        const std::pair<const std::string*, const char*> single[] = {
-            {&json_file, "--json"}, {&html_file, "--html"}, {&junit_file, "--junit"}, {&expect, "--expect"}};
-        for (const auto& [value, name] : single) {
-          TINY_CHECK(value->empty(), ValueError, name, " ", *value, " names one submission's file, and --batch grades "
-                     "many: each submission's results.json, report.html and junit.xml are written to ", out_dir,
-                     "/<submission>/, the class's index.html and gradebook.csv to ", out_dir,
-                     "/ (choose that folder with --out): drop ", name);
-        }
-      } else {
-        TINY_CHECK(!resume, ValueError, "--resume goes on with a --batch's gradebook.csv: add --batch FOLDER (and the "
-                   "same --out), or drop --resume");
-        TINY_CHECK(shard_text.empty() && !shard_count, ValueError, "--shard and --shard-count split a --batch's class: "
-                   "add --batch FOLDER, or drop them");
-      }
-      // Which part of the class this run grades: --shard, else a SLURM array task's or an indexed Job's.
-      Shard shard;
-      shard.source = "the whole class";
-      if (!batch.empty()) {
-        if (!shard_text.empty()) {
-          shard = parse_shard(shard_text);
-          TINY_CHECK(!shard_count || *shard_count == shard.count, ValueError, "--shard-count ", *shard_count,
-                     " and --shard ", shard_text, " disagree: drop --shard-count (--shard says how many parts)");
-        } else if (const std::optional<Shard> s = shard_from_environment([](const char* v) { return std::getenv(v); },
-                                                                         shard_count)) {
-          shard = *s;
-        } else {
-          TINY_CHECK(!shard_count, ValueError, "--shard-count ", *shard_count, " needs the part's index: give --shard "
-                     "INDEX/COUNT, or run it where JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID is set");
-        }
-      }
-      if (deadline) {
-        TINY_CHECK(*deadline >= 10 && *deadline <= 86400, ValueError, "--deadline ", *deadline, " is not a time a "
-                   "submission can be graded in: give seconds from 10 to 86400 (default 600, Gradescope's own limit "
-                   "is 40 minutes; leave room for its setup)");
-      }
-      TINY_CHECK(run_timeout == 0 || (run_timeout >= 1 && run_timeout <= 3600), ValueError, "--timeout ", run_timeout,
-                 " is not a time a run of an exercise can take: give seconds from 1 to 3600, or leave it out (each run "
-                 "then gets 20x the reference's own time, at least 10 s)");
-      const double deadline_s = deadline ? *deadline : (!batch.empty() || !submission.empty()) ? 600.0 : 0.0;
-      const std::vector<const Lesson*> lessons = pick(recipe, numbers);
-      if (!batch.empty()) {  // no submission may read another (nor the grades)
-        hide_in_every_sandbox(batch);
-        hide_in_every_sandbox(out_dir);
-      }
-      // What protected the grade: for others' work, every protection or a warning
-      // (or a refusal); for any grade, whether the sources were out of the code's reach.
-      const Isolation isolation = probe_sandbox();
-      if (!batch.empty() || !submission.empty() || require_sandbox) {
-        if (!isolation.complete()) {
-          if (!unsafe && (!batch.empty() || require_sandbox)) {
-            const std::string why = sandbox_refusal(isolation);
-            if (!json_file.empty()) {
-              // What the student sees on Gradescope: their work was not graded, and why, for the instructor.
-              nlohmann::json doc = {{"score", 0}, {"tests", nlohmann::json::array()},
-                                    {"output", "Your work was not graded: this autograder is not set up to grade "
-                                               "safely. This is not a problem with your code; please tell your "
-                                               "instructor.\n\nFor the instructor: " + why + "\n"}};
-              write_file_atomically(json_file, results_json_text(doc));
-            }
-            TINY_CHECK(false, ValueError, why);
-          }
-          g_sandbox_warning = "warning: the sandbox lacked " + isolation.missing() + " (" + isolation.describe() + ")\n";
-        } else {
-          // An instructor's grade says what protected it, not only what was missing.
-          g_sandbox_warning = "sandbox: every protection in force (" + isolation.describe() + ")\n";
-        }
-      }
-      if (!isolation.paths_hidden) g_sandbox_warning += unproctored();
-      std::fprintf(stderr, "%s", g_sandbox_warning.c_str());
-      if (!batch.empty()) {
-        TINY_CHECK(fs::is_directory(batch), ValueError, "--batch ", batch, " is not a folder");
-        TINY_CHECK(jobs >= 1 && jobs <= 256, ValueError, "--jobs ", jobs, " is not a number of submissions to grade "
-                   "at once: give 1 to 256 (about one per two cores)");
-        BatchOptions b;
-        b.batch = batch;
-        b.out_dir = out_dir;
-        b.work = work_root();
-        b.jobs = jobs;
-        b.resume = resume;
-        b.seed_given = seed.has_value();
-        b.deadline_s = deadline_s;
-        b.shard = shard;
-        // Shared reference results only where no student's run could have written them.
-        b.share_reference = (isolation.own_user || isolation.paths_hidden) && !no_reference_cache;
-        b.sandbox_warning = g_sandbox_warning;
-        // Removed however grade_batch ends (a refusal throws).
-        struct RemovedAfter {
-          fs::path folder;
-          ~RemovedAfter() {
-            std::error_code ec;
-            fs::remove_all(folder, ec);
-          }
-        } work_folder{b.work};
-        return grade_batch(recipe, lessons, b, options);
-      }
-      fs::path lessons_dir = own_lessons, build_dir = recipe.student_dir;
-      const fs::path work = work_root();
-      // Someone else's submission: its lessons found at any depth, an archive unpacked into our scratch.
-      std::optional<SubmissionLayout> layout;
-      if (!submission.empty()) {
-        std::error_code ec;
-        TINY_CHECK(fs::exists(fs::symlink_status(submission, ec)), ValueError, "--submission ", submission,
-                   " does not exist: give a folder holding the lessons, or a .zip or .tar.gz of it");
-        layout = take_in(submission, lessons, work / "intake");
-        build_dir = work / "build";
-      }
-      const std::string quiz = !layout ? read_quiz(lessons_dir)
-                               : layout->quiz_dir.empty() ? std::string() : read_quiz(layout->quiz_dir);
-      const SubmissionLayout* found = layout ? &*layout : nullptr;
-      // The files asked for, from the lessons graded so far: rewritten after each, so a kill keeps them.
-      auto write_files = [&](const std::vector<LessonResult>& so_far) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!json_file.empty()) {
-          nlohmann::json doc = gradescope_results(so_far, seconds, options.seed, quiz, found);
-          if (!g_sandbox_warning.empty()) doc["output"] = g_sandbox_warning + doc["output"].get<std::string>();
-          write_file_atomically(json_file, results_json_text(doc));
-        }
-        if (!html_file.empty()) {
-          write_file_atomically(html_file, html_report(so_far, options.seed, "GPU Training Workbook", g_sandbox_warning,
-                                      found ? found->text() : ""));
-        }
-        if (!junit_file.empty()) {
-          const std::string name = submission.empty() ? "your lessons" : fs::path(submission).filename().string();
-          write_file_atomically(junit_file, junit_xml(so_far, name, options.seed, found));
-        }
-      };
-      const std::vector<LessonResult> results =
-          grade_submission(recipe, lessons, lessons_dir, found, build_dir, work / "checks", options, deadline_s, write_files);
-      std::error_code ec;
-      fs::remove_all(work, ec);
-      if (lessons.size() == 1) {
-        std::cout << "\nlesson " << results[0].lesson->number << ": " << results[0].status << "\n";
-        if (results[0].checks.empty() || results[0].status == "does not compile" || results[0].status == "not submitted") {
-          std::cout << results[0].problem;
-        } else {
-          print_checks(std::cout, results[0], use_color());
-        }
-      }
-      if (found) std::cout << "\n" << found->text();
-      print_scoreboard(std::cout, results, options.seed, use_color());
-      std::cout << g_sandbox_warning;
-      write_files(results);  // with the whole time taken
-      if (!json_file.empty()) std::cout << "results.json written to " << json_file << "\n";
-      if (!html_file.empty()) std::cout << "HTML report written to " << html_file << "\n";
-      if (!junit_file.empty()) std::cout << "JUnit XML written to " << junit_file << "\n";
-      if (!expect.empty()) {
-        const std::string want = expect == "full" ? "passed" : "not started";
-        const bool all = std::all_of(results.begin(), results.end(), [&](const LessonResult& r) { return r.status == want; });
-        std::cout << (all ? "as expected, every lesson is " : "NOT as expected: not every lesson is ") << want << "\n";
-        return all ? 0 : 1;
-      }
-      return 0;
-    }
-    if (*hint) {
-      const Lesson& l = recipe.lesson(number);
-      TINY_CHECK(l.problem.empty(), IOError, "lesson ", number, "'s hints cannot be read: ", l.problem);
-      TINY_CHECK(!l.hints.empty(), ValueError, "lesson ", number, " has no hints: its README.md explains each step");
-      nlohmann::json state = load_state(recipe);
-      const std::string key = std::to_string(number);
-      if (!state.contains("hints_shown") || !state["hints_shown"].is_object()) state["hints_shown"] = nlohmann::json::object();
-      const int shown = state["hints_shown"].value(key, 0);
-      if (all_hints) {
-        for (size_t i = 0; i < l.hints.size(); ++i) std::printf("hint %zu of %zu: %s\n", i + 1, l.hints.size(), l.hints[i].c_str());
-        return 0;
-      }
-      const int index = std::min<int>(shown, static_cast<int>(l.hints.size()) - 1);
-      std::printf("lesson %d, hint %d of %zu: %s\n", number, index + 1, l.hints.size(), l.hints[index].c_str());
-      if (index + 1 < static_cast<int>(l.hints.size())) {
-        std::printf("(run ./workbook hint %d again for the next one)\n", number);
-      } else {
-        std::printf("(that was the last hint; ./workbook hint %d --all shows them all again)\n", number);
-      }
-      state["hints_shown"][key] = index + 1;
-      save_state(recipe, state);
-      return 0;
-    }
-    if (*reset) {
-      const Lesson& l = recipe.lesson(number);
-      const fs::path file = own_lessons / l.folder / "exercise.cpp";
-      const std::string stub = stub_of(recipe, l);
-      std::error_code ec;
-      const fs::file_status st = fs::symlink_status(file, ec);
-      TINY_CHECK(!fs::exists(st) || fs::is_regular_file(st), IOError, "lessons/", l.folder,
-                 "/exercise.cpp is not a plain file (a folder, a link or a FIFO): move it away, then run ./workbook "
-                 "reset ", number, " again");
-      if (fs::exists(st)) {
-        if (read_whole_file(file) == stub) {
-          std::printf("lessons/%s/exercise.cpp is already the untouched stubs\n", l.folder.c_str());
-          return 0;
-        }
-        const fs::path backup = keep_backup(file);
-        std::printf("your version is kept as %s (to undo: cp %s %s)\n", fs::relative(backup, recipe.source_dir).c_str(),
-                    fs::relative(backup, recipe.source_dir).c_str(), fs::relative(file, recipe.source_dir).c_str());
-      }
-      write_file_atomically(file, stub);
-      std::printf("lessons/%s/exercise.cpp is back to its stubs\n", l.folder.c_str());
-      return 0;
-    }
-    if (*next) {
-      options.timing = false;
-      int passed = 0;
-      for (const Lesson& l : recipe.lessons) {
-        const LessonResult r = check_own(recipe, l, options);
-        passed += r.status == "passed";
-        if (r.status == "passed" || r.status == "skipped") continue;
-        print_next(std::cout, r);
-        return 0;
-      }
-      if (passed == 0) {
-        std::printf("No check of any lesson ran here: every check was skipped (./workbook check N says why).\n");
-        return 0;
-      }
-      std::printf("Every lesson passes: nothing left to do here. Well done.\n");
-      return 0;
-    }
-    if (*solution) {
-      const Lesson& l = recipe.lesson(number);
-      // With the timed checks, as the scoreboard counts (modelled time makes them quick): "0 of 6" beside its "0/7" confused.
-      const LessonResult r = check_own(recipe, l, options);
-      if (r.status != "passed") {
-        std::printf("The solution of lesson %d opens once your lesson passes: now %s, %d of %d checks pass.\n"
-                    "Keep going: ./workbook check %d shows what is left, ./workbook hint %d helps.\n",
-                    number, r.status.c_str(), r.passed, r.total, number, number);
-        return 1;
-      }
-      const fs::path file = recipe.source_dir / "solutions" / l.folder / "exercise.cpp";
-      std::printf("// %s: the reference solution of lesson %d\n%s", fs::relative(file, recipe.source_dir).c_str(), number,
-                  read_whole_file(file).c_str());
-      return 0;
-    }
-    if (*watch_cmd) return watch(recipe, options);
-    if (*stubs) {
-      int differ = 0;
-      for (const Lesson& l : recipe.lessons) {
-        const std::string stub = stub_of(recipe, l);
-        const fs::path base = stubs_out.empty() ? own_lessons : fs::path(stubs_out);
-        const fs::path file = base / l.folder / "exercise.cpp";
-        if (stubs_check) {
-          // A student's edits are not the maintainers' concern: the committed stub is what must match.
-          const bool matches = (fs::exists(file) && read_whole_file(file) == stub) || committed_version(recipe, file) == stub;
-          if (!matches) {
-            ++differ;
-            std::printf("(maintainers) %s, as committed, differs from the stub generated from solutions/%s/exercise.cpp: "
-                        "run build/default/grader/workbook-grader stubs and commit the result\n",
-                        file.c_str(), l.folder.c_str());
-          }
-          continue;
-        }
-        fs::create_directories(file.parent_path());
-        if (stubs_out.empty() && fs::exists(file) && read_whole_file(file) != stub && !committed_version(recipe, file).empty() &&
-            read_whole_file(file) != committed_version(recipe, file) && !force) {
-          std::printf("left %s alone: it has changes that are not committed (a student's work?); --force overwrites it\n",
-                      file.c_str());
-          continue;
-        }
-        write_file_atomically(file, stub);
-        std::printf("wrote %s\n", file.c_str());
-      }
-      if (stubs_check && differ == 0) std::printf("all %zu lessons' stubs match their solutions\n", recipe.lessons.size());
-      return differ == 0 ? 0 : 1;
-    }
-    if (*list) {
-      print_lesson_list(std::cout, recipe.lessons);
-      return 0;
-    }
+    // The deepest subcommand parsed (grade merge before grade) is the one to run.
+    const CLI::App* chosen = app.get_subcommands().front();
+    if (!chosen->get_subcommands().empty()) chosen = chosen->get_subcommands().front();
+    return run.at(chosen)(recipe, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "workbook-grader: %s\n", e.what());
     return 2;
   }
-  return 0;
 }
