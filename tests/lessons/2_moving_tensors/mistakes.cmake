@@ -111,20 +111,10 @@ workbook_mistake(copy_back_as_wait CHECK time_matmul_waits MESSAGE "Your timing 
 # Right numbers, wrong speed: the start event is recorded before the warm-up, which is timed too.
 workbook_mistake(warmup_timed CHECK time_matmul_waits MESSAGE "the warm-up was timed too"
   FIND [=[  a.matmul(b);  // warm-up, not timed: the first product pays one-off setup
-  double total_ms = 0;
-  if (a.is_cuda()) {
-    // The GPU only queues the products: events, stamped by the GPU as its
-    // stream reaches them, time the GPU's work (on a real GPU and the modelled
-    // one alike). Record them on the stream of a's device: record() alone
-    // uses the current device's, and a may be on another GPU.
-    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
-    tiny::cuda::Event start(true), stop(true);
-    start.record(stream);  // after the warm-up in the stream's order]=]
-  REPLACE [=[  double total_ms = 0;
-  if (a.is_cuda()) {
-    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
-    tiny::cuda::Event start(true), stop(true);
-    start.record(stream);
+]=]
+  REPLACE [=[]=]
+  FIND [=[start.record(stream);  // after the warm-up in the stream's order]=]
+  REPLACE [=[start.record(stream);
     a.matmul(b);  // the warm-up, after the clock started]=])
 
 # No warm-up: the first product's setup is timed.
@@ -203,21 +193,19 @@ workbook_alternative(host_time_with_sync CHECKS time_matmul_waits time_matmul_cl
 
 # Events on the current stream with a's device made current, and a synchronize of the device to wait.
 workbook_alternative(events_under_device_guard CHECKS time_matmul_waits time_matmul_clock_start
-  FIND [=[    const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
+  FIND [=[const tiny::cuda::Stream stream = tiny::cuda::current_stream(a.get_device());
     tiny::cuda::Event start(true), stop(true);
     start.record(stream);  // after the warm-up in the stream's order
     for (int i = 0; i < reps; ++i) a.matmul(b);
     stop.record(stream);
-    stop.synchronize();  // the GPU has passed `stop`: only now are both times known
-    total_ms = start.elapsed_time(stop);]=]
-  REPLACE [=[    const tiny::cuda::DeviceGuard guard(a.get_device());
+    stop.synchronize();  // the GPU has passed `stop`: only now are both times known]=]
+  REPLACE [=[const tiny::cuda::DeviceGuard guard(a.get_device());
     tiny::cuda::synchronize(a.get_device());
     tiny::cuda::Event start(true), stop(true);
     start.record();
     for (int i = 0; i < reps; ++i) a.matmul(b);
     stop.record();
-    tiny::cuda::synchronize(a.get_device());
-    total_ms = start.elapsed_time(stop);]=])
+    tiny::cuda::synchronize(a.get_device());]=])
 
 # The parameters taken through the host on their way to x's GPU: right values,
 # right device; only the copy counters (bytes out of a GPU and back in) see it.

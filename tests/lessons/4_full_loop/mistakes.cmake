@@ -66,12 +66,10 @@ workbook_mistake(drop_last CHECK make_loader MESSAGE "keep the short last batch"
 
 workbook_mistake(zero_grad_at_end CHECK train_step MESSAGE "clears the gradients after the step instead of before backward()"
   FIND [=[  optimizer.zero_grad();  // the gradients of the previous step are still there
-  const tiny::Tensor loss = F::cross_entropy(model(on_device.data), on_device.target);
-  loss.backward();
-  optimizer.step();]=]
-  REPLACE [=[  const tiny::Tensor loss = F::cross_entropy(model(on_device.data), on_device.target);
-  loss.backward();
-  optimizer.step();
+]=]
+  REPLACE [=[]=]
+  FIND [=[optimizer.step();]=]
+  REPLACE [=[optimizer.step();
   optimizer.zero_grad();]=])
 
 # Right numbers, wrong speed. Each of these trains exactly as the reference
@@ -80,24 +78,14 @@ workbook_mistake(zero_grad_at_end CHECK train_step MESSAGE "clears the gradients
 # The loop the PyTorch tutorials print: loss.item() every step, to add it up on
 # the host. Every step then waits for the GPU (a copy back and a synchronize).
 workbook_mistake(item_every_step CHECK epoch_copies_and_waits MESSAGE "a value read every step (.item(), .cpu())"
-  FIND [=[  tiny::Tensor loss_sum = tiny::zeros({}, device);  // on the device: adding to it queues work, never waits
-  int64_t examples = 0;
-  for (const Batch& batch : loader) {
-    const int64_t n = batch.target.size(0);  // the last batch may be short
-    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
-    examples += n;
-  }
-  if (examples == 0) return 0.0;
-  return loss_sum.item<double>() / static_cast<double>(examples);  // the epoch's one wait for the GPU]=]
-  REPLACE [=[  double loss_sum = 0.0;
-  int64_t examples = 0;
-  for (const Batch& batch : loader) {
-    const int64_t n = batch.target.size(0);
-    loss_sum += train_step(model, batch, optimizer, device).item<double>() * static_cast<double>(n);
-    examples += n;
-  }
-  if (examples == 0) return 0.0;
-  return loss_sum / static_cast<double>(examples);]=])
+  FIND [=[tiny::Tensor loss_sum = tiny::zeros({}, device);  // on the device: adding to it queues work, never waits]=]
+  REPLACE [=[double loss_sum = 0.0;]=]
+  FIND [=[const int64_t n = batch.target.size(0);  // the last batch may be short
+    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
+  REPLACE [=[const int64_t n = batch.target.size(0);
+    loss_sum += train_step(model, batch, optimizer, device).item<double>() * static_cast<double>(n);]=]
+  FIND [=[return loss_sum.item<double>() / static_cast<double>(examples);  // the epoch's one wait for the GPU]=]
+  REPLACE [=[return loss_sum / static_cast<double>(examples);]=])
 
 # A NaN check in every step: right losses, a wait for the GPU per step.
 workbook_mistake(nan_check_every_step CHECK train_step MESSAGE "made the host wait for the GPU 4 time(s) in 4 steps"
@@ -155,15 +143,13 @@ add_test(NAME dev.mistake.4.loss_with_graph_epoch
 set_tests_properties(dev.mistake.4.loss_with_graph_epoch PROPERTIES LABELS dev TIMEOUT 600)
 
 workbook_mistake(epoch_sum_keeps_graph CHECK train_one_epoch MESSAGE "your running loss keeps every step's graph alive"
-  FIND [=[    loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));
-    examples += n;]=]
-  REPLACE [=[    const Batch on_device = to_device(batch, device, /*non_blocking=*/true);
+  FIND [=[loss_sum.add_(train_step(model, batch, optimizer, device), static_cast<double>(n));]=]
+  REPLACE [=[const Batch on_device = to_device(batch, device, /*non_blocking=*/true);
     optimizer.zero_grad();
     const tiny::Tensor loss = F::cross_entropy(model(on_device.data), on_device.target);
     loss.backward();
     optimizer.step();
-    loss_sum.add_(loss, static_cast<double>(n));  // the loss still has its graph
-    examples += n;]=])
+    loss_sum.add_(loss, static_cast<double>(n));  // the loss still has its graph]=])
 
 # Right in every number: empty_cache() after every step, "to keep memory low".
 # It waits for the GPU each time. The model is small enough that its cached

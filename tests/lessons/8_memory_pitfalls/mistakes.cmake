@@ -1,61 +1,29 @@
 # Committed wrong solutions of lesson 8: each must fail its check with its message.
 
 workbook_mistake(history_of_tensors CHECK memory_flat MESSAGE "or a history of tensors, `history.push_back(loss)`"
-  FIND [=[  for (const Batch& batch : batches) {
-    optimizer.zero_grad();
-    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
-    loss.backward();
-    optimizer.step();
-    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
-    const int64_t n = batch.target.size(0);
-    loss_sum += value * static_cast<double>(n);
-    examples += n;
-    log.losses.push_back(value);
-  }]=]
-  REPLACE [=[  std::vector<tiny::Tensor> history;
+  FIND [=[for (const Batch& batch : batches) {
+    optimizer.zero_grad();]=]
+  REPLACE [=[std::vector<tiny::Tensor> history;
   for (const Batch& batch : batches) {
-    optimizer.zero_grad();
-    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
-    loss.backward();
-    optimizer.step();
-    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
-    const int64_t n = batch.target.size(0);
-    loss_sum += value * static_cast<double>(n);
-    examples += n;
-    history.push_back(loss);  // the tensor, and with it the step's graph
+    optimizer.zero_grad();]=]
+  FIND [=[log.losses.push_back(value);
+  }]=]
+  REPLACE [=[history.push_back(loss);  // the tensor, and with it the step's graph
   }
   for (const tiny::Tensor& l : history) log.losses.push_back(l.item<double>());]=])
 
 workbook_mistake(total_as_tensor CHECK memory_flat MESSAGE "That is a running total kept as a tensor, `total = total + loss`"
-  FIND [=[  double loss_sum = 0.0;  // a number, not a tensor: a tensor total would chain every step's graph
-  int64_t examples = 0;
-  for (const Batch& batch : batches) {
-    optimizer.zero_grad();
-    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
-    loss.backward();
-    optimizer.step();
-    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
+  FIND [=[double loss_sum = 0.0;  // a number, not a tensor: a tensor total would chain every step's graph]=]
+  REPLACE [=[tiny::Tensor loss_sum;]=]
+  FIND [=[const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step
     const int64_t n = batch.target.size(0);
-    loss_sum += value * static_cast<double>(n);
-    examples += n;
-    log.losses.push_back(value);
-  }
-  log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=]
-  REPLACE [=[  tiny::Tensor loss_sum;
-  int64_t examples = 0;
-  for (const Batch& batch : batches) {
-    optimizer.zero_grad();
-    const tiny::Tensor loss = F::cross_entropy(model(batch.data), batch.target);
-    loss.backward();
-    optimizer.step();
-    const double value = loss.item<double>();
+    loss_sum += value * static_cast<double>(n);]=]
+  REPLACE [=[const double value = loss.item<double>();
     const int64_t n = batch.target.size(0);
     const tiny::Tensor term = loss * static_cast<double>(n);
-    loss_sum = loss_sum.defined() ? loss_sum + term : term;  // a tensor: its graph reaches back to every step
-    examples += n;
-    log.losses.push_back(value);
-  }
-  log.mean_loss = examples == 0 ? 0.0 : loss_sum.item<double>() / static_cast<double>(examples);]=])
+    loss_sum = loss_sum.defined() ? loss_sum + term : term;  // a tensor: its graph reaches back to every step]=]
+  FIND [=[log.mean_loss = examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples);]=]
+  REPLACE [=[log.mean_loss = examples == 0 ? 0.0 : loss_sum.item<double>() / static_cast<double>(examples);]=])
 
 workbook_mistake(evaluate_without_no_grad CHECK evaluate MESSAGE "evaluate recorded an autograd graph"
   FIND [=[  tiny::NoGradGuard no_grad;  // no backward() will come: keep no activations for it]=]
@@ -120,10 +88,8 @@ workbook_mistake(current_device_read CHECK free_and_measure MESSAGE "these are t
 # Right in every number (losses, weights, flat memory_allocated), wrong only in
 # what the allocator's counters and the reserved-memory timeline show.
 workbook_mistake(empty_cache_every_step CHECK cache_reused MESSAGE "that is empty_cache() every step"
-  FIND [=[    optimizer.step();
-    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=]
-  REPLACE [=[    optimizer.step();
-    tiny::cuda::empty_cache();  // "free the GPU memory" after every step
+  FIND [=[const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=]
+  REPLACE [=[tiny::cuda::empty_cache();  // "free the GPU memory" after every step
     const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=])
 
 workbook_mistake(predict_without_adam_states CHECK predict_step_memory MESSAGE "you left out Adam's two states: 2 x 9.05 MiB"
@@ -170,15 +136,7 @@ workbook_alternative(checkpoint_sequential CHECKS checkpoint_gradients checkpoin
 # size, wrong with the check's short last batch (a newcomer's version passed
 # before the check had one).
 workbook_mistake(evaluate_mean_of_batches CHECK evaluate MESSAGE "the mean of the 3 batches' mean losses"
-  FIND [=[    loss_sum += F::cross_entropy(logits, batch.target).item<double>() * static_cast<double>(n);
-    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();
-    examples += n;
-  }
-  if (examples == 0) return {};
-  return {loss_sum / static_cast<double>(examples), static_cast<double>(correct) / static_cast<double>(examples)};]=]
-  REPLACE [=[    loss_sum += F::cross_entropy(logits, batch.target).item<double>();  // this batch's mean
-    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();
-    examples += n;
-  }
-  if (examples == 0) return {};
-  return {loss_sum / static_cast<double>(batches.size()), static_cast<double>(correct) / static_cast<double>(examples)};]=])
+  FIND [=[loss_sum += F::cross_entropy(logits, batch.target).item<double>() * static_cast<double>(n);]=]
+  REPLACE [=[loss_sum += F::cross_entropy(logits, batch.target).item<double>();  // this batch's mean]=]
+  FIND [=[return {loss_sum / static_cast<double>(examples), static_cast<double>(correct) / static_cast<double>(examples)};]=]
+  REPLACE [=[return {loss_sum / static_cast<double>(batches.size()), static_cast<double>(correct) / static_cast<double>(examples)};]=])

@@ -70,10 +70,8 @@ workbook_mistake(no_autocast CHECK train_step MESSAGE "the products ran in float
 
 # train_epoch: reads the running loss every batch "to watch it". Right numbers; a wait per batch.
 workbook_mistake(item_every_batch CHECK train_epoch MESSAGE "once a batch or more"
-  FIND [=[    train_step(model, batch, optimizer, device, loss_sum);
-    ++batches;]=]
-  REPLACE [=[    train_step(model, batch, optimizer, device, loss_sum);
-    ++batches;
+  FIND [=[++batches;]=]
+  REPLACE [=[++batches;
     const double running = loss_sum.item<double>() / static_cast<double>(batches);  // "to watch it"
     (void)running;]=])
 
@@ -101,17 +99,13 @@ workbook_mistake(tiny_batch CHECK fixed_program MESSAGE "raise batch_size"
 # the GPU's own clock, events on the device's stream after the wait for the
 # warm-up, instead of host_time() around two synchronizes (lesson 2 teaches both).
 workbook_alternative(events CHECKS measure
-  FIND [=[  const double start_s = tiny::cuda::host_time();
-  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
-  for (int i = 0; i < steps; ++i) step();
-  tiny::cuda::synchronize(device);  // the host's clock now includes the GPU's work
-  const double elapsed_s = tiny::cuda::host_time() - start_s;]=]
-  REPLACE [=[  const tiny::cuda::Stream stream = tiny::cuda::current_stream(device);
+  FIND [=[const double start_s = tiny::cuda::host_time();]=]
+  REPLACE [=[const tiny::cuda::Stream stream = tiny::cuda::current_stream(device);
   tiny::cuda::Event start(true), stop(true);
-  start.record(stream);  // stamped once the warm-up's work has run
-  const double kernels_before_ms = tiny::cuda::device_counters(device).modelled_kernel_ms;
-  for (int i = 0; i < steps; ++i) step();
-  stop.record(stream);
+  start.record(stream);  // stamped once the warm-up's work has run]=]
+  FIND [=[tiny::cuda::synchronize(device);  // the host's clock now includes the GPU's work
+  const double elapsed_s = tiny::cuda::host_time() - start_s;]=]
+  REPLACE [=[stop.record(stream);
   stop.synchronize();
   const double elapsed_s = start.elapsed_time(stop) / 1e3;]=])
 
