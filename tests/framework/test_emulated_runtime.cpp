@@ -753,7 +753,7 @@ TEST(EmulatedRuntime, CountersCountWhatCrossesTheBus) {
   EXPECT_EQ(c.bytes_device_to_host_pageable, 400u);
   EXPECT_EQ(c.kernel_launches, 2u);
   EXPECT_EQ(c.synchronizations, 2u);
-  EXPECT_EQ(c.raw_mallocs, 1u);
+  EXPECT_EQ(c.device_mallocs, 1u);
   EXPECT_EQ(c.raw_frees, 1u);
 
   rt.reset_counters(d);

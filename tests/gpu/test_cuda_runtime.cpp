@@ -153,7 +153,7 @@ TEST(CudaRuntime, MallocFreeAreCounted) {
   rt->raw_free(0, p);
   rt->raw_free(0, nullptr);  // a no-op, as cudaFree(nullptr)
   const tiny::gpu::Counters c = rt->counters(0);
-  EXPECT_EQ(c.raw_mallocs, 1u);
+  EXPECT_EQ(c.device_mallocs, 1u);
   EXPECT_EQ(c.raw_frees, 1u);
 }
 
@@ -342,7 +342,7 @@ TEST(CudaRuntime, OutOfMemoryReturnsNullptrAndLeavesNoError) {
   void* p = rt->raw_malloc(0, 1024);
   EXPECT_NE(p, nullptr) << "the next allocation works";
   rt->raw_free(0, p);
-  EXPECT_EQ(rt->counters(0).raw_mallocs, 1u) << "a failed cudaMalloc is not counted";
+  EXPECT_EQ(rt->counters(0).device_mallocs, 1u) << "a failed cudaMalloc is not counted";
 }
 
 TEST(CudaRuntime, CudaErrorsBecomeTinyErrorsWithCallAndDevice) {

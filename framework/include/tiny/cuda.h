@@ -97,7 +97,9 @@ std::string memory_summary(int index = -1);
 /// numbers that make performance habits visible without a clock.
 ///
 /// PyTorch has no such call (a profiler shows the same facts); tiny counts them
-/// on the emulated GPU and on real GPUs alike, per device.
+/// on the emulated GPU and on real GPUs alike, per device. This struct is the
+/// one list of what is counted: the GPU runtimes count into a struct derived
+/// from it, so a new counter is a field here (and the line that counts it).
 struct DeviceCounters {
   uint64_t synchronizations = 0;               ///< times the host waited for the device (synchronize, .cpu(), .item(), events)
   uint64_t kernel_launches = 0;                ///< ops queued on the device

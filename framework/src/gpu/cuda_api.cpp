@@ -97,22 +97,9 @@ std::string memory_summary(int index) { return gpu::device_allocator(resolve(ind
 DeviceCounters device_counters(int index) {
   const int i = resolve(index);
   const gpu::Counters c = gpu::device_runtime()->counters(i);
-  DeviceCounters out;
-  out.synchronizations = c.synchronizations;
-  out.kernel_launches = c.kernel_launches;
-  out.bytes_host_to_device_pageable = c.bytes_host_to_device_pageable;
-  out.bytes_host_to_device_pinned = c.bytes_host_to_device_pinned;
-  out.bytes_device_to_host_pageable = c.bytes_device_to_host_pageable;
-  out.bytes_device_to_host_pinned = c.bytes_device_to_host_pinned;
-  out.bytes_device_to_device = c.bytes_device_to_device;
-  out.device_mallocs = c.raw_mallocs;
+  DeviceCounters out = c;  // the public counters: gpu::Counters' base
   out.modelled_kernel_ms = static_cast<double>(c.modelled_kernel_ns) * 1e-6;
   out.modelled_copy_ms = static_cast<double>(c.modelled_copy_ns) * 1e-6;
-  out.gemms_float32 = c.gemms_float32;
-  out.gemms_tf32 = c.gemms_tf32;
-  out.gemms_float16 = c.gemms_float16;
-  out.gemms_bfloat16 = c.gemms_bfloat16;
-  out.gemms_other = c.gemms_other;
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 
+#include "tiny/cuda.h"
 #include "tiny/dtype.h"
 
 namespace tiny::gpu {
@@ -51,25 +52,15 @@ struct DeviceProperties {
 
 // Counters that make performance habits checkable without clocks (DESIGN.md
 // section 4). The real runtime counts what passes through tiny's own calls.
-struct Counters {
-  uint64_t synchronizations = 0;          // stream/device/event waits by the host
-  uint64_t kernel_launches = 0;
-  uint64_t bytes_host_to_device_pageable = 0;
-  uint64_t bytes_host_to_device_pinned = 0;
-  uint64_t bytes_device_to_host_pageable = 0;
-  uint64_t bytes_device_to_host_pinned = 0;
-  uint64_t bytes_device_to_device = 0;
-  uint64_t raw_mallocs = 0;               // calls that reached the device (not the cache)
+// What is counted is defined once, by the public tiny::cuda::DeviceCounters
+// (tiny/cuda.h), which device_counters() returns as a copy of this struct's
+// base; a new counter is a field there. Only the runtime's own bookkeeping is
+// added here. The modelled times are summed in exact nanoseconds below; the
+// base's millisecond fields stay 0 here and are filled from them when read.
+struct Counters : tiny::cuda::DeviceCounters {
   uint64_t raw_frees = 0;
-  uint64_t modelled_kernel_ns = 0;        // the emulator: modelled time its kernels ran (0 on a real GPU)
-  uint64_t modelled_copy_ns = 0;          // ... and its copies to and from the host
-  // Matrix products (GEMM calls) by the math they ran in: float32 on the
-  // CUDA cores, float32 on TF32 tensor cores, float16, bfloat16, any other.
-  uint64_t gemms_float32 = 0;
-  uint64_t gemms_tf32 = 0;
-  uint64_t gemms_float16 = 0;
-  uint64_t gemms_bfloat16 = 0;
-  uint64_t gemms_other = 0;
+  uint64_t modelled_kernel_ns = 0;  // the emulator: modelled time its kernels ran (0 on a real GPU)
+  uint64_t modelled_copy_ns = 0;    // ... and its copies to and from the host
 };
 
 // Which GEMM counter a product of `dtype` adds to; `tf32`: a float32 one ran on TF32 tensor cores.

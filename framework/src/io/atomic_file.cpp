@@ -14,12 +14,11 @@
 #include <cstring>
 
 #include "core/fault_injection.h"
+#include "io/file_common.h"
 #include "tiny/error.h"
 
 namespace tiny::io::detail {
 namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 std::string parent_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');

@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "io/atomic_file.h"
+#include "io/file_common.h"
 #include "tiny/error.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -90,29 +91,6 @@ std::string suggested_descr(const std::string& d) {
 
 // ---------------------------------------------------------------- messages
 
-// Shows untrusted bytes safely: printable ASCII as is, everything else as \xNN.
-std::string printable(const char* p, size_t n, size_t limit = 80) {
-  std::string out;
-  const size_t shown = n < limit ? n : limit;
-  for (size_t i = 0; i < shown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(p[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  if (n > shown) out += "...";
-  return out;
-}
-
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -171,7 +149,7 @@ class HeaderParser {
         have_shape = true;
         h.shape = parse_shape();
       } else {
-        fail_at(key_at, "unexpected key '" + printable(key.data(), key.size()) +
+        fail_at(key_at, "unexpected key '" + printable(key.data(), key.size(), 80, ShowBytes::kAscii) +
                             "' (a .npy header has exactly the keys 'descr', 'fortran_order' and 'shape')");
       }
       skip_ws();
@@ -206,7 +184,7 @@ class HeaderParser {
 
   [[noreturn]] void fail_at(size_t at, const std::string& what) const {
     TINY_THROW(IOError, name_, ": malformed .npy header: ", what, " (at byte ", at, " of the ", n_,
-               "-byte header: \"", printable(p_, n_, 120),
+               "-byte header: \"", printable(p_, n_, 120, ShowBytes::kAscii),
                "\"). A valid header looks like {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }; ",
                kFixSave);
   }
@@ -236,7 +214,7 @@ class HeaderParser {
   void parse_descr_value(Header& h) {
     const std::string d = parse_string("a dtype string");
     const Descr info = inspect_descr(d);
-    const std::string shown = printable(d.data(), d.size(), 40);
+    const std::string shown = printable(d.data(), d.size(), 40, ShowBytes::kAscii);
     if (info.big_endian)
       TINY_THROW(IOError, name_, ": big-endian data (descr '", shown,
                  "') is not supported; convert it in numpy with arr.astype('", suggested_descr(d),
@@ -333,8 +311,8 @@ Preamble parse_preamble(const char* p, size_t avail, uint64_t total_size, const 
       TINY_THROW(IOError, name,
                  ": this is a .npz (zip) archive, not a .npy file; extract its arrays with numpy.load() and "
                  "save each one with numpy.save()");
-    TINY_THROW(IOError, name, ": not a .npy file: bad magic, it starts with \"", printable(p, magic_seen),
-               "\" instead of \"\\x93NUMPY\"; ", kFixSave);
+    TINY_THROW(IOError, name, ": not a .npy file: bad magic, it starts with \"",
+               printable(p, magic_seen, 80, ShowBytes::kAscii), "\" instead of \"\\x93NUMPY\"; ", kFixSave);
   }
   if (avail < kMagicLen + 2)
     TINY_THROW(IOError, name, ": truncated .npy file: only ", total_size,
@@ -394,54 +372,6 @@ Header parse_header_text(const char* p, size_t n, int major, const std::string& 
 
 // ---------------------------------------------------------------- file helpers
 
-std::string errno_text(int err) { return std::strerror(err); }
-
-[[noreturn]] void throw_open_error(const std::string& path, int err, const char* doing) {
-  if (err == ENOENT)
-    TINY_THROW(IOError, "No such file: ", path, " (check the path; relative paths start from the current directory)");
-  if (err == EACCES)
-    TINY_THROW(IOError, "Permission denied: cannot ", doing, " ", path, "; check the file's permissions");
-  TINY_THROW(IOError, "cannot ", doing, " ", path, ": ", errno_text(err));
-}
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  // Closes and reports the error: close() can report a failed delayed write.
-  int close_checked() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd >= 0 ? ::close(fd) : 0;
-  }
-
- private:
-  int fd_;
-};
-
-// Reads exactly n bytes at offset; returns how many were read before EOF.
-size_t pread_full(int fd, char* buf, size_t n, uint64_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const size_t chunk = n - done < (size_t{1} << 30) ? n - done : (size_t{1} << 30);
-    const ssize_t got = ::pread(fd, buf + done, chunk, static_cast<off_t>(offset + done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
-    }
-    if (got == 0) break;
-    done += static_cast<size_t>(got);
-  }
-  return done;
-}
-
 // The header numpy 1.24 writes for a C-order array, byte for byte.
 std::string make_header(const std::string& descr, const std::vector<int64_t>& shape) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
@@ -472,8 +402,8 @@ std::string header_for_write(const std::string& descr, const std::vector<int64_t
                              size_t nbytes, const std::string& name) {
   const Descr info = inspect_descr(descr);
   if (!info.ok)
-    TINY_THROW(ValueError, "cannot save ", name, ": unsupported dtype string '", printable(descr.data(), descr.size()),
-               "'; ", kSupported);
+    TINY_THROW(ValueError, "cannot save ", name, ": unsupported dtype string '",
+               printable(descr.data(), descr.size(), 80, ShowBytes::kAscii), "'; ", kSupported);
   TINY_CHECK(shape.size() <= kMaxDims, ValueError, "cannot save ", name, ": ", shape.size(),
              " dimensions is more than the ", kMaxDims, " a .npy file may have");
   uint64_t bytes = info.itemsize;
@@ -537,17 +467,7 @@ NpyArray read_npy_file(const std::string& path) {
 
   if (!S_ISREG(st.st_mode)) {
     // A pipe or device has no size to check against: read it all, then parse.
-    std::vector<char> all;
-    char buf[1 << 16];
-    for (;;) {
-      const ssize_t got = ::read(fd.get(), buf, sizeof buf);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
-      }
-      if (got == 0) break;
-      all.insert(all.end(), buf, buf + got);
-    }
+    const std::vector<char> all = read_to_end(fd.get(), path);
     return parse_npy(all.data(), all.size(), path);
   }
 

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "io/atomic_file.h"
+#include "io/file_common.h"
 #include "tiny/autograd.h"
 #include "tiny/error.h"
 #include "tiny/ops.h"
@@ -54,25 +55,6 @@ const SafetensorsDtype kDtypes[] = {
 
 constexpr const char* kCorrupt = "the file is corrupt or not a safetensors file";
 constexpr const char* kTinyDtypes = "tiny loads F16, BF16, F32, F64, I64 and BOOL";
-
-// Shows an untrusted name safely: control bytes as \xNN, at most `limit` bytes
-// (cut at a UTF-8 character boundary). The header has been checked to be UTF-8.
-std::string printable(const std::string& s, size_t limit = 80) {
-  size_t shown = s.size() < limit ? s.size() : limit;
-  while (shown < s.size() && shown > 0 && (static_cast<unsigned char>(s[shown]) & 0xC0) == 0x80) --shown;
-  std::string out;
-  for (size_t i = 0; i < shown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f || c == '\\') {
-      static const char hex[] = "0123456789abcdef";
-      out += c == '\\' ? std::string("\\\\") : std::string("\\x") + hex[c >> 4] + hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (shown < s.size()) out += "...";
-  return out;
-}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -129,7 +111,7 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
   bool number_float(number_float_t, const string_t& text) override {
     if (state_ == State::Shape || state_ == State::Offsets)
       return fail(in_tensor() + (state_ == State::Shape ? "shape" : "data_offsets") + " has the value " +
-                  printable(text) + ", which is not an integer in [0, 2^64)");
+                  printable(text, 80, ShowBytes::kUtf8) + ", which is not an integer in [0, 2^64)");
     return scalar("a number");
   }
   bool binary(binary_t&) override { return scalar("binary data"); }
@@ -182,7 +164,8 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& k) override {
     if (state_ == State::Top) {
       if (!top_keys_.insert(k).second)
-        return fail("the name '" + printable(k) + "' appears twice (duplicate keys are not allowed)");
+        return fail("the name '" + printable(k, 80, ShowBytes::kUtf8) +
+                    "' appears twice (duplicate keys are not allowed)");
       is_meta_ = k == "__metadata__";
       name_ = std::move(k);
       if (!is_meta_) reset_tensor();
@@ -190,7 +173,8 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     if (state_ == State::Metadata) {
       if (metadata.count(k))
-        return fail("__metadata__ has the key '" + printable(k) + "' twice (duplicate keys are not allowed)");
+        return fail("__metadata__ has the key '" + printable(k, 80, ShowBytes::kUtf8) +
+                    "' twice (duplicate keys are not allowed)");
       meta_key_ = std::move(k);
       return true;
     }
@@ -199,7 +183,7 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
     else if (k == "shape") field_ = Field::Shape;
     else if (k == "data_offsets") field_ = Field::Offsets;
     else
-      return fail(in_tensor() + "unexpected field '" + printable(k) +
+      return fail(in_tensor() + "unexpected field '" + printable(k, 80, ShowBytes::kUtf8) +
                   "' (a tensor's entry has exactly \"dtype\", \"shape\" and \"data_offsets\")");
     const unsigned bit = 1u << static_cast<unsigned>(field_);
     if (seen_fields_ & bit) return fail(in_tensor() + "the field '" + k + "' appears twice");
@@ -220,7 +204,7 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
     if (error.empty()) error = what;
     return false;
   }
-  std::string in_tensor() const { return "tensor '" + printable(name_) + "': "; }
+  std::string in_tensor() const { return "tensor '" + printable(name_, 80, ShowBytes::kUtf8) + "': "; }
 
   // A value where the schema does not allow it.
   bool scalar(const char* found) {
@@ -231,7 +215,8 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
         return fail(in_tensor() + "its entry must be an object with \"dtype\", \"shape\" and \"data_offsets\", found " +
                     found);
       case State::Metadata:
-        return fail("__metadata__ value of '" + printable(meta_key_) + "' must be a string, found " + found);
+        return fail("__metadata__ value of '" + printable(meta_key_, 80, ShowBytes::kUtf8) +
+                    "' must be a string, found " + found);
       case State::Tensor:
         switch (field_) {
           case Field::Dtype: return fail(in_tensor() + "dtype must be a string such as \"F32\", found " + found);
@@ -263,8 +248,9 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
     if (!missing.empty()) return fail(in_tensor() + "its entry lacks " + missing);
 
     const SafetensorsDtype* dt = find_safetensors_dtype(dtype_);
-    if (!dt) return fail(in_tensor() + "unknown dtype '" + printable(dtype_) + "' (safetensors dtypes: " +
-                         all_dtype_names() + ")");
+    if (!dt)
+      return fail(in_tensor() + "unknown dtype '" + printable(dtype_, 80, ShowBytes::kUtf8) +
+                  "' (safetensors dtypes: " + all_dtype_names() + ")");
     if (!dt->tiny)
       return fail(in_tensor() + "dtype " + dt->name + " is not supported (" + kTinyDtypes +
                   "); convert it in PyTorch before saving, e.g. t.float() or t.long()");
@@ -351,26 +337,11 @@ std::string json_string(const std::string& s, const char* what, const std::strin
   try {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
   } catch (const nlohmann::json::type_error&) {
-    std::string shown;
-    for (unsigned char c : s.substr(0, 80)) {
-      static const char hex[] = "0123456789abcdef";
-      if (c >= 0x20 && c < 0x7f && c != '\\') shown += static_cast<char>(c);
-      else shown += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-    }
+    const std::string shown = printable(s, 80, ShowBytes::kAscii);  // not UTF-8: every byte above 0x7f as \xNN
     TINY_THROW(ValueError, "cannot save ", path, ": the ", what, " '", shown,
                "' is not valid UTF-8 (the safetensors header is UTF-8 JSON); rename it");
   }
 }
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// A file descriptor closed on scope exit.
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -442,13 +413,14 @@ SafetensorsHeader parse_safetensors_header(const char* json, size_t n, uint64_t 
   for (const SafetensorsEntry& e : h.tensors) {
     const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
     if (e.begin < covered)
-      TINY_THROW(IOError, name, ": bad safetensors header: the data of tensor '", printable(e.name), "' ", range,
-                 " overlaps that of tensor '", printable(previous->name), "' [", previous->begin, ", ",
-                 previous->end, "]; ", kCorrupt);
+      TINY_THROW(IOError, name, ": bad safetensors header: the data of tensor '",
+                 printable(e.name, 80, ShowBytes::kUtf8), "' ", range, " overlaps that of tensor '",
+                 printable(previous->name, 80, ShowBytes::kUtf8), "' [", previous->begin, ", ", previous->end, "]; ",
+                 kCorrupt);
     if (e.begin > covered)
       TINY_THROW(IOError, name, ": bad safetensors header: bytes [", covered, ", ", e.begin,
-                 ") of the data section belong to no tensor (a hole before tensor '", printable(e.name), "' ", range,
-                 "); ", kCorrupt);
+                 ") of the data section belong to no tensor (a hole before tensor '",
+                 printable(e.name, 80, ShowBytes::kUtf8), "' ", range, "); ", kCorrupt);
     covered = e.end;
     if (e.end > e.begin) previous = &e;
   }
@@ -504,6 +476,7 @@ namespace tiny {
 namespace {
 using io::detail::errno_text;
 using io::detail::Fd;
+using io::detail::pread_full;
 }  // namespace
 
 void save(const StateDict& state, const std::string& path) {
@@ -528,49 +501,24 @@ void save(const StateDict& state, const std::string& path) {
 }
 
 StateDict load(const std::string& path) {
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) {
-    const int err = errno;
-    if (err == ENOENT)
-      TINY_THROW(IOError, "No such file: ", path, " (check the path; relative paths start from the current directory)");
-    if (err == EACCES) TINY_THROW(IOError, "Permission denied: cannot open ", path, "; check the file's permissions");
-    TINY_THROW(IOError, "cannot open ", path, ": ", errno_text(err));
-  }
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) io::detail::throw_open_error(path, errno, "open");
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0) TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
+  if (::fstat(fd.get(), &st) != 0) TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
   if (S_ISDIR(st.st_mode))
     TINY_THROW(IOError, path, " is a directory, not a safetensors file; pass the path of a file");
 
   if (!S_ISREG(st.st_mode)) {
     // A pipe or device has no size to check against: read it all, then parse.
-    std::vector<char> all;
-    char buf[1 << 16];
-    for (;;) {
-      const ssize_t got = ::read(fd.fd, buf, sizeof buf);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
-      }
-      if (got == 0) break;
-      all.insert(all.end(), buf, buf + got);
-    }
+    const std::vector<char> all = io::detail::read_to_end(fd.get(), path);
     return io::detail::parse_safetensors(all.data(), all.size(), path);
   }
 
   // A regular file: every size in the header is checked against the file's
   // size before anything is allocated for it.
   const auto read = [&](uint64_t offset, char* dst, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-      const size_t chunk = n - done < (size_t{1} << 30) ? n - done : (size_t{1} << 30);
-      const ssize_t got = ::pread(fd.fd, dst + done, chunk, static_cast<off_t>(offset + done));
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        TINY_THROW(IOError, "cannot read ", path, ": ", errno_text(errno));
-      }
-      if (got == 0) TINY_THROW(IOError, path, ": the file shrank while it was being read; try again");
-      done += static_cast<size_t>(got);
-    }
+    if (pread_full(fd.get(), dst, n, offset, path) != n)
+      TINY_THROW(IOError, path, ": the file shrank while it was being read; try again");
   };
   return io::detail::load_from(static_cast<uint64_t>(st.st_size), read, path);
 }

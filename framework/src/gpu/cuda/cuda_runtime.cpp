@@ -414,7 +414,7 @@ Counters CudaRuntime::counters(int device) const {
   c.bytes_device_to_host_pageable = load(a.bytes_device_to_host_pageable);
   c.bytes_device_to_host_pinned = load(a.bytes_device_to_host_pinned);
   c.bytes_device_to_device = load(a.bytes_device_to_device);
-  c.raw_mallocs = load(a.raw_mallocs);
+  c.device_mallocs = load(a.raw_mallocs);
   c.raw_frees = load(a.raw_frees);
   c.gemms_float32 = load(a.gemms_float32);
   c.gemms_tf32 = load(a.gemms_tf32);

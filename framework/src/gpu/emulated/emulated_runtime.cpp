@@ -362,7 +362,7 @@ DeviceProperties EmulatedRuntime::properties(int index) const {
 void* EmulatedRuntime::raw_malloc(int index, size_t nbytes) {
   DeviceState& d = device(index, "raw_malloc");
   if (nbytes == 0) return nullptr;
-  d.count([](Counters& c) { ++c.raw_mallocs; });
+  d.count([](Counters& c) { ++c.device_mallocs; });
   if (fault::device_malloc_fails()) return nullptr;  // a planned out-of-memory (TINY_FAULT_INJECT)
   return d.memory->allocate(nbytes);
 }
