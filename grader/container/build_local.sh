@@ -140,11 +140,9 @@ say "   built in ${build_s} s; the image is $((size / 1000000)) MB ($(podman_ im
 # ------------------------------------------------------------ 3. smoke runs
 [[ "$smoke" != none ]] || exit 0
 # As grader/README.md's `docker run`: no network, CAP_SYS_ADMIN for the
-# sandbox's namespaces, no AppArmor profile; unmask=ALL: podman (like Docker)
-# covers parts of /proc, and the kernel then refuses the sandbox a /proc of
-# its own PID namespace (Docker: --security-opt systempaths=unconfined).
-run_opts=(--rm --network none --cap-add SYS_ADMIN --security-opt apparmor=unconfined
-          --security-opt unmask=ALL "${limits[@]}")
+# sandbox's namespaces (without it: no network, mount or PID namespace, and
+# --require-sandbox refuses), no AppArmor profile.
+run_opts=(--rm --network none --cap-add SYS_ADMIN --security-opt apparmor=unconfined "${limits[@]}")
 out=$dir/smoke
 rm -rf "$out"; mkdir -p "$out"
 smoke_run() {  # smoke_run NAME COMMAND...: runs the image, keeps its output in $out/NAME.log
