@@ -14,14 +14,16 @@
 #      results.json with every test passed.
 #
 #   sudo grader/container/build_local.sh [--dir DIR] [--mirror URL] [--jobs N]
-#                                        [--smoke none|stubs|all] [--rebuild-base]
+#                                        [--smoke none|stubs|all] [--rebuild-base] [--skip-build]
 #
 # As root (debootstrap and rootful podman need it). Installs buildah, podman,
 # runc and debootstrap with apt when missing. DIR (default
 # /var/lib/workbook-container) holds the base's root file system, the
 # container storage and the smoke runs' outputs: a few GB. Prints the time of
 # each step and the image's size. Exits non-zero when a step or a smoke run's
-# grade is not what it should be.
+# grade is not what it should be. --skip-build grades in the image built
+# before (the build's layers are kept: a rebuild with the same packages starts
+# at the repository's copy).
 set -euo pipefail
 
 dir=/var/lib/workbook-container
@@ -29,7 +31,8 @@ mirror=
 jobs=2
 smoke=all
 rebuild_base=0
-usage() { sed -n '16,17p' "$0" | sed 's/^#  *//'; }
+skip_build=0
+usage() { sed -n '/^#   sudo/,/skip-build\]/p' "$0" | sed 's/^#  *//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir=${2:?--dir needs a folder}; shift 2 ;;
@@ -37,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --smoke) smoke=${2:?--smoke needs none, stubs or all}; shift 2 ;;
     --rebuild-base) rebuild_base=1; shift ;;
+    --skip-build) skip_build=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "build_local.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -125,17 +129,23 @@ else
 fi
 
 # ------------------------------------------------------------ 2. the image
-say "2. building $image from $source_dir (buildah, $jobs compiler jobs, storage $storage_driver in $dir)"
-t0=$SECONDS
-# --isolation chroot: the RUN steps need no OCI runtime (and no cgroups).
-nice -n 10 buildah "${store[@]}" bud --isolation chroot "${limits[@]}" \
-  --build-arg "BASE=$base" --build-arg "CMAKE_BUILD_PARALLEL_LEVEL=$jobs" \
-  -f "$source_dir/grader/container/Dockerfile" --ignorefile "$source_dir/grader/container/Dockerfile.dockerignore" \
-  -t "$image" "$source_dir" > "$dir/build.log" 2>&1 ||
-  { tail -30 "$dir/build.log" >&2; die "the image did not build (its log: $dir/build.log)"; }
-build_s=$((SECONDS - t0))
+if [[ $skip_build -eq 1 ]] && podman_ image exists "$image"; then
+  say "2. --skip-build: grading in the image $image built before"
+else
+  say "2. building $image from $source_dir (buildah, $jobs compiler jobs, storage $storage_driver in $dir)"
+  t0=$SECONDS
+  # --isolation chroot: the RUN steps need no OCI runtime (and no cgroups).
+  # --layers: the package layer is kept for the next build.
+  nice -n 10 buildah "${store[@]}" bud --isolation chroot --layers "${limits[@]}" \
+    --build-arg "BASE=$base" --build-arg "CMAKE_BUILD_PARALLEL_LEVEL=$jobs" \
+    -f "$source_dir/grader/container/Dockerfile" --ignorefile "$source_dir/grader/container/Dockerfile.dockerignore" \
+    -t "$image" "$source_dir" > "$dir/build.log" 2>&1 ||
+    { tail -30 "$dir/build.log" >&2; die "the image did not build (its log: $dir/build.log)"; }
+  say "   built in $((SECONDS - t0)) s"
+fi
 size=$(podman_ image inspect --format '{{.Size}}' "$image")
-say "   built in ${build_s} s; the image is $((size / 1000000)) MB ($(podman_ image inspect --format '{{.Size}}' "$base" | awk '{printf "%d", $1 / 1000000}') MB of it the base)"
+base_size=$(podman_ image inspect --format '{{.Size}}' "$base")
+say "   the image is $((size / 1000000)) MB, $((base_size / 1000000)) MB of it the base"
 
 # ------------------------------------------------------------ 3. smoke runs
 [[ "$smoke" != none ]] || exit 0
