@@ -151,8 +151,10 @@ say "   the image is $((size / 1000000)) MB, $((base_size / 1000000)) MB of it t
 [[ "$smoke" != none ]] || exit 0
 # As grader/README.md's `docker run`: no network, CAP_SYS_ADMIN for the
 # sandbox's namespaces (without it: no network, mount or PID namespace, and
-# --require-sandbox refuses), no AppArmor profile.
-run_opts=(--rm --network none --cap-add SYS_ADMIN --security-opt apparmor=unconfined "${limits[@]}")
+# --require-sandbox refuses), CAP_NET_ADMIN for the loopback of the run's
+# network namespace (without it lesson 6 cannot meet on 127.0.0.1), no
+# AppArmor profile.
+run_opts=(--rm --network none --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt apparmor=unconfined "${limits[@]}")
 out=$dir/smoke
 rm -rf "$out"; mkdir -p "$out"
 smoke_run() {  # smoke_run NAME COMMAND...: runs the image, keeps its output in $out/NAME.log

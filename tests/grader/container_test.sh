@@ -32,7 +32,7 @@ echo "the Dockerfile installs ./workbook's $(wc -l <<<"$from_workbook") packages
 if [[ "${WORKBOOK_DOCKER_BUILD:-0}" == 1 ]]; then
   if docker info >/dev/null 2>&1; then
     docker build -f "$dockerfile" -t gpu-workbook-grader "$source_dir"
-    docker run --rm --network none --cap-add SYS_ADMIN --security-opt apparmor=unconfined gpu-workbook-grader \
+    docker run --rm --network none --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt apparmor=unconfined gpu-workbook-grader \
       grade 1 --submission /autograder/source/lessons --expect zero
   elif [[ $(id -u) -eq 0 ]]; then
     "$source_dir/grader/container/build_local.sh" --dir "${WORKBOOK_CONTAINER_DIR:-/var/lib/workbook-container}" --smoke stubs
