@@ -177,7 +177,8 @@ smoke_run stubs grade --submission /out/stubs --no-timing --expect zero --json /
 smoke_run solutions grade --submission /autograder/source/solutions --expect full --json /out/solutions.json
 # Gradescope's route: the submission a .tar.gz, as a student uploads it.
 mkdir -p "$out/gradescope/submission" "$out/gradescope/results"
-tar -C "$source_dir/solutions" -czf "$out/gradescope/submission/lessons.tar.gz" .
+# (of the folder by its name: the grader refuses an archive of "." for its "./" entry)
+tar -C "$source_dir" -czf "$out/gradescope/submission/lessons.tar.gz" solutions
 t0=$SECONDS
 podman_ run "${run_opts[@]}" -v "$out/gradescope/submission:/autograder/submission:ro" \
   -v "$out/gradescope/results:/autograder/results" --entrypoint /autograder/run_autograder "$image" \
