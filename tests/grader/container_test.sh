@@ -3,8 +3,10 @@
 # image and the script cannot drift: the list its RUN line reads out of
 # ./workbook (with the Dockerfile's own sed) is the one ./workbook checks
 # (REQUIRED_PACKAGES, every name of it), and the Dockerfile installs no package
-# named by hand. With WORKBOOK_DOCKER_BUILD=1 and a Docker daemon it also builds
-# the image and grades the stubs in it (minutes; off by default).
+# named by hand. With WORKBOOK_DOCKER_BUILD=1 it also builds the image and
+# grades the stubs in it (many minutes; off by default): with Docker where a
+# daemon answers, else as root with grader/container/build_local.sh (a
+# debootstrap base, buildah, podman; WORKBOOK_CONTAINER_DIR is its --dir).
 #   container_test.sh SOURCE
 set -euo pipefail
 source_dir=$1
@@ -28,8 +30,13 @@ if grep -E 'apt-get install' "$dockerfile" | grep -vq 'REQUIRED_PACKAGES'; then
 fi
 echo "the Dockerfile installs ./workbook's $(wc -l <<<"$from_workbook") packages: $(tr '\n' ' ' <<<"$from_workbook")"
 if [[ "${WORKBOOK_DOCKER_BUILD:-0}" == 1 ]]; then
-  docker info >/dev/null 2>&1 || fail "WORKBOOK_DOCKER_BUILD=1 but no Docker daemon answers"
-  docker build -f "$dockerfile" -t gpu-workbook-grader "$source_dir"
-  docker run --rm --network none --cap-add SYS_ADMIN --security-opt apparmor=unconfined gpu-workbook-grader \
-    grade 1 --submission /autograder/source/lessons --expect zero
+  if docker info >/dev/null 2>&1; then
+    docker build -f "$dockerfile" -t gpu-workbook-grader "$source_dir"
+    docker run --rm --network none --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt apparmor=unconfined gpu-workbook-grader \
+      grade 1 --submission /autograder/source/lessons --expect zero
+  elif [[ $(id -u) -eq 0 ]]; then
+    "$source_dir/grader/container/build_local.sh" --dir "${WORKBOOK_CONTAINER_DIR:-/var/lib/workbook-container}" --smoke stubs
+  else
+    fail "WORKBOOK_DOCKER_BUILD=1 but no Docker daemon answers, and grader/container/build_local.sh (buildah and podman, no daemon) needs root"
+  fi
 fi
