@@ -182,3 +182,11 @@ workbook_mistake(evaluate_mean_of_batches CHECK evaluate MESSAGE "the mean of th
   }
   if (examples == 0) return {};
   return {loss_sum / static_cast<double>(batches.size()), static_cast<double>(correct) / static_cast<double>(examples)};]=])
+
+# Each step's loss copied back with non_blocking and read before the copy ran: right most of the
+# time in threaded mode (the copy usually wins the race), stale every time in the check's deferred
+# mode. The weights are right; only the probe (a copy into pinned memory, the stream still busy
+# when the function returned) tells it from a wrong step.
+workbook_mistake(loss_copy_not_waited CHECK train_epoch MESSAGE "you read the host copy before the copy finished"
+  FIND [=[    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=]
+  REPLACE [=[    const double value = loss.to(tiny::Device("cpu"), /*non_blocking=*/true).item<double>();  // "no wait"]=])
