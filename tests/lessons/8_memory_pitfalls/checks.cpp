@@ -132,9 +132,11 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() trains like the reference and returns
     if (!close(losses[k].get<double>(), want[k].get<double>()) && !mine.out.values.value("idle", true) &&
         mine.out.values.value("bytes_to_pinned", int64_t{0}) > 0) {
       // The probe: a copy into pinned memory, and the GPU still busy when the losses came back.
+      const bool same_weights = !weights_differ(mine, ref, "the epoch");
       return Outcome::fail("the loss of step " + std::to_string(k + 1) + " is " + number_text(losses[k].get<double>()) +
                            ", expected " + number_text(want[k].get<double>()) + " (your losses " + values_text(losses) +
-                           ", expected " + values_text(want) + ", the same weights at the end): you read the host "
+                           ", expected " + values_text(want) +
+                           (same_weights ? "; your weights at the end are right" : "") + "): you read the host "
                            "copy before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns "
                            "at once, and the GPU writes the value later: your function returned with the copy still "
                            "queued on cuda:0 (in this check's deferred mode nothing queued runs until the host waits; "
