@@ -2,6 +2,7 @@
 // DataParallel, and a DataParallel training step that must match training on
 // one GPU, with the batch really split and the labels on the output device.
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "harness/checker.h"
@@ -209,6 +210,44 @@ WORKBOOK_CHECK(wrap, "wrap() moves the model to the first device, then wraps it 
   return Outcome::pass();
 }
 
+// Right steps that give the allocator's cache back every step: the segment of
+// cuda:1's replica returned to the device (memory_reserved after the step below
+// the reference's) and asked for again at the next step (allocations that reached
+// the device after the first step, which the reference's cache serves).
+static std::optional<std::string> cache_churn(const Run& mine, const Run& ref) {
+  const nlohmann::json& mallocs = mine.out.values["device_mallocs"];
+  const nlohmann::json& ref_mallocs = ref.out.values["device_mallocs"];
+  const nlohmann::json& reserved = mine.out.values["reserved_after_step"];
+  const nlohmann::json& ref_reserved = ref.out.values["reserved_after_step"];
+  uint64_t later = 0, ref_later = 0;  // allocations that reached a device in the steps after the first
+  for (size_t k = 1; k < mallocs.size() && k < ref_mallocs.size(); ++k) {
+    for (const nlohmann::json& m : mallocs[k]) later += m.get<uint64_t>();
+    for (const nlohmann::json& m : ref_mallocs[k]) ref_later += m.get<uint64_t>();
+  }
+  bool dropped = false;  // memory_reserved of some GPU below the reference's after some step: segments given back
+  std::string figures;
+  for (size_t k = 0; k < reserved.size() && k < ref_reserved.size(); ++k) {
+    for (size_t d = 0; d < reserved[k].size() && d < ref_reserved[k].size(); ++d) {
+      dropped = dropped || reserved[k][d].get<uint64_t>() < ref_reserved[k][d].get<uint64_t>();
+    }
+  }
+  for (size_t d = 0; !reserved.empty() && d < reserved.back().size(); ++d) {
+    const auto mib = [](const nlohmann::json& bytes) {
+      return workbook::number_text(bytes.get<double>() / (1 << 20), 3) + " MiB";
+    };
+    figures += std::string(d ? ", " : "") + "cuda:" + std::to_string(d) + " " + mib(reserved.back()[d]) +
+               " (the reference's " + mib(ref_reserved.back()[d]) + ")";
+  }
+  if (!dropped || later <= ref_later) return std::nullopt;
+  return "right losses and weights, but after the first step " + std::to_string(later) +
+         " allocations went to the GPUs instead of the caching allocator (the reference: " + std::to_string(ref_later) +
+         "), and memory_reserved after the last step is " + figures + ": that is empty_cache() every step. It "
+         "gives the free segments back (the one cuda:1's replica used), and the next step asks the device for the "
+         "same memory again (cudaMalloc, which is slow and synchronizes): it lowers memory_reserved and saves "
+         "nothing. Let the cache keep its blocks (PyTorch's torch.cuda.empty_cache() is for handing memory to "
+         "another process, not for a training loop)";
+}
+
 WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, splitting the batch, labels on the output device") {
   constexpr int kSteps = 3;
   constexpr int64_t kRows = 9;  // uneven: 5 rows on cuda:0, 4 on cuda:1
@@ -282,6 +321,7 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
     }
   }
   ctx.details["losses"] = {{"data_parallel", losses}, {"one_gpu", want}};
+  if (auto why = cache_churn(mine, ref)) return Outcome::fail(*why);
   return Outcome::pass();
 }
 

@@ -108,7 +108,8 @@ WORKBOOK_EXERCISE(train_step) {
   tiny::nn::DataParallel dp(model, {0, 1});
   tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
   nlohmann::json losses = nlohmann::json::array(), passes = nlohmann::json::array(),
-                 bytes = nlohmann::json::array(), counters = nlohmann::json::array();
+                 bytes = nlohmann::json::array(), counters = nlohmann::json::array(),
+                 mallocs = nlohmann::json::array(), reserved = nlohmann::json::array();
   take_passes();
   for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
     tiny::data::Batch batch{in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))};
@@ -117,7 +118,19 @@ WORKBOOK_EXERCISE(train_step) {
     bytes.push_back(host_to_device_bytes());
     counters.push_back(copy_counters());
     passes.push_back(take_passes());
+    // The allocator, per GPU: allocations the cache could not serve (they reached the device)
+    // and memory_reserved after the step. empty_cache() every step shows there: the replica's
+    // segment on cuda:1 given back, and asked for again at the next step.
+    nlohmann::json step_mallocs = nlohmann::json::array(), step_reserved = nlohmann::json::array();
+    for (int d = 0; d < gpus(); ++d) {
+      step_mallocs.push_back(tiny::cuda::device_counters(d).device_mallocs);
+      step_reserved.push_back(tiny::cuda::memory_reserved(d));
+    }
+    mallocs.push_back(step_mallocs);
+    reserved.push_back(step_reserved);
   }
+  out.values["device_mallocs"] = mallocs;
+  out.values["reserved_after_step"] = reserved;
   out.values["copy_counters"] = counters;
   out.values["losses"] = losses;
   out.values["passes"] = passes;
