@@ -263,6 +263,9 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
   }
   workbook::RunOptions options;
   options.call = "train_step(DataParallel over cuda:0 and cuda:1, batches of 9)";
+  // Deferred mode: queued GPU work runs only when the host waits, so a loss read from a
+  // non_blocking copy back that nobody waited for is stale every time, not now and then.
+  options.mode = "deferred";
   Run mine, ref;
   if (auto early = ctx.both("train_step", in, mine, ref, options)) {
     const std::string& m = mine.message;
@@ -307,7 +310,21 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
   const nlohmann::json& want = single.out.values["losses"];
   for (size_t k = 0; k < want.size(); ++k) {
     const double a = losses[k].get<double>(), b = want[k].get<double>();
-    if (!(std::fabs(a - b) <= kAtol + kRtol * std::fabs(b))) {
+    const bool right = std::fabs(a - b) <= kAtol + kRtol * std::fabs(b);
+    // The probe: a copy into pinned memory in this step, and cuda:0 still busy when the loss came back.
+    const nlohmann::json& idle = mine.out.values["idle"];
+    if (!right && k < idle.size() && !idle[k].get<bool>() &&
+        counter(mine.out.values["copy_counters"][k], "bytes_device_to_host_pinned") > 0) {
+      return Outcome::fail("step " + std::to_string(k + 1) + " returned a loss of " + std::to_string(a) +
+                           ", but the same step on one GPU gives " + std::to_string(b) + ": you read the host copy "
+                           "before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns at "
+                           "once, and the GPU writes the value later: your step returned with the copy still queued "
+                           "on cuda:0 (in this check's deferred mode nothing queued runs until the host waits; on a "
+                           "real GPU it is a race you lose now and then). Return loss.item<double>(), which waits for "
+                           "the GPU itself, or wait before reading the copy, tiny::cuda::synchronize() (PyTorch's "
+                           "torch.cuda.synchronize())");
+    }
+    if (!right) {
       return Outcome::fail("step " + std::to_string(k + 1) + " returned a loss of " + std::to_string(a) +
                            ", but the same step on one GPU gives " + std::to_string(b) +
                            " (order: zero_grad, forward, cross_entropy, backward, step; return loss.item())");

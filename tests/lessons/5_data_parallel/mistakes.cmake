@@ -61,3 +61,9 @@ workbook_mistake(empty_cache_every_step CHECK train_step MESSAGE "that is empty_
   REPLACE [=[  optimizer.step();
   tiny::cuda::empty_cache();  // "keep memory low"
   return loss.item<double>();]=])
+
+# The loss copied back with non_blocking and read before the copy ran: right most of the time in
+# threaded mode (the copy usually wins the race), stale every time in the check's deferred mode.
+workbook_mistake(loss_copy_not_waited CHECK train_step MESSAGE "you read the host copy before the copy finished"
+  FIND [=[  return loss.item<double>();]=]
+  REPLACE [=[  return loss.to(tiny::Device("cpu"), /*non_blocking=*/true).item<double>();  // "no wait"]=])
