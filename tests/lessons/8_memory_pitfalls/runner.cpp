@@ -144,7 +144,11 @@ WORKBOOK_EXERCISE(evaluate) {
   auto model = load_model(in);
   const std::vector<tiny::data::Batch> batches = batches_of(in);
   const size_t base = start_peak();
+  const uint64_t to_pinned_before = tiny::cuda::device_counters(0).bytes_device_to_host_pinned;
   const lesson8::EvalResult result = lesson8::evaluate(*model, batches);
+  // A copy back into pinned memory and work still queued at return: read before the copy ran.
+  out.values["idle"] = tiny::cuda::current_stream(0).query();
+  out.values["bytes_to_pinned"] = tiny::cuda::device_counters(0).bytes_device_to_host_pinned - to_pinned_before;
   out.values["peak_above_start"] = peak_above(base);
   out.values["grad_mode_after"] = tiny::is_grad_enabled();
   out.values["loss"] = result.loss;
