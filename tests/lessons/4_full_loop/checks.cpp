@@ -425,13 +425,17 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   put_digits(in, ctx, 5, 200, true);  // 200 = 6 batches of 32 and a short one of 8
   in.values["batch_size"] = 32;
   in.values["generator_seed"] = ctx.seed % 999983 + 5;
-  const Run mine = ctx.student("train_one_epoch", in);
+  // Deferred mode: queued GPU work runs only when the host waits, so a sum read from a
+  // non_blocking copy back that nobody waited for is stale every time, not now and then.
+  workbook::RunOptions options;
+  options.mode = "deferred";
+  const Run mine = ctx.student("train_one_epoch", in, options);
   if (mixed_devices(mine)) {
     return Outcome::fail("train_one_epoch threw a mixed-device error: a tensor is still on the cpu; move every batch, "
                          "features and labels, with to_device(batch, device, true) before using it:\n  " + mine.message);
   }
   if (auto early = ctx.unless_ok(mine)) return *early;
-  const Run ref = ctx.reference("train_one_epoch", in);
+  const Run ref = ctx.reference("train_one_epoch", in, options);
   if (!ref.ok()) return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref.message);
 
   const nlohmann::json& losses = mine.out.values["pass_losses"];
@@ -455,6 +459,18 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() trains like the reference and
   }
   const Means m = means_of(mine);
   const double got = mine.out.values["mean_loss"].get<double>();
+  // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
+  if (m.ok && !close(got, m.weighted, 1e-5, 1e-7) && !mine.out.values.value("idle", true) &&
+      mine.out.values.value("bytes_to_pinned", int64_t{0}) > 0) {
+    return Outcome::fail("train_one_epoch returned " + number_text(got) + ", expected " + number_text(m.weighted) +
+                         " (the mean loss per example of its steps, which are all right): you read the host copy "
+                         "before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns at "
+                         "once, and the GPU writes the sum later, after every step queued before it: your function "
+                         "returned with the copy still queued on cuda:0 (in this check's deferred mode nothing queued "
+                         "runs until the host waits; on a real GPU it is a race you lose now and then). Wait before "
+                         "reading it, tiny::cuda::synchronize() (PyTorch's torch.cuda.synchronize()), or read the sum "
+                         "with .item(), which waits for the GPU itself: it is the epoch's one wait");
+  }
   if (m.ok && !close(got, m.weighted, 1e-5, 1e-7)) {
     const int64_t last = mine.out.values["batch_sizes"].back().get<int64_t>();
     if (close(got, m.unweighted, 1e-5, 1e-7)) {

@@ -37,6 +37,16 @@ nlohmann::json counters_of(const tiny::Device& device) {
           {"device_mallocs", c.device_mallocs}};
 }
 
+// Right after the student's function returned: a copy back into pinned memory (a
+// non_blocking one) and work still queued means the answer was read before the copy
+// ran (in a check's deferred mode queued work runs only when the host waits, so such
+// a read is stale every time). Taken before anything of the glue waits.
+void record_unwaited_copy(const tiny::Device& device, workbook::Bundle& out) {
+  if (!device.is_cuda()) return;
+  out.values["idle"] = tiny::cuda::current_stream(device.index()).query();
+  out.values["bytes_to_pinned"] = tiny::cuda::device_counters(device.index()).bytes_device_to_host_pinned;
+}
+
 std::shared_ptr<ProbedMLP> load_model(const workbook::Bundle& in, const tiny::Device& device) {
   auto model = std::make_shared<ProbedMLP>();
   model->load_state_dict(in.state("init"));
@@ -179,6 +189,7 @@ WORKBOOK_EXERCISE(train_one_epoch) {
   tiny::data::DataLoader loader(dataset, options);
   start_counting();
   const double mean = lesson4::train_one_epoch(*model, loader, *optimizer, device);
+  record_unwaited_copy(device, out);
   out.values["copy_counters"] = counters_of(device);
   out.values["mean_loss"] = mean;
   out.values["examples"] = dataset->size();
@@ -242,7 +253,9 @@ WORKBOOK_EXERCISE(evaluate) {
   options.batch_size = in.values.at("batch_size").get<int64_t>();
   options.pin_memory = has_gpu(device);
   tiny::data::DataLoader loader(dataset, options);
+  start_counting();
   const lesson4::EvalResult result = lesson4::evaluate(*model, loader, device);
+  out.values["copy_counters"] = counters_of(device);  // the loop's waits, before the glue reads anything back
   out.values["training_after"] = model->is_training();
   out.values["grad_mode_after"] = tiny::is_grad_enabled();
   out.values["loss"] = result.loss;

@@ -2,6 +2,7 @@
 // DataParallel, and a DataParallel training step that must match training on
 // one GPU, with the batch really split and the labels on the output device.
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "harness/checker.h"
@@ -209,6 +210,44 @@ WORKBOOK_CHECK(wrap, "wrap() moves the model to the first device, then wraps it 
   return Outcome::pass();
 }
 
+// Right steps that give the allocator's cache back every step: the segment of
+// cuda:1's replica returned to the device (memory_reserved after the step below
+// the reference's) and asked for again at the next step (allocations that reached
+// the device after the first step, which the reference's cache serves).
+static std::optional<std::string> cache_churn(const Run& mine, const Run& ref) {
+  const nlohmann::json& mallocs = mine.out.values["device_mallocs"];
+  const nlohmann::json& ref_mallocs = ref.out.values["device_mallocs"];
+  const nlohmann::json& reserved = mine.out.values["reserved_after_step"];
+  const nlohmann::json& ref_reserved = ref.out.values["reserved_after_step"];
+  uint64_t later = 0, ref_later = 0;  // allocations that reached a device in the steps after the first
+  for (size_t k = 1; k < mallocs.size() && k < ref_mallocs.size(); ++k) {
+    for (const nlohmann::json& m : mallocs[k]) later += m.get<uint64_t>();
+    for (const nlohmann::json& m : ref_mallocs[k]) ref_later += m.get<uint64_t>();
+  }
+  bool dropped = false;  // memory_reserved of some GPU below the reference's after some step: segments given back
+  std::string figures;
+  for (size_t k = 0; k < reserved.size() && k < ref_reserved.size(); ++k) {
+    for (size_t d = 0; d < reserved[k].size() && d < ref_reserved[k].size(); ++d) {
+      dropped = dropped || reserved[k][d].get<uint64_t>() < ref_reserved[k][d].get<uint64_t>();
+    }
+  }
+  for (size_t d = 0; !reserved.empty() && d < reserved.back().size(); ++d) {
+    const auto mib = [](const nlohmann::json& bytes) {
+      return workbook::number_text(bytes.get<double>() / (1 << 20), 3) + " MiB";
+    };
+    figures += std::string(d ? ", " : "") + "cuda:" + std::to_string(d) + " " + mib(reserved.back()[d]) +
+               " (the reference's " + mib(ref_reserved.back()[d]) + ")";
+  }
+  if (!dropped || later <= ref_later) return std::nullopt;
+  return "right losses and weights, but after the first step " + std::to_string(later) +
+         " allocations went to the GPUs instead of the caching allocator (the reference: " + std::to_string(ref_later) +
+         "), and memory_reserved after the last step is " + figures + ": that is empty_cache() every step. It "
+         "gives the free segments back (the one cuda:1's replica used), and the next step asks the device for the "
+         "same memory again (cudaMalloc, which is slow and synchronizes): it lowers memory_reserved and saves "
+         "nothing. Let the cache keep its blocks (PyTorch's torch.cuda.empty_cache() is for handing memory to "
+         "another process, not for a training loop)";
+}
+
 WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, splitting the batch, labels on the output device") {
   constexpr int kSteps = 3;
   constexpr int64_t kRows = 9;  // uneven: 5 rows on cuda:0, 4 on cuda:1
@@ -224,6 +263,9 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
   }
   workbook::RunOptions options;
   options.call = "train_step(DataParallel over cuda:0 and cuda:1, batches of 9)";
+  // Deferred mode: queued GPU work runs only when the host waits, so a loss read from a
+  // non_blocking copy back that nobody waited for is stale every time, not now and then.
+  options.mode = "deferred";
   Run mine, ref;
   if (auto early = ctx.both("train_step", in, mine, ref, options)) {
     const std::string& m = mine.message;
@@ -268,7 +310,21 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
   const nlohmann::json& want = single.out.values["losses"];
   for (size_t k = 0; k < want.size(); ++k) {
     const double a = losses[k].get<double>(), b = want[k].get<double>();
-    if (!(std::fabs(a - b) <= kAtol + kRtol * std::fabs(b))) {
+    const bool right = std::fabs(a - b) <= kAtol + kRtol * std::fabs(b);
+    // The probe: a copy into pinned memory in this step, and cuda:0 still busy when the loss came back.
+    const nlohmann::json& idle = mine.out.values["idle"];
+    if (!right && k < idle.size() && !idle[k].get<bool>() &&
+        counter(mine.out.values["copy_counters"][k], "bytes_device_to_host_pinned") > 0) {
+      return Outcome::fail("step " + std::to_string(k + 1) + " returned a loss of " + std::to_string(a) +
+                           ", but the same step on one GPU gives " + std::to_string(b) + ": you read the host copy "
+                           "before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns at "
+                           "once, and the GPU writes the value later: your step returned with the copy still queued "
+                           "on cuda:0 (in this check's deferred mode nothing queued runs until the host waits; on a "
+                           "real GPU it is a race you lose now and then). Return loss.item<double>(), which waits for "
+                           "the GPU itself, or wait before reading the copy, tiny::cuda::synchronize() (PyTorch's "
+                           "torch.cuda.synchronize())");
+    }
+    if (!right) {
       return Outcome::fail("step " + std::to_string(k + 1) + " returned a loss of " + std::to_string(a) +
                            ", but the same step on one GPU gives " + std::to_string(b) +
                            " (order: zero_grad, forward, cross_entropy, backward, step; return loss.item())");
@@ -282,6 +338,7 @@ WORKBOOK_CHECK(train_step, "train_step() with DataParallel trains like one GPU, 
     }
   }
   ctx.details["losses"] = {{"data_parallel", losses}, {"one_gpu", want}};
+  if (auto why = cache_churn(mine, ref)) return Outcome::fail(*why);
   return Outcome::pass();
 }
 

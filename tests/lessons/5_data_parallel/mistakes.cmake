@@ -52,3 +52,18 @@ add_test(NAME dev.mistake.5.output_through_host_step_speed
                  --reference $<TARGET_FILE:lesson_5_reference> --check step_speed
                  --expect-fail "step_speed=makes a round trip through the host")
 set_tests_properties(dev.mistake.5.output_through_host_step_speed PROPERTIES LABELS dev TIMEOUT 600)
+
+# Right in every number: empty_cache() after every step, "to keep memory low". The allocator sees
+# it: the segment of cuda:1's replica given back after each step, and asked for again at the next.
+workbook_mistake(empty_cache_every_step CHECK train_step MESSAGE "that is empty_cache() every step"
+  FIND [=[  optimizer.step();
+  return loss.item<double>();]=]
+  REPLACE [=[  optimizer.step();
+  tiny::cuda::empty_cache();  // "keep memory low"
+  return loss.item<double>();]=])
+
+# The loss copied back with non_blocking and read before the copy ran: right most of the time in
+# threaded mode (the copy usually wins the race), stale every time in the check's deferred mode.
+workbook_mistake(loss_copy_not_waited CHECK train_step MESSAGE "you read the host copy before the copy finished"
+  FIND [=[  return loss.item<double>();]=]
+  REPLACE [=[  return loss.to(tiny::Device("cpu"), /*non_blocking=*/true).item<double>();  // "no wait"]=])

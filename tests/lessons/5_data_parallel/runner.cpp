@@ -108,16 +108,35 @@ WORKBOOK_EXERCISE(train_step) {
   tiny::nn::DataParallel dp(model, {0, 1});
   tiny::optim::SGD optimizer(model->parameters(), {in.values.at("lr").get<double>()});
   nlohmann::json losses = nlohmann::json::array(), passes = nlohmann::json::array(),
-                 bytes = nlohmann::json::array(), counters = nlohmann::json::array();
+                 bytes = nlohmann::json::array(), counters = nlohmann::json::array(),
+                 mallocs = nlohmann::json::array(), reserved = nlohmann::json::array(),
+                 idle = nlohmann::json::array();
   take_passes();
   for (int k = 0; k < in.values.at("steps").get<int>(); ++k) {
     tiny::data::Batch batch{in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))};
     start_counting();
     losses.push_back(lesson5::train_step(dp, batch, optimizer));
+    // Work still queued on the output device when the loss came back, after a copy into pinned
+    // memory (a non_blocking one): the loss was read before the copy ran (in the check's
+    // deferred mode, every time). Taken before anything of the glue waits.
+    idle.push_back(tiny::cuda::current_stream(0).query());
     bytes.push_back(host_to_device_bytes());
     counters.push_back(copy_counters());
     passes.push_back(take_passes());
+    // The allocator, per GPU: allocations the cache could not serve (they reached the device)
+    // and memory_reserved after the step. empty_cache() every step shows there: the replica's
+    // segment on cuda:1 given back, and asked for again at the next step.
+    nlohmann::json step_mallocs = nlohmann::json::array(), step_reserved = nlohmann::json::array();
+    for (int d = 0; d < gpus(); ++d) {
+      step_mallocs.push_back(tiny::cuda::device_counters(d).device_mallocs);
+      step_reserved.push_back(tiny::cuda::memory_reserved(d));
+    }
+    mallocs.push_back(step_mallocs);
+    reserved.push_back(step_reserved);
   }
+  out.values["idle"] = idle;
+  out.values["device_mallocs"] = mallocs;
+  out.values["reserved_after_step"] = reserved;
   out.values["copy_counters"] = counters;
   out.values["losses"] = losses;
   out.values["passes"] = passes;

@@ -115,7 +115,11 @@ Bundle train_inputs(const Context& ctx) {
 WORKBOOK_CHECK(train_epoch, "train_epoch() trains like the reference and returns the loss of each step and the mean per example") {
   const Bundle in = train_inputs(ctx);
   Run mine, ref;
-  if (auto early = ctx.both("train_epoch", in, mine, ref, memory_options())) return *early;
+  // Deferred mode: queued GPU work runs only when the host waits, so a loss read from a
+  // non_blocking copy back that nobody waited for is stale every time, not now and then.
+  RunOptions options = memory_options();
+  options.mode = "deferred";
+  if (auto early = ctx.both("train_epoch", in, mine, ref, options)) return *early;
   const nlohmann::json& losses = mine.out.values["losses"];
   const nlohmann::json& want = ref.out.values["losses"];
   ctx.details["curves"]["training loss per step"] = {{"yours", losses}, {"reference", want}};
@@ -125,6 +129,21 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() trains like the reference and returns
                          "(loss.item<double>()), in order");
   }
   for (size_t k = 0; k < want.size(); ++k) {
+    if (!close(losses[k].get<double>(), want[k].get<double>()) && !mine.out.values.value("idle", true) &&
+        mine.out.values.value("bytes_to_pinned", int64_t{0}) > 0) {
+      // The probe: a copy into pinned memory, and the GPU still busy when the losses came back.
+      const bool same_weights = !weights_differ(mine, ref, "the epoch");
+      return Outcome::fail("the loss of step " + std::to_string(k + 1) + " is " + number_text(losses[k].get<double>()) +
+                           ", expected " + number_text(want[k].get<double>()) + " (your losses " + values_text(losses) +
+                           ", expected " + values_text(want) +
+                           (same_weights ? "; your weights at the end are right" : "") + "): you read the host "
+                           "copy before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns "
+                           "at once, and the GPU writes the value later: your function returned with the copy still "
+                           "queued on cuda:0 (in this check's deferred mode nothing queued runs until the host waits; "
+                           "on a real GPU it is a race you lose now and then). Read each loss with "
+                           "loss.item<double>(), which waits for the GPU itself, or wait before reading the copy, "
+                           "tiny::cuda::synchronize() (PyTorch's torch.cuda.synchronize())");
+    }
     if (!close(losses[k].get<double>(), want[k].get<double>())) {
       return Outcome::fail("the loss of step " + std::to_string(k + 1) + " is " + number_text(losses[k].get<double>()) +
                            ", expected " + number_text(want[k].get<double>()) + " (your losses " + values_text(losses) +
@@ -200,7 +219,11 @@ WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, 
   in.values["batches"] = 3;
   const std::string examples = "456 examples (batches of 200, 200 and 56)";
   Run mine, ref;
-  if (auto early = ctx.both("evaluate", in, mine, ref, memory_options())) return *early;
+  // Deferred mode: queued GPU work runs only when the host waits, so a count or a loss read from
+  // a non_blocking copy back that nobody waited for is stale every time, not now and then.
+  RunOptions options = memory_options();
+  options.mode = "deferred";
+  if (auto early = ctx.both("evaluate", in, mine, ref, options)) return *early;
   const nlohmann::json& v = mine.out.values;
   if (v["pass_grad_enabled"].empty()) return Outcome::fail("evaluate never ran the model over the batches");
   const size_t peak = as_size(v["peak_above_start"]), ref_peak = as_size(ref.out.values["peak_above_start"]);
@@ -221,11 +244,23 @@ WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, 
                          "time (the loss and the count as numbers, .item())");
   }
   const double acc = v["accuracy"].get<double>(), want_acc = ref.out.values["accuracy"].get<double>();
+  const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
+  // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
+  if ((std::fabs(acc - want_acc) > 1e-9 || !close(loss, want)) && !v.value("idle", true) &&
+      v.value("bytes_to_pinned", int64_t{0}) > 0) {
+    return Outcome::fail("evaluate returned loss " + number_text(loss) + " and accuracy " + number_text(acc) +
+                         ", expected " + number_text(want) + " and " + number_text(want_acc) + ": you read the host "
+                         "copy before the copy finished. A non_blocking copy to the CPU (into pinned memory) returns "
+                         "at once, and the GPU writes the value later: your function returned with the copy still "
+                         "queued on cuda:0 (in this check's deferred mode nothing queued runs until the host waits; "
+                         "on a real GPU it is a race you lose now and then). Read with .item(), which waits for the "
+                         "GPU itself, or wait before reading the copy, tiny::cuda::synchronize() (PyTorch's "
+                         "torch.cuda.synchronize())");
+  }
   if (std::fabs(acc - want_acc) > 1e-9) {
     return Outcome::fail("evaluate's accuracy is " + number_text(acc) + ", expected " + number_text(want_acc) +
                          " (the fraction of the " + examples + " whose largest logit is at the label)");
   }
-  const double loss = v["loss"].get<double>(), want = ref.out.values["loss"].get<double>();
   if (!close(loss, want)) {
     // Probe: the plain mean of the batches' mean losses (right only when every batch has the same size).
     double sum = 0.0;

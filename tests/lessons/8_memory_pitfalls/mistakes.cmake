@@ -140,3 +140,18 @@ workbook_mistake(evaluate_mean_of_batches CHECK evaluate MESSAGE "the mean of th
   REPLACE [=[loss_sum += F::cross_entropy(logits, batch.target).item<double>();  // this batch's mean]=]
   FIND [=[return {loss_sum / static_cast<double>(examples), static_cast<double>(correct) / static_cast<double>(examples)};]=]
   REPLACE [=[return {loss_sum / static_cast<double>(batches.size()), static_cast<double>(correct) / static_cast<double>(examples)};]=])
+
+# Each step's loss copied back with non_blocking and read before the copy ran: right most of the
+# time in threaded mode (the copy usually wins the race), stale every time in the check's deferred
+# mode. The weights are right; only the probe (a copy into pinned memory, the stream still busy
+# when the function returned) tells it from a wrong step.
+workbook_mistake(loss_copy_not_waited CHECK train_epoch MESSAGE "you read the host copy before the copy finished"
+  FIND [=[    const double value = loss.item<double>();  // the number; the tensor (and its graph) goes at the end of the step]=]
+  REPLACE [=[    const double value = loss.to(tiny::Device("cpu"), /*non_blocking=*/true).item<double>();  // "no wait"]=])
+
+# The count of right answers copied back with non_blocking and read before the copy ran (the
+# loss read with .item(), whose wait comes before the copy of the same batch): stale every time
+# in the check's deferred mode.
+workbook_mistake(evaluate_count_not_waited CHECK evaluate MESSAGE "you read the host copy before the copy finished"
+  FIND [=[    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();]=]
+  REPLACE [=[    correct += (logits.argmax(1) == batch.target).sum().to(tiny::Device("cpu"), /*non_blocking=*/true).item<int64_t>();]=])

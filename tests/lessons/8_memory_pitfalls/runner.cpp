@@ -113,7 +113,13 @@ WORKBOOK_EXERCISE(train_epoch) {
   // With keep_trace, the epoch is profiled: the grader's report draws its GPU timeline beside the reference's.
   std::optional<tiny::profiler::profile> prof;
   if (in.values.value("keep_trace", false) && tiny::cuda::is_emulated(0)) prof.emplace();
+  const uint64_t to_pinned_before = tiny::cuda::device_counters(0).bytes_device_to_host_pinned;
   const lesson8::TrainLog log = lesson8::train_epoch(*model, *optimizer, batches);
+  // A copy back into pinned memory (a non_blocking one) and work still queued when the losses
+  // came back: they were read before the copies ran (in the check's deferred mode queued work
+  // runs only when the host waits, so such a read is stale every time).
+  out.values["idle"] = tiny::cuda::current_stream(0).query();
+  out.values["bytes_to_pinned"] = tiny::cuda::device_counters(0).bytes_device_to_host_pinned - to_pinned_before;
   tiny::cuda::synchronize(0);
   timeline.stop();
   if (prof) {
@@ -138,7 +144,11 @@ WORKBOOK_EXERCISE(evaluate) {
   auto model = load_model(in);
   const std::vector<tiny::data::Batch> batches = batches_of(in);
   const size_t base = start_peak();
+  const uint64_t to_pinned_before = tiny::cuda::device_counters(0).bytes_device_to_host_pinned;
   const lesson8::EvalResult result = lesson8::evaluate(*model, batches);
+  // A copy back into pinned memory and work still queued at return: read before the copy ran.
+  out.values["idle"] = tiny::cuda::current_stream(0).query();
+  out.values["bytes_to_pinned"] = tiny::cuda::device_counters(0).bytes_device_to_host_pinned - to_pinned_before;
   out.values["peak_above_start"] = peak_above(base);
   out.values["grad_mode_after"] = tiny::is_grad_enabled();
   out.values["loss"] = result.loss;
