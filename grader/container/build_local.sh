@@ -121,7 +121,8 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" --numeric-owner -c . | podman_ import --change 'CMD ["bash"]' - "$base" >/dev/null
+  tar -C "$rootfs" --numeric-owner -c . | podman_ import --change 'CMD ["bash"]' - "$base" >> "$dir/debootstrap.log" 2>&1 ||
+    die "podman could not import the base (its log: $dir/debootstrap.log)"
   rm -rf "$rootfs"
   say "   base $base imported in $((SECONDS - t0)) s"
 else
