@@ -121,7 +121,8 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" --numeric-owner -c . | podman_ import --change 'CMD ["bash"]' - "$base" >/dev/null
+  tar -C "$rootfs" --numeric-owner -c . | podman_ import --change 'CMD ["bash"]' - "$base" >> "$dir/debootstrap.log" 2>&1 ||
+    die "podman could not import the base (its log: $dir/debootstrap.log)"
   rm -rf "$rootfs"
   say "   base $base imported in $((SECONDS - t0)) s"
 else
@@ -177,8 +178,9 @@ smoke_run stubs grade --submission /out/stubs --no-timing --expect zero --json /
 smoke_run solutions grade --submission /autograder/source/solutions --expect full --json /out/solutions.json
 # Gradescope's route: the submission a .tar.gz, as a student uploads it.
 mkdir -p "$out/gradescope/submission" "$out/gradescope/results"
-# (of the folder by its name: the grader refuses an archive of "." for its "./" entry)
-tar -C "$source_dir" -czf "$out/gradescope/submission/lessons.tar.gz" solutions
+# The solutions' folder by the name a student's has (the grader takes nothing
+# under a folder named solutions/, and refuses an archive of "." for its "./").
+tar -C "$source_dir" --transform 's,^solutions,lessons,' -czf "$out/gradescope/submission/lessons.tar.gz" solutions
 t0=$SECONDS
 podman_ run "${run_opts[@]}" -v "$out/gradescope/submission:/autograder/submission:ro" \
   -v "$out/gradescope/results:/autograder/results" --entrypoint /autograder/run_autograder "$image" \
