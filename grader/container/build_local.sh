@@ -179,7 +179,7 @@ smoke_run solutions grade --submission /autograder/source/solutions --expect ful
 # Gradescope's route: the submission a .tar.gz, as a student uploads it.
 mkdir -p "$out/gradescope/submission" "$out/gradescope/results"
 # The solutions' folder by the name a student's has (the grader takes nothing
-# under a folder named solutions/, and refuses an archive of "." for its "./").
+# under a folder named solutions/).
 tar -C "$source_dir" --transform 's,^solutions,lessons,' -czf "$out/gradescope/submission/lessons.tar.gz" solutions
 t0=$SECONDS
 podman_ run "${run_opts[@]}" -v "$out/gradescope/submission:/autograder/submission:ro" \

@@ -314,6 +314,7 @@ void read_child_reports(Launch& l, ProcessResult& result) {
     i.own_user = (flags & kOwnUser) != 0;
     i.uid = i.own_user ? l.plan.uid : static_cast<unsigned>(getuid());
     i.no_network = (flags & kNoNetwork) != 0;
+    i.loopback_down = (flags & kLoopbackDown) != 0;
     i.paths_hidden = (flags & kHidden) != 0;
     i.read_only = (flags & kReadOnly) != 0;
     i.folder_limited = (flags & kFolderLimited) != 0;
@@ -497,7 +498,10 @@ void collect(Launch& l, OutputPipe& output, int status, const struct rusage& usa
 
 std::string Isolation::describe() const {
   std::string s = own_user ? "own uid " + std::to_string(uid) : "our uid";
-  s += no_network ? ", no network" : ", network reachable";
+  s += no_network ? (loopback_down ? ", no network (not even 127.0.0.1: its loopback could not be brought up, which "
+                                     "needs CAP_NET_ADMIN)"
+                                   : ", no network")
+                  : ", network reachable";
   s += paths_hidden ? ", sources hidden" : ", sources readable";
   s += read_only ? ", read-only but its folder" : ", may write outside its folder";
   if (folder_limit > 0) s += folder_limited ? ", its folder a " + mib(folder_limit) + " tmpfs" : ", its folder only measured";

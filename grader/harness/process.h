@@ -84,6 +84,7 @@ struct Isolation {
   bool own_user = false;      ///< ran as an unprivileged uid of its own (root only)
   unsigned uid = 0;           ///< that uid
   bool no_network = false;    ///< in a network namespace of its own: no interface but its own loopback
+  bool loopback_down = false;  ///< ... whose loopback could not be brought up: not even 127.0.0.1 (no CAP_NET_ADMIN)
   bool paths_hidden = false;  ///< every `hidden` path was covered in its mount namespace
   bool read_only = false;     ///< every file system is read-only to it, but its folder (`cwd`)
   bool folder_limited = false;  ///< its folder was a tmpfs of `folder_limit` bytes of its own (ProcessOptions::output_limit)

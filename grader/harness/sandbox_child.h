@@ -23,6 +23,7 @@ enum ChildFlags : unsigned {
   kReadOnly = 16,
   kFolderLimited = 32,
   kOwnPids = 64,
+  kLoopbackDown = 128,  ///< a network namespace of its own whose loopback could not be brought up (no CAP_NET_ADMIN)
 };
 
 /// @brief Where the child stopped when it could not start the program.

@@ -131,7 +131,8 @@ std::string sandbox_refusal(const Isolation& isolation) {
                   "capability (Docker's default, and Gradescope's), or a seccomp or AppArmor profile forbids them. "
                 : "No namespace could be made (unprivileged user namespaces are off here). ";
   }
-  return text + "Grant it (docker run --cap-add SYS_ADMIN --security-opt apparmor=unconfined ...), or where the "
+  return text + "Grant it (docker run --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt apparmor=unconfined ...; "
+                "NET_ADMIN brings up each run's own loopback, where lesson 6's ranks meet), or where the "
                 "platform cannot, delete solutions/, tests/ and .git from the image after building and grade with "
                 "--unsafe in place of --require-sandbox (grader/gradescope/run_autograder; grader/README.md, "
                 "\"A submission is hostile\")";

@@ -93,7 +93,13 @@ std::vector<ArchiveEntry> walk(archive* a, uint64_t packed, const std::string& s
              "against archive bombs)", "submit only the lessons folder");
     }
     std::string why;
-    const std::string path = clean_path(archive_entry_pathname(entry), why);
+    const char* raw = archive_entry_pathname(entry);
+    const std::string path = clean_path(raw, why);
+    // "./" is the folder `tar czf lessons.tgz .` archives first: the archive's own root, nothing to make.
+    if (path.empty() && raw != nullptr && *raw != '\0' && *raw != '/' &&
+        archive_entry_filetype(entry) == AE_IFDIR && std::string(raw).find_first_not_of("./") == std::string::npos) {
+      continue;
+    }
     if (path.empty()) refuse(why, remake);
     if (archive_entry_hardlink(entry) != nullptr) {
       refuse("the entry \"" + path + "\" is a hard link (to \"" + archive_entry_hardlink(entry) +

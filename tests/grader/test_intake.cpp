@@ -202,6 +202,20 @@ TEST_F(IntakeTest, AZipAndATarGzAreUnpackedIntoTheScratchAndSearched) {
   }
 }
 
+TEST_F(IntakeTest, AnArchiveOfDotKeepsItsFilesAndSkipsItsRoot) {
+  // `tar czf lessons.tgz .` from inside the lessons folder: "./" first, then "./1_device_check/...".
+  const fs::path archive = make_archive(dir_ / "dot.tar.gz", "tar.gz",
+                                        {{"./", "", Entry::kFolder},
+                                         {"./1_device_check/", "", Entry::kFolder},
+                                         {"./1_device_check/exercise.cpp", kSource}});
+  const SubmissionLayout layout = take_in(archive, pointers_, dir_ / "scratch");
+  ASSERT_EQ(layout.problem, "");
+  EXPECT_EQ(layout.lessons_dir_of(lessons_[0]), dir_ / "scratch" / "unpacked");
+  // A file named only "." or "./" is still refused: it names no file.
+  const fs::path odd = make_archive(dir_ / "odd.tar.gz", "tar.gz", {{"./", "x"}});
+  EXPECT_NE(take_in(odd, pointers_, dir_ / "scratch2").problem.find("names no file"), std::string::npos);
+}
+
 TEST_F(IntakeTest, AFolderHoldingOnlyAnArchiveIsThatArchive) {
   // Gradescope keeps an uploaded .tar.gz as the one file of /autograder/submission.
   fs::create_directories(dir_ / "submission");

@@ -567,3 +567,20 @@ TEST(TempFolders, OnlyTheFoldersOfProcessesThatAreGoneAreSwept) {
   EXPECT_EQ(swept, root ? 2 : 3);
   fs::remove_all(tmp);
 }
+
+namespace {
+
+// A network namespace whose loopback stayed down (a container without CAP_NET_ADMIN) is still no
+// network, and says why lesson 6's ranks cannot meet.
+TEST(Isolation, ALoopbackThatStayedDownIsSaid) {
+  workbook::Isolation i;
+  i.no_network = true;
+  EXPECT_NE(i.describe().find(", no network,"), std::string::npos) << i.describe();
+  i.loopback_down = true;
+  EXPECT_NE(i.describe().find("no network (not even 127.0.0.1"), std::string::npos) << i.describe();
+  EXPECT_NE(i.describe().find("CAP_NET_ADMIN"), std::string::npos) << i.describe();
+  i.no_network = false;
+  EXPECT_NE(i.describe().find("network reachable"), std::string::npos) << i.describe();
+}
+
+}  // namespace
