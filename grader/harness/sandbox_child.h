@@ -42,7 +42,8 @@ std::string start_failure_text(const StartFailure& failure, const std::string& p
 /// @brief A resource limit the child sets on itself (setrlimit).
 struct ResourceLimit {
   int resource;       ///< RLIMIT_*
-  rlim_t soft, hard;  ///< its values
+  rlim_t soft;        ///< its soft value
+  rlim_t hard;        ///< its hard value
 };
 
 /// @brief A path a sandbox must not read, covered in its mount namespace.
@@ -65,8 +66,10 @@ struct ChildPlan {
   ChildPlan(const ChildPlan&) = delete;
   ChildPlan& operator=(const ChildPlan&) = delete;
 
-  std::vector<std::string> args, env;  ///< the program's arguments and environment ("KEY=VALUE")
-  std::vector<char*> argv, envp;       ///< pointers into them, each ended by nullptr (point_into_strings())
+  std::vector<std::string> args;       ///< the program's arguments
+  std::vector<std::string> env;        ///< its environment ("KEY=VALUE")
+  std::vector<char*> argv;             ///< pointers into `args`, ended by nullptr (point_into_strings())
+  std::vector<char*> envp;             ///< pointers into `env`, ended by nullptr
   int exe_fd = -1;                     ///< the program by descriptor (a sandbox: its path may be out of its uid's reach), else -1
   pid_t parent = 0;                    ///< our PID: the child ends at once when its parent is no longer us
   bool sandbox = false;                ///< ProcessOptions::sandbox
@@ -78,7 +81,8 @@ struct ChildPlan {
   std::vector<ResourceLimit> limits;   ///< the rlimits it sets
   int child_out = -1;                  ///< its stdout and stderr (our pipe, or /dev/null); -1: ours
   bool no_user_namespaces = false;     ///< (tests) act as a system without unprivileged user namespaces
-  std::string uid_map, gid_map;        ///< our uid and gid mapped to themselves, for a user namespace
+  std::string uid_map;                 ///< our uid mapped to itself, for a user namespace
+  std::string gid_map;                 ///< our gid mapped to itself
   std::string cwd;                     ///< its folder ("": ours)
   std::vector<HiddenPath> hidden;      ///< what its mount namespace covers
   bool private_folder = false;         ///< its folder becomes a tmpfs of its own (the output limit's size)

@@ -211,9 +211,10 @@ TEST_F(IntakeTest, AnArchiveOfDotKeepsItsFilesAndSkipsItsRoot) {
   const SubmissionLayout layout = take_in(archive, pointers_, dir_ / "scratch");
   ASSERT_EQ(layout.problem, "");
   EXPECT_EQ(layout.lessons_dir_of(lessons_[0]), dir_ / "scratch" / "unpacked");
-  // A file named only "." or "./" is still refused: it names no file.
+  // A file (not a folder) named "./" is still refused: it names no file.
   const fs::path odd = make_archive(dir_ / "odd.tar.gz", "tar.gz", {{"./", "x"}});
-  EXPECT_NE(take_in(odd, pointers_, dir_ / "scratch2").problem.find("names no file"), std::string::npos);
+  const std::string problem = take_in(odd, pointers_, dir_ / "scratch2").problem;
+  EXPECT_NE(problem.find("odd.tar.gz was refused: an entry has no name"), std::string::npos) << problem;
 }
 
 TEST_F(IntakeTest, AFolderHoldingOnlyAnArchiveIsThatArchive) {
