@@ -145,6 +145,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--steps must be >= 1\n");
     return 2;
   }
+  if (!profile_path.empty()) {
+    // Said now, before a minute of training, rather than as an error after the table.
+    const std::filesystem::path folder = std::filesystem::absolute(profile_path).parent_path();
+    if (!std::filesystem::is_directory(folder)) {
+      std::fprintf(stderr, "--profile %s: the folder %s does not exist; create it first (mkdir -p %s)\n",
+                   profile_path.c_str(), folder.string().c_str(), folder.string().c_str());
+      return 2;
+    }
+  }
   if (!tiny::cuda::is_available() || !tiny::cuda::is_emulated(0)) {
     std::printf("this demo reads the emulated GPU's modelled clock (utilization is nvidia-smi's on a real GPU): "
                 "run it with the emulated GPU (TINY_FORCE_EMULATED_GPU=1)\n");
@@ -208,6 +217,9 @@ int main(int argc, char** argv) {
   } catch (const tiny::NotImplemented& e) {
     std::printf("%s\n(fill in lessons/9_find_the_bottleneck/exercise.cpp, then run ./workbook run 9)\n", e.what());
     return 0;
+  } catch (const tiny::IOError& e) {
+    std::fprintf(stderr, "%s\n", e.what());  // a trace that could not be written
+    return 1;
   }
   std::printf("\n(step ms, GPU-Util and TFLOP/s are modelled on the %s, an estimate; images/s = batch / step)\n",
               tiny::cuda::get_device_properties(0).modelled_gpu.c_str());
