@@ -112,6 +112,12 @@ WORKBOOK_CHECK(choose_device, "choose_device() picks the GPU asked for; only \"a
                              "(tiny::cuda::current_device(), which tiny::cuda::set_device(1) made cuda:1), as "
                              "torch.device(\"cuda\") does; the device tiny::Device(\"cuda\") parses has no index");
       }
+      if ((r == "auto" || r == "cuda") && got == "cuda") {
+        return Outcome::fail(where + ", expected " + want + ": a device without an index leaves the choice to "
+                             "whoever uses it. choose_device says which GPU: the current one, "
+                             "tiny::cuda::current_device() (PyTorch's torch.cuda.current_device(), which a bare "
+                             "torch.device(\"cuda\") stands for)");
+      }
       return Outcome::fail(where + ", expected " + want);
     }
   }

@@ -58,3 +58,8 @@ workbook_mistake(unchecked_stoi CHECK choose_device_errors MESSAGE "came from in
   REPLACE [=[  const tiny::Device device = requested.rfind("cuda:", 0) == 0
                                   ? tiny::Device(tiny::kCUDA, std::stoi(requested.substr(5)))
                                   : tiny::Device(requested);]=])
+
+# "cuda" returned as it was parsed: a device without an index, where the check wants the current GPU's.
+workbook_mistake(cuda_without_index CHECK choose_device MESSAGE "a device without an index leaves the choice to whoever uses it"
+  FIND [=[  return tiny::Device(tiny::kCUDA, index);]=]
+  REPLACE [=[  return device.has_index() ? tiny::Device(tiny::kCUDA, index) : device;]=])
