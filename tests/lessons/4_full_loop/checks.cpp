@@ -153,7 +153,9 @@ static Outcome step_habits(const Run& mine, const Run& ref, int steps) {
     return Outcome::fail("train_step made the host wait for the GPU " + std::to_string(waits) + " time(s) in " +
                          std::to_string(steps) + " steps (the reference: " + std::to_string(ref_waits) + "), though its "
                          "losses are right: an .item(), .cpu() or synchronize in the step waits for everything queued "
-                         "before it. Leave the loss on the device; train_one_epoch reads the sum once per epoch");
+                         "before it, and so does a copy asked to be blocking (to_device(batch, device, false)). Leave "
+                         "the loss on the device, copy the pinned batch with non_blocking=true; train_one_epoch reads "
+                         "the sum once per epoch");
   }
   return Outcome::pass();
 }
@@ -552,8 +554,10 @@ WORKBOOK_CHECK(epoch_copies_and_waits, "an epoch with your loader copies every b
       return Outcome::fail(why + ". No value came back to the host, and your to_device does not wait (the glue "
                            "ran it alone on a pinned batch: 0 waits), so the waits are in the loop itself: a "
                            "tiny::cuda::synchronize(), or tiny::cuda::empty_cache(), which waits for the GPU before "
-                           "it frees the cache (PyTorch's torch.cuda.empty_cache()). Nothing in a training loop "
-                           "needs either: the GPU runs the steps in order, and the cache is reused, not leaked");
+                           "it frees the cache (PyTorch's torch.cuda.empty_cache()), or a copy the loop asks to be "
+                           "blocking (to_device(batch, device, false) in train_step waits at every batch). Nothing in "
+                           "a training loop needs any of them: the GPU runs the steps in order, the cache is reused, "
+                           "not leaked, and a pinned batch can be copied with non_blocking=true");
     }
     return Outcome::fail(why + ". No value came back to the host, and your to_device made the host wait " +
                          std::to_string(copy_waits) + " time(s) alone on one pinned batch: a copy with "
