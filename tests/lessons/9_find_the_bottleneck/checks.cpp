@@ -212,6 +212,18 @@ WORKBOOK_CHECK(train_step, "train_step() trains in bfloat16 with non_blocking co
                          "you added to it (and all the memory the graphs keep, lesson 8). Add the loss without its "
                          "graph: loss_sum.add_(loss.detach())");
   }
+  // Probes from the glue: was autocast on when the gradients were made, and when the optimizer stepped?
+  const int backward_in = mine.out.values.value("backward_under_autocast", 0);
+  const int steps_in = mine.out.values.value("steps_under_autocast", 0);
+  if (backward_in > 0 || steps_in > 0) {
+    const std::string what = backward_in > 0 && steps_in > 0 ? "backward() and optimizer.step()"
+                             : backward_in > 0                ? "backward()"
+                                                              : "optimizer.step()";
+    return Outcome::fail(call + ": your autocast guard was still open during " + what + ". Autocast is for the "
+                         "forward pass and the loss: backward() already runs each op in the dtype its forward chose, "
+                         "and the optimizer updates the float32 weights. Close the guard's scope right after the loss "
+                         "(PyTorch's docs: \"backward passes under autocast are not recommended\")");
+  }
   if (auto why = workbook::differ(call + ", loss_sum", mine.out, ref.out, "loss_sum", 2e-2, 2e-2)) {
     return Outcome::fail(*why + "\n(add each step's loss, detached, to loss_sum: loss_sum.add_(loss.detach()))");
   }

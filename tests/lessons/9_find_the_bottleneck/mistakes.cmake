@@ -116,3 +116,14 @@ workbook_mistake(empty_cache_every_step CHECK train_step MESSAGE "or a tiny::cud
   FIND [=[  loss_sum.add_(loss.detach());  // stays on the GPU: nobody waits for it now]=]
   REPLACE [=[  loss_sum.add_(loss.detach());
   tiny::cuda::empty_cache();  // "keep memory low"]=])
+
+# The autocast guard opened for the whole step: right numbers, but backward() and optimizer.step() inside it.
+workbook_mistake(autocast_whole_step CHECK train_step MESSAGE "your autocast guard was still open during backward() and optimizer.step()"
+  FIND [=[    loss = F::cross_entropy(model(x), y);
+  }
+  loss.backward();
+  optimizer.step();]=]
+  REPLACE [=[    loss = F::cross_entropy(model(x), y);
+    loss.backward();
+    optimizer.step();
+  }]=])

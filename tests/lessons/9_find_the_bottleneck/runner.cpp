@@ -109,9 +109,27 @@ WORKBOOK_EXERCISE(measure) {
 }
 
 // train_step on three pinned batches in a row from the snapshot "init", profiled.
+// SGD that notes whether its step ran inside an enabled autocast guard (a probe
+// for the train_step check: the optimizer's step belongs outside the guard).
+class ProbedSGD : public tiny::optim::SGD {
+ public:
+  using tiny::optim::SGD::SGD;
+  void step() override {
+    steps_under_autocast += tiny::amp::is_autocast_enabled("cuda") ? 1 : 0;
+    tiny::optim::SGD::step();
+  }
+  int steps_under_autocast = 0;
+};
+
 WORKBOOK_EXERCISE(train_step) {
   auto model = load_model(in);
-  auto optimizer = make_sgd(*model);
+  const std::unique_ptr<tiny::optim::SGD> sgd = make_sgd(*model);
+  auto optimizer = std::make_unique<ProbedSGD>(model->parameters(), sgd->options());
+  // The other probe: whether backward() ran inside the guard (the gradient of the first parameter is made there).
+  int backward_under_autocast = 0;
+  tiny::Tensor first = model->parameters().front();
+  first.register_post_accumulate_grad_hook(
+      [&backward_under_autocast](tiny::Tensor&) { backward_under_autocast += tiny::amp::is_autocast_enabled("cuda") ? 1 : 0; });
   std::vector<Batch> batches;
   for (int k = 0; k < 3; ++k) {
     batches.push_back({in.tensor("x." + std::to_string(k)).pin_memory(),
@@ -129,6 +147,8 @@ WORKBOOK_EXERCISE(train_step) {
   }
   out.values["trace"] = facts;
   out.values["loss_sum_has_graph"] = loss_sum.requires_grad();  // a loss added without detach() keeps its graph
+  out.values["backward_under_autocast"] = backward_under_autocast;
+  out.values["steps_under_autocast"] = optimizer->steps_under_autocast;
   out.put("loss_sum", loss_sum.detach());
   out.put_state("final", model->state_dict());
 }
