@@ -204,10 +204,13 @@ WORKBOOK_CHECK(normalizer_buffers, "Normalizer registers mean and stddev as buff
                            "(forward() then mixes devices). Register it: this->mean = register_buffer(\"mean\", mean); "
                            "the same for stddev");
     }
-    if (contains(buffers, "mean") && v["member_devices"]["mean"] == "undefined") {
-      return Outcome::fail("\"mean\" is registered, but the member Normalizer::mean is still an empty tiny::Tensor, so "
-                           "forward() cannot use it: keep the handle register_buffer returns: "
-                           "this->mean = register_buffer(\"mean\", mean)");
+    for (const char* name : {"mean", "stddev"}) {
+      if (contains(buffers, name) && v["member_devices"].value(name, "") == "undefined") {
+        const std::string n = name;
+        return Outcome::fail("\"" + n + "\" is registered, but the member Normalizer::" + n + " is still an empty "
+                             "tiny::Tensor, so forward() cannot use it: keep the handle register_buffer returns: "
+                             "this->" + n + " = register_buffer(\"" + n + "\", " + n + ")");
+      }
     }
     if (sorted(buffers) == Names{"mean", "stddev"} && sorted(state_keys) != Names{"mean", "stddev"}) {
       return Outcome::fail("mean and stddev are buffers, but state_dict() holds only " + list_text(state_keys) +

@@ -103,3 +103,8 @@ workbook_alternative(predict_with_a_sync CHECKS predict
 workbook_mistake(predict_copy_back_not_waited CHECK predict MESSAGE "the outputs' copy back to the CPU had not run"
   FIND [=[  return model(inputs.to(device)).cpu();]=]
   REPLACE [=[  return model(inputs.to(device)).to(tiny::Device("cpu"), /*non_blocking=*/true);  // "faster"]=])
+
+# The same trap for the second buffer: registered, and its member left empty.
+workbook_mistake(normalizer_stddev_not_kept CHECK normalizer_buffers MESSAGE "the member Normalizer::stddev is still an empty tiny::Tensor"
+  FIND [=[  this->stddev = register_buffer("stddev", stddev);]=]
+  REPLACE [=[  register_buffer("stddev", stddev);]=])
