@@ -488,6 +488,10 @@ TEST(AutocastDataParallel, ReplicaThreadsRunUnderTheCallersAutocast) {
     model->fc->weight.set_grad(Tensor());
     model->fc->bias.set_grad(Tensor());
   }
+  // The backward's kernels finish before the test returns: the emulated GPUs'
+  // workers are never joined, and one still inside OpenBLAS while the process
+  // unloads its libraries at exit crashed the test binary now and then.
+  for (int d = 0; d < 2; ++d) tiny::cuda::synchronize(d);
 }
 
 // ---- float16 numerics ----------------------------------------------------------------------------
