@@ -18,16 +18,20 @@ int count_devices();
 
 /// @brief Every device a tensor can live on here: `cuda:0`, `cuda:1`, ... then `cpu` last.
 ///
-/// PyTorch: `[torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count())] + [torch.device("cpu")]`.
+/// PyTorch has no single call for this; its pieces are `torch.cuda.device_count()` and
+/// `torch.device("cuda", i)` / `torch.device("cpu")` (tiny: `tiny::Device(tiny::DeviceType::CUDA, i)`, ...).
 std::vector<tiny::Device> available_devices();
 
 /// @brief The device to train on, from what the user asked for.
 ///
-/// - `"auto"`: the current GPU when a GPU is available, otherwise the CPU. This is the only fallback.
+/// - `"auto"`: the current GPU (with its index, as for "cuda") when a GPU is available, otherwise
+///   the CPU. This is the only fallback.
 /// - anything else is parsed by `tiny::Device`, as `torch.device` parses it: text that is not a device
 ///   (`"gpu"`, `"cuda:x"`, an index too long to be a number) throws its tiny::ValueError.
 /// - `"cpu"`: the CPU.
-/// - `"cuda"`: the current GPU (`torch.device("cuda")` means the current device); `"cuda:N"`: GPU N.
+/// - `"cuda"`: the current GPU (`torch.device("cuda")` means the current device), returned with
+///   its index (`cuda:1` after `set_device(1)`): a device without one is not equal to the
+///   devices of the tensors made on it. `"cuda:N"`: GPU N.
 ///   With no GPU at all, throw a tiny::DeviceError that says so and what to ask for instead
 ///   (the user asked for a GPU by name: training on the CPU would hide that there is none).
 ///   When GPUs exist but N is not one of them, throw a tiny::DeviceError whose message

@@ -37,8 +37,12 @@ class Normalizer : public tiny::nn::Module {
   /// TODO: make both statistics part of the module under the names "mean" and
   /// "stddev" (saved in state_dict()), so that the members forward() reads see
   /// a `model.to(device)`. PyTorch's register_buffer sets `self.mean` for you; C++
-  /// cannot, so read what tiny's returns (tiny/nn/module.h), and remember that a
-  /// Tensor is a shared handle. The arguments hide the members of the same name.
+  /// cannot, so the members are yours to set. What matters: each member must be a
+  /// handle to the very tensor the module registered (a Tensor is a shared handle,
+  /// and Module::to moves each registered tensor in place, so every handle to it
+  /// sees the move). A member never set stays undefined; one holding another
+  /// tensor stays behind. See what register_buffer returns (tiny/nn/module.h).
+  /// The arguments hide the members of the same name.
   Normalizer(const tiny::Tensor& mean, const tiny::Tensor& stddev);
   /// @brief `(x - mean) / stddev` over the last dimension of `x` (given: nothing to do here).
   tiny::Tensor forward(const tiny::Tensor& x) override;

@@ -84,8 +84,9 @@ struct EvalResult {
 ///   (`tiny::NoGradGuard`, PyTorch's `with torch.no_grad():`);
 /// - the loss is weighted by batch size, as in train_one_epoch; the prediction is
 ///   the class with the largest logit (PyTorch's `argmax`, tiny's too);
-/// - as in train_one_epoch, the host waits for the GPU once, after the loop:
-///   both sums (the loss and the right predictions) become numbers only then.
+/// - as in train_one_epoch, the host does not wait for the GPU inside the loop:
+///   both sums (the loss and the right predictions) stay on the device and are
+///   read as numbers after it (the reference waits twice, once per sum; never once per batch).
 EvalResult evaluate(tiny::nn::Module& model, tiny::data::DataLoader& loader, const tiny::Device& device);
 
 }  // namespace lesson4
