@@ -608,7 +608,7 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
   s->worker_started = true;
   done_cv_.notify_all();  // enqueue waits for this
   for (;;) {
-    s->cv.wait(lock, [&] { return s->taken < s->released || (s->destroyed && s->queue.empty()); });
+    s->cv.wait(lock, [&] { return !exiting_ && (s->taken < s->released || (s->destroyed && s->queue.empty())); });
     if (s->taken == s->released) {  // destroyed and drained: forget the stream and exit
       devices_[s->device]->streams.erase(s->id);
       s->worker_running = false;
@@ -633,6 +633,7 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
       case ItemKind::kernel:
         // Runs without the lock: kernels take as long as they take, and other
         // streams, the host and other kernels must not wait for them.
+        ++kernels_running_;
         lock.unlock();
         try {
           item.work();
@@ -647,6 +648,7 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
         // (a tensor, a snapshot) may call back into the runtime when freed.
         item = WorkItem{};
         lock.lock();
+        --kernels_running_;
         break;
     }
     ++s->completed;
@@ -1095,6 +1097,15 @@ std::atomic<EmulatedRuntime*> g_runtime{nullptr};
 bool g_disabled = false;  // TINY_EMULATED_GPUS=0; guarded by g_runtime_mutex
 }  // namespace
 
+void EmulatedRuntime::stop_workers_for_exit(std::chrono::milliseconds bound) {
+  // A forked child has no workers (and may hold a copy of a lock taken at the fork); a worker
+  // that calls exit cannot wait for its own kernel.
+  if (in_forked_child() || t_worker_device >= 0) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  exiting_ = true;
+  done_cv_.wait_for(lock, bound, [&] { return kernels_running_ == 0; });
+}
+
 EmulatedRuntime* emulated_runtime() {
   EmulatedRuntime* runtime = g_runtime.load(std::memory_order_acquire);
   if (runtime != nullptr) return runtime;
@@ -1109,6 +1120,10 @@ EmulatedRuntime* emulated_runtime() {
   // workers are never joined. If construction throws, the next call retries.
   runtime = new EmulatedRuntime();
   g_runtime.store(runtime, std::memory_order_release);
+  // exit() runs this before the static objects made before now are destroyed and before
+  // OpenBLAS is unloaded (that comes after every atexit handler). The bound keeps a hung
+  // kernel from holding exit forever.
+  std::atexit([] { g_runtime.load(std::memory_order_acquire)->stop_workers_for_exit(std::chrono::seconds(10)); });
   return runtime;
 }
 

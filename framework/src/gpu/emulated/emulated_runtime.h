@@ -52,6 +52,7 @@
 // throws, as CUDA refuses to run in a forked child.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -198,6 +199,11 @@ class EmulatedRuntime : public Runtime {
   // every held item run.
   Mode mode() const;
   void set_mode(Mode mode);
+  // At exit (the process-wide runtime registers it with atexit): lets the kernels now running
+  // finish, at most `bound`, and keeps every worker from starting another, so that none is
+  // inside OpenBLAS or a static object while exit destroys them. Queued work is dropped, as a
+  // GPU's is when its process ends.
+  void stop_workers_for_exit(std::chrono::milliseconds bound);
 
  private:
   emulated::DeviceState& device(int index, const char* what) const;
@@ -237,6 +243,8 @@ class EmulatedRuntime : public Runtime {
   // Notified whenever any queued item completes: host waits and
   // stream_wait_event items sleep on it.
   std::condition_variable done_cv_;
+  bool exiting_ = false;     // set by stop_workers_for_exit: workers take no more items
+  int kernels_running_ = 0;  // kernels inside item.work() now, on every stream
   int64_t next_event_id_ = 0;
   std::vector<std::shared_ptr<emulated::EventState>> events_;  // index = id; null once destroyed
   struct PinnedRegistry;
