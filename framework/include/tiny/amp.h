@@ -17,6 +17,7 @@
 #include "tiny/dtype.h"
 #include "tiny/state_dict.h"
 #include "tiny/tensor.h"
+#include "tiny/thread_local_state.h"
 
 namespace tiny::optim {
 class Optimizer;
@@ -82,24 +83,24 @@ bool is_autocast_cache_enabled();
 /// @brief Drops this thread's cached weight casts (`torch.clear_autocast_cache()`).
 void clear_autocast_cache();
 
-/// @brief Everything autocast keeps per thread, so DataParallel threads can carry the caller's state.
+/// @brief Everything autocast keeps per thread: the same type as tiny::AutocastState (tiny/thread_local_state.h).
 ///
-/// `auto s = amp::current_state();` on the caller's thread, then
-/// `amp::StateGuard g(s);` in the worker thread (PyTorch carries it in its
-/// ThreadLocalState).
-struct AutocastState {
-  bool cuda_enabled = false;        ///< autocast on for cuda tensors
-  Dtype cuda_dtype = kFloat16;      ///< the cuda autocast dtype
-  bool cpu_enabled = false;         ///< autocast on for cpu tensors
-  Dtype cpu_dtype = kBFloat16;      ///< the cpu autocast dtype
-  int nesting = 0;                  ///< guards entered and not yet left (the cache is dropped at 0)
-  bool cache_enabled = true;        ///< weight casts are cached
-};
+/// It is one field of tiny::ThreadLocalState, which carries grad mode, the
+/// current device and autocast into another thread with one guard.
+using AutocastState = ::tiny::AutocastState;
 
-/// @brief The calling thread's autocast state.
+/// @brief The calling thread's autocast state: `tiny::ThreadLocalState::capture().autocast`.
+///
+/// A thin wrapper kept for code written before ThreadLocalState carried autocast.
 AutocastState current_state();
 
 /// @brief Applies a captured AutocastState to this thread for a scope, restoring the thread's own after.
+///
+/// A thin wrapper kept for compatibility: the autocast part of
+/// tiny::ThreadLocalStateGuard alone, with the same rule (the cached weight
+/// casts are dropped when the restored state is outside any autocast guard).
+/// Grad mode and the current device are left alone. To carry everything into
+/// a worker thread, use tiny::ThreadLocalStateGuard.
 class StateGuard {
  public:
   /// @brief Applies `state`, remembering this thread's own.

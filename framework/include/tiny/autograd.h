@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tiny/tensor.h"
+#include "tiny/thread_local_state.h"
 
 namespace tiny::autograd {
 
@@ -75,10 +76,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 
 namespace tiny {
 
-/// @brief True when ops record the graph on this thread (PyTorch's `torch.is_grad_enabled`).
-bool is_grad_enabled();
-/// @brief Turns graph recording on or off for this thread.
-void set_grad_enabled(bool enabled);
+// is_grad_enabled() and set_grad_enabled() are declared with the rest of the
+// per-thread state in tiny/thread_local_state.h.
 
 /// @brief Disables graph recording in a scope (PyTorch's `with torch.no_grad():`).
 class NoGradGuard {
@@ -106,32 +105,6 @@ class EnableGradGuard {
 
  private:
   bool previous_;
-};
-
-/// @brief Per-thread settings (grad mode and the current GPU; autocast later) as one value.
-///
-/// Code that runs user work on another thread (DataParallel replicas, DataLoader
-/// workers) captures the caller's state and applies it there with
-/// ThreadLocalStateGuard, as PyTorch does.
-struct ThreadLocalState {
-  bool grad_enabled = true;  ///< is_grad_enabled() of the thread that captured it
-  int current_device = 0;    ///< tiny::cuda::current_device() of the thread that captured it
-  /// @brief Captures the calling thread's state.
-  static ThreadLocalState capture();
-};
-
-/// @brief Applies a captured ThreadLocalState to this thread for a scope.
-class ThreadLocalStateGuard {
- public:
-  /// @brief Applies `state`, remembering this thread's own.
-  explicit ThreadLocalStateGuard(const ThreadLocalState& state);
-  /// @brief Restores this thread's own state.
-  ~ThreadLocalStateGuard();
-  ThreadLocalStateGuard(const ThreadLocalStateGuard&) = delete;
-  ThreadLocalStateGuard& operator=(const ThreadLocalStateGuard&) = delete;
-
- private:
-  ThreadLocalState previous_;
 };
 
 }  // namespace tiny

@@ -25,4 +25,5 @@
 #include "tiny/serialize.h"
 #include "tiny/state_dict.h"
 #include "tiny/tensor.h"
+#include "tiny/thread_local_state.h"
 #include "tiny/utils/checkpoint.h"

@@ -1,6 +1,9 @@
-// The autocast guard and its thread-local state (PyTorch: torch.autocast's
-// __enter__/__exit__ and the AutocastCUDA/AutocastCPU thread-local flags).
+// The autocast guard (PyTorch: torch.autocast's __enter__/__exit__). Its
+// per-thread state is stored in core with the rest of tiny::ThreadLocalState
+// (core/thread_local_state.h); this file keeps what amp derives from it (the
+// fast-path flag casts_active) in step, through the hook it registers there.
 #include "amp/autocast_policy.h"
+#include "core/thread_local_state.h"
 #include "tiny/error.h"
 
 namespace tiny::amp {
@@ -10,12 +13,27 @@ namespace detail {
 thread_local bool casts_active = false;
 
 namespace {
-thread_local AutocastState state;
 thread_local bool in_backward_formula = false;
 
 void refresh_casts_active() {
+  const AutocastState& state = ::tiny::detail::autocast_state();
   casts_active = (state.cuda_enabled || state.cpu_enabled) && !in_backward_formula;
 }
+
+// Called after something outside amp (a ThreadLocalStateGuard, or StateGuard
+// below) wrote the whole state: leaving for a state outside any autocast guard
+// drops the weight casts cached under the applied one, as the outermost
+// autocast guard does when it exits.
+void carried_state_changed(::tiny::detail::AutocastChange change) {
+  if (change == ::tiny::detail::AutocastChange::Restored && ::tiny::detail::autocast_state().nesting == 0) {
+    clear_autocast_cache();
+  }
+  refresh_casts_active();
+}
+
+// Core calls this whenever a ThreadLocalStateGuard applies or restores a state
+// (registered when the library loads; core never includes amp).
+[[maybe_unused]] const bool hook_registered = (::tiny::detail::set_autocast_state_hook(&carried_state_changed), true);
 }  // namespace
 
 BackwardFormulaGuard::BackwardFormulaGuard() : previous_(in_backward_formula) {
@@ -28,7 +46,7 @@ BackwardFormulaGuard::~BackwardFormulaGuard() {
   refresh_casts_active();
 }
 
-AutocastState& thread_state() { return state; }
+AutocastState& thread_state() { return ::tiny::detail::autocast_state(); }
 void state_changed() { refresh_casts_active(); }
 
 }  // namespace detail
@@ -98,13 +116,12 @@ AutocastState current_state() { return detail::thread_state(); }
 
 StateGuard::StateGuard(const AutocastState& state) : previous_(detail::thread_state()) {
   detail::thread_state() = state;
-  detail::state_changed();
+  detail::carried_state_changed(::tiny::detail::AutocastChange::Applied);
 }
 
 StateGuard::~StateGuard() {
   detail::thread_state() = previous_;
-  if (previous_.nesting == 0) clear_autocast_cache();
-  detail::state_changed();
+  detail::carried_state_changed(::tiny::detail::AutocastChange::Restored);
 }
 
 }  // namespace tiny::amp

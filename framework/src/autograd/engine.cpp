@@ -8,45 +8,7 @@
 #include "gpu/model/timeline.h"
 #include "autograd/function.h"
 #include "core/op_scope.h"
-#include "tiny/cuda.h"
 #include "tiny/ops.h"
-
-namespace tiny {
-
-namespace {
-thread_local bool grad_enabled = true;
-}
-
-bool is_grad_enabled() { return grad_enabled; }
-void set_grad_enabled(bool enabled) { grad_enabled = enabled; }
-
-ThreadLocalState ThreadLocalState::capture() {
-  ThreadLocalState state;
-  state.grad_enabled = is_grad_enabled();
-  state.current_device = cuda::current_device();  // a thread-local read: starts no GPU runtime
-  return state;
-}
-
-namespace {
-// Changes the current device only when it differs: every thread starts on
-// device 0, so a program without GPUs never reaches set_device (which would
-// throw that there is none).
-void apply_current_device(int index) {
-  if (cuda::current_device() != index) cuda::set_device(index);
-}
-}  // namespace
-
-ThreadLocalStateGuard::ThreadLocalStateGuard(const ThreadLocalState& state) : previous_(ThreadLocalState::capture()) {
-  set_grad_enabled(state.grad_enabled);
-  apply_current_device(state.current_device);
-}
-
-ThreadLocalStateGuard::~ThreadLocalStateGuard() {
-  set_grad_enabled(previous_.grad_enabled);
-  apply_current_device(previous_.current_device);
-}
-
-}  // namespace tiny
 
 namespace tiny::autograd {
 

@@ -7,13 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_local_state.h"
 #include "gpu/emulated/emulated_runtime.h"
 #include "tiny/error.h"
 
 namespace tiny::gpu {
 
 namespace {
-thread_local int t_current_device = 0;
+// The current device index is not here: it is part of the one per-thread state
+// in core (core/thread_local_state.h), which ThreadLocalStateGuard carries into
+// worker threads. This layer validates an index, then writes it there.
 // The calling thread's current stream id per device; 0 (or no entry) means
 // the default stream. Indexed by device.
 thread_local std::vector<int64_t> t_current_streams;
@@ -106,17 +109,17 @@ int resolve_index(const Device& device) {
   TINY_CHECK(count > 0, DeviceError, "cannot use ", device,
              ": no GPU is available (no usable NVIDIA GPU, and the emulated GPU is off because "
              "TINY_EMULATED_GPUS=0). Keep tensors on the CPU or unset TINY_EMULATED_GPUS.");
-  const int index = device.has_index() ? device.index() : t_current_device;
+  const int index = device.has_index() ? device.index() : ::tiny::detail::current_device_index();
   TINY_CHECK(index >= 0 && index < count, DeviceError, "CUDA error: invalid device ordinal: ", device,
              " does not exist; this machine has ", count, " device", count == 1 ? "" : "s", " (",
              device_list(count), "). ", no_such_device_advice(index, count));
   return index;
 }
 
-int current_device() { return t_current_device; }
+int current_device() { return ::tiny::detail::current_device_index(); }
 
 void set_current_device(int index) {
-  t_current_device = resolve_index(Device(DeviceType::CUDA, index));
+  ::tiny::detail::set_current_device_index(resolve_index(Device(DeviceType::CUDA, index)));
 }
 
 Stream current_stream(int device) {

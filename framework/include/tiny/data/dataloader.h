@@ -67,8 +67,9 @@ class LoaderEpoch;  // one epoch's batches and workers (dataloader.cpp)
 /// batch_size indices, and asks the data set for each with get_batch().
 ///
 /// With num_workers > 0, that many std::threads load batches in the
-/// background, each applying the ThreadLocalState (grad mode) of the thread
-/// that started the epoch, and the batches still arrive in order, exactly the
+/// background, each applying the tiny::ThreadLocalState (grad mode, current
+/// device, autocast) of the thread that started the epoch, as if it loaded the
+/// batches itself, and the batches still arrive in order, exactly the
 /// ones num_workers == 0 gives. Breaking out of the loop, or destroying the
 /// loader, stops and joins the workers (after the batches they are loading).
 /// An exception thrown by the data set is rethrown by the loop at the batch

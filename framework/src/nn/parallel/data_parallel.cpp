@@ -10,11 +10,11 @@
 
 #include "autograd/function.h"
 #include "gpu/model/timeline.h"
-#include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/cuda.h"
 #include "tiny/nn/parallel/comm.h"
 #include "tiny/ops.h"
+#include "tiny/thread_local_state.h"
 
 namespace tiny::nn::parallel {
 
@@ -149,8 +149,8 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   TINY_CHECK(replicas.size() == inputs.size() && inputs.size() == devices.size(), ValueError,
              "parallel_apply: expected as many replicas, inputs and devices, got ", replicas.size(), ", ",
              inputs.size(), " and ", devices.size());
+  // The caller's grad mode, current device and autocast state, carried into every replica.
   const ThreadLocalState state = ThreadLocalState::capture();
-  const amp::AutocastState autocast_state = amp::current_state();
   // Each replica works on the stream that is current on its device in the
   // caller's thread, so the gather that follows (queued by the caller on that
   // stream) sees its results, as PyTorch's parallel_apply does.
@@ -168,8 +168,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
     clock.enter();
     autograd::SequenceRangeGuard numbering(sequence_ranges, i);
     try {
-      ThreadLocalStateGuard carry(state);      // grad mode (and the caller's current device)
-      amp::StateGuard carry_autocast(autocast_state);  // a forward under autocast runs under it in every replica
+      ThreadLocalStateGuard carry(state);  // a forward under no_grad or autocast runs under it in every replica
       cuda::StreamGuard on_device(streams[i]);  // then the replica's device and stream
       outputs[i] = replicas[i]->forward(inputs[i]);
     } catch (...) {
