@@ -661,11 +661,12 @@ std::vector<std::string> split_demo_args(int& argc, char** argv) {
 
 // CLI11's "lesson is required", in words that say what to type.
 bool explain_missing_lesson(const CLI::ParseError& e, const std::string& sub) {
-  if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr || std::string(e.what()).find("lesson") == std::string::npos) {
+  if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr ||
+      std::string(e.what()).find("lesson") == std::string::npos) {
     return false;
   }
-  std::fprintf(stderr, "workbook: '%s' needs a lesson number, e.g. ./workbook %s 1 (./workbook list names the lessons)\n",
-               sub.c_str(), sub.c_str());
+  std::fprintf(stderr, "workbook: '%s' needs a lesson number, e.g. ./workbook %s 1 "
+               "(./workbook list names the lessons)\n", sub.c_str(), sub.c_str());
   return true;
 }
 
