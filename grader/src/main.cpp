@@ -1,5 +1,6 @@
-// workbook-grader: the program behind ./workbook grade, check, hint, reset,
-// next, solution and watch (and the maintainers' stubs). Run it with --help.
+// workbook-grader: the program behind ./workbook grade, check, run, hint, reset,
+// next, solution, watch and list (and the maintainers' stubs): everything that
+// knows the lessons. Run it with --help.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 
 #include "batch.h"
 #include "build.h"
+#include "demo.h"
 #include "grade.h"
 #include "junit.h"
 #include "harness/output_of.h"
@@ -623,9 +625,55 @@ CLI::App* add_grade_command(CLI::App& app, GradeArgs& a, std::optional<uint64_t>
   return grade;
 }
 
+// A lesson number as typed: digits only, so that "abc" or "1.5" gets a plain answer (the recipe then says
+// whether that lesson exists, naming the ones that do).
+const CLI::Validator kLessonNumber(
+    [](std::string& text) {
+      const bool digits = !text.empty() && text.size() <= 9 &&
+                          text.find_first_not_of("0123456789") == std::string::npos;
+      return digits ? std::string() : "'" + text + "' is not a lesson number, e.g. 1";
+    },
+    "N");
+
+// The positional lesson number of hint, reset, solution, check and run.
+void add_lesson_number(CLI::App* command, int& number) {
+  command->add_option("lesson", number, "lesson number (./workbook list names them)")->required()->check(kLessonNumber);
+}
+
+// `run N ARGS...`: every word after N is the demo's, --help included (CLI11 would take it as run's own), so
+// they are cut off before CLI11 parses; `run --help` (no N yet) is still run's own help.
+std::vector<std::string> split_demo_args(int& argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--recipe") {
+      ++i;  // its value
+      continue;
+    }
+    if (word.rfind("--recipe=", 0) == 0) continue;
+    if (word != "run") return {};  // another subcommand (or an option CLI11 will refuse)
+    if (i + 1 >= argc || argv[i + 1][0] == '-') return {};
+    std::vector<std::string> rest(argv + i + 2, argv + argc);
+    argc = i + 2;
+    return rest;
+  }
+  return {};
+}
+
+// CLI11's "lesson is required", in words that say what to type.
+bool explain_missing_lesson(const CLI::ParseError& e, const std::string& sub) {
+  if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr ||
+      std::string(e.what()).find("lesson") == std::string::npos) {
+    return false;
+  }
+  std::fprintf(stderr, "workbook: '%s' needs a lesson number, e.g. ./workbook %s 1 "
+               "(./workbook list names the lessons)\n", sub.c_str(), sub.c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<std::string> demo_args = split_demo_args(argc, argv);
   CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)", "./workbook"};
   app.require_subcommand(1);
   std::string recipe_file = WORKBOOK_RECIPE;
@@ -642,7 +690,7 @@ int main(int argc, char** argv) {
   run[build] = [&](const Recipe& r, const GradeOptions&) { return build_lessons(r, build_numbers); };
 
   auto* check = app.add_subcommand("check", "build lesson N and run its checks, one line per check");
-  check->add_option("lesson", number, "lesson number")->required();
+  add_lesson_number(check, number);
   check->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
   check->add_flag("--no-timing", no_timing, "skip the timing checks");
   run[check] = [&](const Recipe& r, const GradeOptions& o) { return check_lesson(r, number, o); };
@@ -661,17 +709,22 @@ int main(int argc, char** argv) {
   };
 
   auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
-  hint->add_option("lesson", number, "lesson number")->required();
+  add_lesson_number(hint, number);
   bool all_hints = false;
   hint->add_flag("--all", all_hints, "show every hint");
   run[hint] = [&](const Recipe& r, const GradeOptions&) { return show_hint(r, number, all_hints); };
   auto* reset = app.add_subcommand("reset", "put lesson N's exercise.cpp back to its stubs (your version is kept as a .bak file)");
-  reset->add_option("lesson", number, "lesson number")->required();
+  add_lesson_number(reset, number);
   run[reset] = [&](const Recipe& r, const GradeOptions&) { return reset_lesson(r, number); };
+  auto* run_cmd = app.add_subcommand("run", "build lesson N's demo (lessons/N_name/main.cpp) with your exercise.cpp and "
+                                            "run it");
+  add_lesson_number(run_cmd, number);
+  run_cmd->footer("Every word after N goes to the demo: ./workbook run N --help shows that demo's own options.");
+  run[run_cmd] = [&](const Recipe& r, const GradeOptions&) { return run_demo(r, number, demo_args); };
   auto* next = app.add_subcommand("next", "say which lesson to do next, and its first open check");
   run[next] = [&](const Recipe& r, const GradeOptions& o) { return next_lesson(r, o); };
   auto* solution = app.add_subcommand("solution", "show lesson N's reference solution, once your lesson N passes");
-  solution->add_option("lesson", number, "lesson number")->required();
+  add_lesson_number(solution, number);
   run[solution] = [&](const Recipe& r, const GradeOptions& o) { return show_solution(r, number, o); };
   auto* watch_cmd = app.add_subcommand("watch", "check a lesson each time its exercise.cpp is saved");
   run[watch_cmd] = [&](const Recipe& r, const GradeOptions& o) { return watch(r, o); };
@@ -697,6 +750,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string sub;
     for (const CLI::App* s : app.get_subcommands()) sub = " " + s->get_name();
+    if (!sub.empty() && explain_missing_lesson(e, sub.substr(1))) return 2;
     std::fprintf(stderr, "workbook: %s (see ./workbook%s --help)\n", e.what(), sub.c_str());
     return 2;
   }
@@ -716,7 +770,8 @@ int main(int argc, char** argv) {
     if (!chosen->get_subcommands().empty()) chosen = chosen->get_subcommands().front();
     return run.at(chosen)(recipe, options);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "workbook-grader: %s\n", e.what());
+    // In ./workbook's voice, as CLI11's errors above: students meet the grader only through it.
+    std::fprintf(stderr, "workbook: %s\n", e.what());
     return 2;
   }
 }

@@ -146,6 +146,7 @@ Recipe Recipe::load(const fs::path& file) {
     r.student_dir = doc.at("student_dir").get<std::string>();
     r.launcher = doc.at("launcher");
     r.cxx = doc.at("cxx");
+    if (doc.contains("cmake")) r.cmake = string_field(doc, "cmake", file, true);
     r.flags = doc.at("flags").get<std::vector<std::string>>();
     r.defines = doc.at("defines").get<std::vector<std::string>>();
     r.include_dirs = doc.at("include_dirs").get<std::vector<std::string>>();
@@ -158,6 +159,7 @@ Recipe Recipe::load(const fs::path& file) {
       l.reference = entry.at("reference").get<std::string>();
       l.checks = entry.at("checks").get<std::string>();
       l.demo_target = entry.at("demo_target");
+      l.demo = string_field(entry, "demo", file, false);
       read_lesson_json(r.source_dir / "lessons" / l.folder / "lesson.json", l);
       r.lessons.push_back(l);
     }
@@ -174,7 +176,7 @@ const Lesson& Recipe::lesson(int number) const {
     if (l.number == number) return l;
     list += (list.empty() ? "" : ", ") + std::to_string(l.number);
   }
-  TINY_THROW(ValueError, "there is no lesson ", number, ": the lessons are ", list);
+  TINY_THROW(ValueError, "there is no lesson ", number, ": the lessons are ", list, " (./workbook list names them)");
 }
 
 }  // namespace workbook

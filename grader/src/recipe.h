@@ -18,7 +18,8 @@ struct Lesson {
   std::vector<std::string> glue;            // object files of tests/lessons/N_name/runner.cpp
   std::filesystem::path reference;          // the reference runner
   std::filesystem::path checks;             // the checker program
-  std::string demo_target;                  // CMake target of the student's demo
+  std::string demo_target;                  // CMake target of the student's demo (`run N` builds it)
+  std::filesystem::path demo;               // the program that target makes ("" in recipes older than `run`)
   // lesson.json
   std::string title;
   int minutes = 0;
@@ -42,6 +43,7 @@ struct Lesson {
 struct Recipe {
   std::filesystem::path source_dir, build_dir, student_dir;
   std::string launcher, cxx;
+  std::string cmake = "cmake";              // the cmake that configured the build (`run N` builds with it)
   std::vector<std::string> flags, defines, include_dirs, link;
   std::vector<Lesson> lessons;
 

@@ -4,10 +4,20 @@
 //   TINY_EMULATED_GPUS=0 ./workbook run 1    (a machine without a GPU: see the fallback)
 #include <cstdio>
 
+#include <CLI/CLI.hpp>
+
 #include "exercise.h"
 
 int main(int argc, char** argv) {
-  const std::string requested = argc > 1 ? argv[1] : "auto";
+  CLI::App app{"Lesson 1 demo: which devices this machine has, and which one training would run on",
+               "./workbook run 1"};
+  std::string requested = "auto";
+  app.add_option("device", requested, "the device to ask for: auto, cpu or cuda:N")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
+  }
   try {
     std::printf("GPUs found: %d\n", lesson1::count_devices());
     for (const tiny::Device& device : lesson1::available_devices()) {

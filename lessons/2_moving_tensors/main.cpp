@@ -9,6 +9,8 @@
 // also h200, a100-sxm, l4, t4). The CPU column is this CPU's own clock.
 #include <cctype>
 #include <cstdio>
+
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -54,10 +56,21 @@ int main(int argc, char** argv) {
   bool gpu_only = false;
   std::string device_name = have_gpu ? "cuda:0" : "cpu";
   std::vector<int64_t> sizes;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--gpu-only") == 0) gpu_only = true;
-    else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) sizes.push_back(std::atoll(argv[i]));
-    else device_name = argv[i];
+  std::vector<std::string> words;
+  CLI::App app{"Lesson 2 demo: tensors made on a GPU, moved, computed there; a matrix product timed on the CPU and "
+               "the GPU", "./workbook run 2"};
+  app.add_option("device-and-sizes", words, "[DEVICE] [N...]: the device (default cuda:0 when there is a GPU, else "
+                                            "cpu) and the sizes n of the n x n products (default 64 to 4096)");
+  app.add_flag("--gpu-only", gpu_only, "skip the CPU column: the GPU columns alone");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
+  }
+  // A word that starts with a digit is a size, any other the device, in any order (as before CLI11 read them).
+  for (const std::string& w : words) {
+    if (std::isdigit(static_cast<unsigned char>(w[0]))) sizes.push_back(std::atoll(w.c_str()));
+    else device_name = w;
   }
   if (sizes.empty()) sizes = {64, 128, 256, 512, 1024, 2048, 4096};
   try {

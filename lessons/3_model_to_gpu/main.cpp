@@ -10,6 +10,8 @@
 // h100-sxm; also h200, a100-sxm, l4, t4). The CPU column is this CPU's clock.
 #include <chrono>
 #include <cstdio>
+
+#include <CLI/CLI.hpp>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -136,14 +138,19 @@ void speed_table(const tiny::Device& device, bool gpu_only) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool gpu = tiny::cuda::is_available();
+  bool gpu_only = false;
+  std::string device_name = gpu ? "cuda:0" : "cpu";
+  CLI::App app{"Lesson 3 demo: a model moved to the GPU, checked, checkpointed; then what moving costs",
+               "./workbook run 3"};
+  app.add_option("device", device_name, "where the model goes (default cuda:0 when there is a GPU, else cpu)");
+  app.add_flag("--gpu-only", gpu_only, "the speed table without the CPU column");
   try {
-    const bool gpu = tiny::cuda::is_available();
-    bool gpu_only = false;
-    std::string device_name = gpu ? "cuda:0" : "cpu";
-    for (int i = 1; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--gpu-only") == 0) gpu_only = true;
-      else device_name = argv[i];
-    }
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
+  }
+  try {
     const tiny::Device device(device_name);
     if (device.is_cuda()) std::printf("%s\n", tiny::cuda::device_banner(device).c_str());
     tiny::manual_seed(0);

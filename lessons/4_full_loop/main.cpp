@@ -24,6 +24,9 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <limits>
+
+#include <CLI/CLI.hpp>
 
 #include "epoch_profile.h"
 #include "exercise.h"
@@ -46,47 +49,51 @@ struct Options {
   bool habits = true;
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") return false;
-    if (arg == "--no-habits") {
-      o.habits = false;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-      return false;
-    }
-    const char* value = argv[++i];
-    if (arg == "--epochs") o.epochs = std::atoi(value);
-    else if (arg == "--limit") o.limit = std::atoll(value);
-    else if (arg == "--batch-size") o.batch_size = std::atoll(value);
-    else if (arg == "--lr") o.lr = std::atof(value);
-    else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
-    else if (arg == "--device") o.device = value;
-    else if (arg == "--dataset") o.dataset = value;
-    else if (arg == "--model") o.model = value;
-    else if (arg == "--workers") o.workers = std::atoi(value);
-    else if (arg == "--trace") o.trace = value;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", arg.c_str());
-      return false;
-    }
+// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
+      },
+      "POSITIVE");
+}
+
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
+// Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{"Lesson 4 demo: your training loop on Fashion-MNIST (or the digits), and what each habit is worth",
+               "./workbook run 4"};
+  app.add_option("--epochs", o.epochs, "passes over the training set (default: 3 for Fashion-MNIST, 20 for digits)")
+      ->check(at_least(0));
+  app.add_option("--limit", o.limit, "training examples used, 0 = all")->check(at_least(int64_t{0}))
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "examples per step")->check(at_least(int64_t{1}))->capture_default_str();
+  app.add_option("--lr", o.lr, "the optimizer's learning rate")->check(positive())->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial weights and the shuffling")->capture_default_str();
+  app.add_option("--workers", o.workers, "DataLoader workers (0: load in the training loop)")
+      ->check(at_least(0))->capture_default_str();
+  app.add_option("--device", o.device, "auto, cpu or cuda:N")->capture_default_str();
+  app.add_option("--dataset", o.dataset, "fashion-mnist or digits (the small 8x8 digits in data/digits)")
+      ->check(CLI::IsMember({"fashion-mnist", "digits"}))->capture_default_str();
+  app.add_option("--model", o.model, "mlp or cnn (a small convolutional network)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--trace", o.trace, "also write traces of 100 steps, your loop's and with the copies overlapped");
+  bool no_habits = false;
+  app.add_flag("--no-habits", no_habits, "skip the table of what each habit is worth");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
   }
-  if (o.epochs < 0 || o.batch_size < 1 || o.limit < 0 || !(o.lr > 0) || o.workers < 0) {
-    std::fprintf(stderr, "--epochs and --batch-size must be >= 1, --limit and --workers >= 0, --lr > 0\n");
-    return false;
-  }
-  if (o.model != "mlp" && o.model != "cnn") {
-    std::fprintf(stderr, "--model is mlp or cnn\n");
-    return false;
-  }
-  if (o.dataset != "fashion-mnist" && o.dataset != "digits") {
-    std::fprintf(stderr, "--dataset is fashion-mnist or digits\n");
-    return false;
-  }
-  return true;
+  o.habits = !no_habits;
+  return -1;
 }
 
 // What producing one training image costs the host, in modelled time: a
@@ -324,13 +331,8 @@ void print_habits(const std::shared_ptr<tiny::data::Dataset>& train, int64_t fea
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s [--epochs N] [--limit N] [--batch-size B] [--lr LR] [--seed S] [--workers N] "
-                         "[--device auto|cpu|cuda:N] [--dataset fashion-mnist|digits] [--model mlp|cnn] "
-                         "[--trace FILE] [--no-habits]\n",
-                 argv[0]);
-    return 2;
-  }
+  const int parsed = parse(argc, argv, o);
+  if (parsed >= 0) return parsed;
   try {
     tiny::manual_seed(o.seed);
     const tiny::Device device = pick_device(o.device);

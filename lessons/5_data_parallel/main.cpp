@@ -14,8 +14,11 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include "exercise.h"
 
@@ -31,19 +34,37 @@ struct Options {
   std::string trace;
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help" || i + 1 >= argc) return false;
-    const char* value = argv[++i];
-    if (arg == "--epochs") o.epochs = std::atoi(value);
-    else if (arg == "--batch-size") o.batch_size = std::atoll(value);
-    else if (arg == "--lr") o.lr = std::atof(value);
-    else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
-    else if (arg == "--trace") o.trace = value;
-    else return false;
+// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
+      },
+      "POSITIVE");
+}
+
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
+// Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{"Lesson 5 demo: DataParallel on 2 GPUs, and one training step's time on 1 and 2", "./workbook run 5"};
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(at_least(1))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "examples per step")->check(at_least(int64_t{1}))->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD's learning rate")->check(positive())->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial weights and the data")->capture_default_str();
+  app.add_option("--trace", o.trace, "also write a trace of 2 DataParallel steps of the large model here");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
   }
-  return o.epochs >= 1 && o.batch_size >= 1 && o.lr > 0;
+  return -1;
 }
 
 // An MLP of the given widths: Linear, ReLU, Linear, ..., Linear.
@@ -170,10 +191,8 @@ Timing time_steps(const std::vector<int64_t>& widths, int64_t batch_size, const 
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s [--epochs N] [--batch-size B] [--lr LR] [--seed S] [--trace FILE]\n", argv[0]);
-    return 2;
-  }
+  const int parsed = parse(argc, argv, o);
+  if (parsed >= 0) return parsed;
   try {
     if (tiny::cuda::device_count() < 2) {
       if (tiny::cuda::device_count() == 1 && !tiny::cuda::is_emulated(0)) {

@@ -22,11 +22,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include "exercise.h"
 
@@ -49,25 +52,46 @@ struct Options {
   int64_t speed_batch = 1024;  // examples per GPU in the step times
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--speed-only" || arg == "--speed-ranks") {
-      (arg == "--speed-only" ? o.speed_only : o.speed_ranks) = true;
-      continue;
-    }
-    if (arg == "-h" || arg == "--help" || i + 1 >= argc) return false;
-    const char* value = argv[++i];
-    if (arg == "--nproc") o.nproc = std::atoi(value);
-    else if (arg == "--epochs") o.epochs = std::atoi(value);
-    else if (arg == "--batch-size") o.batch_size = std::atoll(value);
-    else if (arg == "--lr") o.lr = std::atof(value);
-    else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
-    else if (arg == "--width") o.width = std::atoll(value);
-    else if (arg == "--speed-batch") o.speed_batch = std::atoll(value);
-    else return false;
+// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
+      },
+      "POSITIVE");
+}
+
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
+// Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
+// The ranks tinyrun starts read the same words, and --speed-ranks, which the launch adds.
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{"Lesson 6 demo: DistributedDataParallel on N ranks (started with tinyrun), and the step times",
+               "./workbook run 6"};
+  app.add_option("--nproc", o.nproc, "ranks (default: one per real GPU, else 2)")->check(at_least(0));
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(at_least(1))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "examples per step on each rank")->check(at_least(int64_t{1}))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD's learning rate")->check(positive())->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial weights and the data")->capture_default_str();
+  app.add_flag("--speed-only", o.speed_only, "only the step times (the README's tables)");
+  app.add_option("--width", o.width, "the speed MLP's width")->check(at_least(int64_t{16}))
+      ->capture_default_str();
+  app.add_option("--speed-batch", o.speed_batch, "examples per GPU in the step times")
+      ->check(at_least(int64_t{2}))->capture_default_str();
+  app.add_flag("--speed-ranks", o.speed_ranks, "(internal) this launch's ranks time the steps")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
   }
-  return o.nproc >= 0 && o.epochs >= 1 && o.batch_size >= 1 && o.lr > 0 && o.width >= 16 && o.speed_batch >= 2;
+  return -1;
 }
 
 // tinyrun: where CMake built it, else beside this program's build folder.
@@ -284,10 +308,8 @@ int speed_ranks(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s [--nproc N] [--epochs N] [--batch-size B] [--lr LR] [--seed S]\n", argv[0]);
-    return 2;
-  }
+  const int parsed = parse(argc, argv, o);
+  if (parsed >= 0) return parsed;
   if (std::getenv("RANK") == nullptr) {
     // Each rank takes the GPU of its LOCAL_RANK: on real GPUs, one rank per GPU
     // (as torchrun users pass --nproc-per-node with their GPU count); emulated

@@ -19,6 +19,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <limits>
+
+#include <CLI/CLI.hpp>
 
 #include "exercise.h"
 
@@ -39,39 +42,45 @@ struct Options {
   bool speed_only = false;
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") return false;
-    if (arg == "--speed-only") {
-      o.speed_only = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-      return false;
-    }
-    const char* value = argv[++i];
-    if (arg == "--steps") o.steps = std::atoi(value);
-    else if (arg == "--batch-size") o.batch_size = std::atoll(value);
-    else if (arg == "--lr") o.lr = std::atof(value);
-    else if (arg == "--max-grad-norm") o.max_grad_norm = std::atof(value);
-    else if (arg == "--memory-batch") o.memory_batch = std::atoll(value);
-    else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
-    else if (arg == "--wide") o.wide = std::atoll(value);
-    else if (arg == "--wide-batch") o.wide_batch = std::atoll(value);
-    else {
-      std::fprintf(stderr, "unknown option %s\n", arg.c_str());
-      return false;
-    }
+// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
+      },
+      "POSITIVE");
+}
+
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
+// Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{"Lesson 7 demo: mixed precision (autocast and GradScaler): loss, memory and step time against fp32",
+               "./workbook run 7"};
+  app.add_option("--steps", o.steps, "training steps of each run")->check(at_least(1))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "examples per step")->check(at_least(int64_t{1}))->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD's learning rate")->check(positive())->capture_default_str();
+  app.add_option("--max-grad-norm", o.max_grad_norm, "gradient clipping's max norm")->check(positive())
+      ->capture_default_str();
+  app.add_option("--memory-batch", o.memory_batch, "batch size of the memory comparison")->check(at_least(int64_t{1}))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial weights and the data")->capture_default_str();
+  app.add_option("--wide", o.wide, "the wide MLP's width")->check(at_least(int64_t{1}))->capture_default_str();
+  app.add_option("--wide-batch", o.wide_batch, "batch size of the wide MLP's step times")->check(at_least(int64_t{1}))
+      ->capture_default_str();
+  app.add_flag("--speed-only", o.speed_only, "only the step times");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
   }
-  if (o.steps < 1 || o.batch_size < 1 || o.memory_batch < 1 || o.wide < 1 || o.wide_batch < 1 || !(o.lr > 0) ||
-      !(o.max_grad_norm > 0)) {
-    std::fprintf(stderr, "--steps, --batch-size, --memory-batch, --wide, --wide-batch must be >= 1; --lr and "
-                         "--max-grad-norm > 0\n");
-    return false;
-  }
-  return true;
+  return -1;
 }
 
 std::shared_ptr<nn::Sequential> make_model(uint64_t seed, const tiny::Device& device) {
@@ -320,11 +329,8 @@ void speed_table(const Options& o, const tiny::Device& device, bool emulated) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s [--steps N] [--batch-size B] [--lr LR] [--max-grad-norm M] [--memory-batch B] "
-                         "[--seed S] [--wide W] [--wide-batch B] [--speed-only]\n", argv[0]);
-    return 2;
-  }
+  const int parsed = parse(argc, argv, o);
+  if (parsed >= 0) return parsed;
   try {
     if (!tiny::cuda::is_available()) {
       std::printf("this lesson needs a GPU (an emulated one will do: unset TINY_EMULATED_GPUS=0)\n");

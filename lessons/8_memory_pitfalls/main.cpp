@@ -13,7 +13,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <limits>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "exercise.h"
 
@@ -123,12 +126,22 @@ std::vector<tiny::data::Batch> make_batches(int count, int64_t rows, const tiny:
   return batches;
 }
 
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t big_batch = 2048;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--batch") == 0) big_batch = std::atoll(argv[i + 1]);
+  CLI::App app{"Lesson 8 demo: the memory pitfalls on a small (64 MiB) GPU, and the fixes", "./workbook run 8"};
+  app.add_option("--batch", big_batch, "the bigger batch to fit")->check(at_least(int64_t{1}))->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, with status 2 as the other demos
   }
   // Before the first GPU call: a small GPU, so that its limits show, and each op
   // done before the next is queued, so that every memory figure is the same on

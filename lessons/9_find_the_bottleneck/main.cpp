@@ -13,6 +13,9 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <limits>
+
+#include <CLI/CLI.hpp>
 
 #include "exercise.h"
 
@@ -125,25 +128,27 @@ Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uin
   return r;
 }
 
+// At least `low`: CLI11's check, whose message names the option and the value given.
+template <typename T>
+CLI::Range at_least(T low) {
+  return CLI::Range(low, std::numeric_limits<T>::max());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 5;
   uint64_t seed = 0;
   std::string profile_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 < argc && arg == "--steps") steps = std::atoi(argv[++i]);
-    else if (i + 1 < argc && arg == "--seed") seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (i + 1 < argc && arg == "--profile") profile_path = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--seed S] [--profile trace.json]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (steps < 1) {
-    std::fprintf(stderr, "--steps must be >= 1\n");
-    return 2;
+  CLI::App app{"Lesson 9 demo: each line of the training loop, timed on the modelled clock", "./workbook run 9"};
+  app.add_option("--steps", steps, "timed steps")->check(at_least(1))->capture_default_str();
+  app.add_option("--seed", seed, "seed of the initial weights and the data")->capture_default_str();
+  app.add_option("--profile", profile_path, "also write the profiler's view of each line: PATH, and trace_N.json and "
+                                            "trace_N.html beside it");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: CLI11 names it, and the status is 2 as before
   }
   if (!profile_path.empty()) {
     // Said now, before a minute of training, rather than as an error after the table.

@@ -2,7 +2,7 @@
 # subcommand's help and exits 0, also after a lesson number or without a recipe.
 # Run by CTest as: cmake -DGRADER=... -P help_test.cmake
 include(${CMAKE_CURRENT_LIST_DIR}/temp_tree.cmake)
-foreach(args "check;--help" "check;3;--help" "check;-h" "hint;--help" "hint;3;--help" "reset;--help" "solution;--help"
+foreach(args "check;--help" "check;3;--help" "check;-h" "hint;--help" "hint;3;--help" "reset;--help" "solution;--help" "run;--help" "run;-h"
              "grade;--help" "next;--help" "watch;--help" "list;--help" "build;--help" "stubs;--help"
              "--recipe;/nonexistent/recipe.json;check;--help")
   set(words ${args})
