@@ -150,6 +150,25 @@ TEST(SelectSort, NanSortsAsTheLargestStably) {
   EXPECT_TRUE(tiny::equal(std::get<1>(tiny::sort(x)), i64({5, 2, 0, 3, 1, 4}, {6})));
   EXPECT_TRUE(tiny::equal(std::get<1>(tiny::sort(x, 0, true)), i64({1, 4, 0, 3, 2, 5}, {6})));
   EXPECT_TRUE(std::isnan(std::get<0>(tiny::topk(x, 1)).item<double>()));
+  // topk picks in passes, not through sort: the same order, NaN last when smallest.
+  EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(x, 6, 0, false)), i64({5, 2, 0, 3, 1, 4}, {6})));
+  EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(x, 6)), i64({1, 4, 0, 3, 2, 5}, {6})));
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor edges = tiny::tensor({-inf, nan, inf, -inf, inf}, tiny::kFloat64);
+  EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(edges, 5, 0, false)), i64({0, 3, 2, 4, 1}, {5})));
+  EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(edges, 5)), i64({1, 2, 4, 0, 3}, {5})));
+}
+
+TEST(SelectSort, TopkAgreesWithSortOnTies) {
+  // Few distinct values, so most elements tie: topk's passes and sort's ranks must pick the same columns.
+  const Tensor x = tiny::randint(-3, 3, {7, 40});
+  for (bool largest : {true, false}) {
+    const Tensor from_sort = std::get<1>(tiny::sort(x, 1, largest)).narrow(1, 0, 11);
+    EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(x, 11, 1, largest)), from_sort)) << "largest=" << largest;
+    const Tensor f = x.to(tiny::kFloat32).t();
+    EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(f, 11, 0, largest)), from_sort.t())) << "float, dim 0";
+  }
+  EXPECT_EQ(std::get<0>(tiny::topk(x, 0, 1)).sizes(), (tiny::IntArrayRef{7, 0}));
 }
 
 TEST(SelectSort, TopkUnsortedIsSortedAndLongRowsRunInBatches) {

@@ -9,9 +9,11 @@
 //   cumsum       = log2(n) passes of shifted adds (a Hillis-Steele scan)
 //   prod         = log2(n) passes of pairwise products, so the gradient of
 //                  each element is the product of the others, exact with zeros
-//   sort / topk  = ranks from all-pairs comparisons, then gather (gradient:
+//   sort         = ranks from all-pairs comparisons, then gather (gradient:
 //                  gather's)
+//   topk         = k passes that each pick the best element left, then gather
 #include <algorithm>
+#include <cmath>
 
 #include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
@@ -277,6 +279,42 @@ std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
   return {gather(a, d, indices), indices};
 }
 
+namespace {
+
+// topk's indices for rows x (R, n): k passes, each picking the best element
+// not yet taken (NaN counts as the largest; ties: the lowest column), so the
+// cost is k passes over the rows instead of sort's n x n comparisons.
+Tensor select_top(const Tensor& x, int64_t k, bool largest) {
+  const int64_t n = x.size(1);
+  const TensorOptions index = like(x, kInt64);
+  const Tensor no = zeros({}, like(x, kBool)), yes = ones({}, like(x, kBool));
+  const Tensor column = arange(n, index).view({1, n});
+  const bool floating = x.is_floating_point();
+  const Tensor nan = floating ? isnan(x) : zeros_like(x).to(kBool);
+  // A value no remaining element is beyond: -inf/+inf, or the row's own extreme for integers.
+  const Tensor worst = floating ? full({}, largest ? -INFINITY : INFINITY, like(x, x.dtype()))
+                                : (largest ? std::get<0>(min(x, 1, true)) : std::get<0>(max(x, 1, true)));
+  Tensor taken = zeros_like(x).to(kBool);
+  std::vector<Tensor> picked;
+  picked.reserve(static_cast<size_t>(k));
+  for (int64_t step = 0; step < k; ++step) {
+    const Tensor out = either(taken, nan, yes);  // taken or NaN: not a value candidate
+    const Tensor work = where(out, worst, x);
+    const Tensor best = largest ? std::get<0>(max(work, 1, true)) : std::get<0>(min(work, 1, true));
+    const Tensor by_value = both(work == best, where(out, no, yes), no);
+    const Tensor by_nan = both(nan, where(taken, no, yes), no);
+    // Largest: a remaining NaN comes first; smallest: NaNs come only when no value is left.
+    const Tensor use_nan = largest ? any(by_nan, 1, true) : where(any(by_value, 1, true), no, yes);
+    const Tensor candidate = where(use_nan, by_nan, by_value);
+    const Tensor choice = argmax(candidate.to(kInt64), 1, true);  // the lowest candidate column
+    picked.push_back(choice);
+    taken = either(column == choice, taken, yes);
+  }
+  return picked.empty() ? empty({x.size(0), 0}, index) : cat(picked, 1);
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest, bool sorted) {
   TINY_OP_SCOPE("topk", a);
   (void)sorted;  // always sorted: one valid order of the unspecified one
@@ -288,7 +326,14 @@ std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool la
   Tensor indices;
   {
     NoGradGuard no_grad;
-    indices = std::get<1>(sort(a, d, largest)).narrow(d, 0, k).contiguous();
+    const Tensor last = a.transpose(d, -1);
+    IntArrayRef out_shape = last.sizes();
+    out_shape.back() = k;
+    const Tensor rows = last.reshape({-1, n});
+    indices = (rows.size(0) == 0 || k == 0 ? empty({rows.size(0), k}, like(a, kInt64)) : select_top(rows, k, largest))
+                  .view(out_shape)
+                  .transpose(d, -1)
+                  .contiguous();
   }
   return {gather(a, d, indices), indices};
 }
