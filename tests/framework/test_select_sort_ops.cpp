@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -159,6 +160,26 @@ TEST(SelectSort, NanSortsAsTheLargestStably) {
   EXPECT_TRUE(tiny::equal(std::get<1>(tiny::topk(edges, 5)), i64({1, 2, 4, 0, 3}, {5})));
 }
 
+TEST(SelectSort, SortIsStdStableSortForEveryLength) {
+  // Rows full of ties, of lengths around the powers of two the network pads to.
+  for (int64_t n : {1, 2, 3, 5, 8, 17, 64, 100}) {
+    const Tensor x = tiny::randint(-4, 4, {3, n});
+    for (bool descending : {false, true}) {
+      const auto [values, indices] = tiny::sort(x, 1, descending);
+      for (int64_t r = 0; r < 3; ++r) {
+        const std::vector<int64_t> row = x[r].to_vector<int64_t>();
+        std::vector<int64_t> expected(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) expected[static_cast<size_t>(i)] = i;
+        std::stable_sort(expected.begin(), expected.end(), [&row, descending](int64_t p, int64_t q) {
+          return descending ? row[static_cast<size_t>(p)] > row[static_cast<size_t>(q)]
+                            : row[static_cast<size_t>(p)] < row[static_cast<size_t>(q)];
+        });
+        EXPECT_EQ(indices[r].to_vector<int64_t>(), expected) << "n=" << n << " descending=" << descending;
+      }
+    }
+  }
+}
+
 TEST(SelectSort, TopkAgreesWithSortOnTies) {
   // Few distinct values, so most elements tie: topk's passes and sort's ranks must pick the same columns.
   const Tensor x = tiny::randint(-3, 3, {7, 40});
@@ -171,12 +192,12 @@ TEST(SelectSort, TopkAgreesWithSortOnTies) {
   EXPECT_EQ(std::get<0>(tiny::topk(x, 0, 1)).sizes(), (tiny::IntArrayRef{7, 0}));
 }
 
-TEST(SelectSort, TopkUnsortedIsSortedAndLongRowsRunInBatches) {
+TEST(SelectSort, TopkUnsortedIsSortedAndLongRowsArePadded) {
   const Tensor x = distinct({3, 50}, 14);
   const auto [v, i] = tiny::topk(x, 4, 1, true, /*sorted=*/false);
   const auto [sv, si] = tiny::topk(x, 4, 1);
   EXPECT_TRUE(tiny::equal(v, sv) && tiny::equal(i, si));
-  // A row longer than one batch of 2^22 comparisons (2100^2): still a permutation, in order.
+  // A row that is not a power of two (2100, padded to 4096 for the network): still a permutation, in order.
   const Tensor y = uniform({2, 2100}, -1, 1, 15, tiny::kFloat32);
   const auto [yv, yi] = tiny::sort(y, 1);
   EXPECT_TRUE(tiny::all(yv.narrow(1, 1, 2099) >= yv.narrow(1, 0, 2099)).item<bool>());

@@ -233,15 +233,17 @@ Tensor cumsum(const Tensor& a, int64_t dim);
 ///
 /// Stable: equal elements keep their order, as PyTorch's `sort(stable=True)`
 /// (descending too); NaN sorts as the largest value, as in PyTorch. The
-/// gradient flows through the values to the picked positions. Each element is
-/// ranked against every other one of its row, so the work and the memory are
-/// n * n per row of length n: meant for rows up to a few thousand.
+/// gradient flows through the values to the picked positions. It runs as a
+/// bitonic sorting network of whole-tensor passes (log2(m) * (log2(m) + 1) / 2
+/// for rows padded to m, a power of two), so every backend runs it, but slowly:
+/// [256, 1000] takes about 0.6 s on a 2-core CPU. For the k largest use topk.
 std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
 /// @brief The k largest (or smallest) elements along `dim` and their indices (`torch.topk`).
 ///
 /// Always in sorted order, whatever `sorted` says (PyTorch leaves the order
-/// unspecified when sorted=false); ties keep the lower index first. The
-/// gradient flows through the values.
+/// unspecified when sorted=false); ties keep the lower index first. Found in k
+/// passes that each take the best element left (top-5 of [256, 1000]: about
+/// 15 ms on a 2-core CPU). The gradient flows through the values.
 std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true);
 /// @brief Index into the flattened tensor of the largest element.

@@ -9,8 +9,8 @@
 //   cumsum       = log2(n) passes of shifted adds (a Hillis-Steele scan)
 //   prod         = log2(n) passes of pairwise products, so the gradient of
 //                  each element is the product of the others, exact with zeros
-//   sort         = ranks from all-pairs comparisons, then gather (gradient:
-//                  gather's)
+//   sort         = a bitonic sorting network on (class, value, column) keys,
+//                  then gather (gradient: gather's)
 //   topk         = k passes that each pick the best element left, then gather
 #include <algorithm>
 #include <cmath>
@@ -228,35 +228,60 @@ Tensor both(const Tensor& p, const Tensor& q, const Tensor& no) { return where(p
 Tensor either(const Tensor& p, const Tensor& q, const Tensor& yes) { return where(p, yes, q); }
 
 // The stable sorting permutation of each row of x (R, n): indices[r][p] is the
-// column that lands at position p. Row i's rank is the number of elements that
-// go before it: smaller ones (larger when descending; NaN counts as the
-// largest), and equal ones at a lower column.
-Tensor sort_permutation(const Tensor& x, bool descending) {
+// column that lands at position p. A bitonic sorting network over the rows
+// padded to a power of two m: log2(m) * (log2(m) + 1) / 2 passes, each a
+// compare-exchange of element pairs (whole-tensor ops, so every backend runs
+// it). Each element carries a key (class, value, column): the class puts NaN
+// after every value (before, when descending) and the padding last, and the
+// column breaks ties, so the order is total and the result is the stable one
+// whatever order the network compares in.
+Tensor sort_permutation(const Tensor& x_in, bool descending) {
+  const Tensor x = x_in.dtype() == kBool ? x_in.to(kInt64) : x_in;
   const int64_t rows = x.size(0), n = x.size(1);
+  int64_t m = 1;
+  while (m < n) m *= 2;
   const TensorOptions index = like(x, kInt64);
   const Tensor no = zeros({}, like(x, kBool)), yes = ones({}, like(x, kBool));
-  const Tensor column = arange(n, index);
-  const Tensor earlier = column.view({1, n}) < column.view({n, 1});  // [i][j]: j < i
-  // Rows in batches of about 2^22 comparisons, so the n x n temporaries stay small.
-  const int64_t batch = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(n * n, 1));
-  std::vector<Tensor> parts;
-  for (int64_t r0 = 0; r0 < rows; r0 += batch) {
-    const Tensor part = x.narrow(0, r0, std::min(batch, rows - r0));
-    const Tensor xi = part.unsqueeze(2), xj = part.unsqueeze(1);  // [r][i][j]
-    Tensor before = descending ? gt(xj, xi) : lt(xj, xi);
-    Tensor tie = eq(xj, xi);
-    if (x.is_floating_point()) {
-      const Tensor ni = isnan(xi), nj = isnan(xj);
-      before = descending ? either(before, both(nj, where(ni, no, yes), no), yes)
-                          : either(before, both(ni, where(nj, no, yes), no), yes);
-      tie = either(tie, both(ni, nj, no), yes);
-    }
-    before = either(before, both(tie, earlier, no), yes);
-    const Tensor rank = before.sum({2});  // [r][i]: where column i lands
-    const Tensor hit = rank.unsqueeze(1) == column.view({1, n, 1});  // [r][p][i]
-    parts.push_back(where(hit, column.view({1, 1, n}), zeros({}, index)).sum({2}));
+  const int64_t value_class = descending ? 1 : 0, nan_class = descending ? 0 : 1, pad_class = 2;
+  Tensor value = x, cls = full({rows, n}, value_class, index);
+  if (x.is_floating_point()) {
+    const Tensor nan = isnan(x);
+    value = where(nan, zeros({}, like(x, x.dtype())), x);
+    cls = where(nan, full({}, nan_class, index), cls);
   }
-  return parts.size() == 1 ? parts[0] : cat(parts, 0);
+  Tensor col = arange(m, index).view({1, m}).expand({rows, m}).contiguous();
+  if (m > n) {
+    value = cat({value, zeros({rows, m - n}, like(x, x.dtype()))}, 1);
+    cls = cat({cls, full({rows, m - n}, pad_class, index)}, 1);
+  }
+  // a goes after b: a higher class, or the same class and a value beyond b's, or equal values and a later column.
+  auto after = [&](const Tensor& ca, const Tensor& va, const Tensor& ia, const Tensor& cb, const Tensor& vb,
+                   const Tensor& ib) {
+    const Tensor beyond = descending ? lt(va, vb) : gt(va, vb);
+    const Tensor same_value = either(beyond, both(eq(va, vb), gt(ia, ib), no), yes);
+    return either(gt(ca, cb), both(eq(ca, cb), same_value, no), yes);
+  };
+  for (int64_t k = 2; k <= m; k *= 2) {
+    for (int64_t j = k / 2; j >= 1; j /= 2) {
+      // Pairs (i, i + j) within blocks of 2j; a block sorts the other way when bit k of its start is set.
+      const int64_t blocks = m / (2 * j);
+      std::vector<bool> reversed(static_cast<size_t>(blocks));
+      for (int64_t b = 0; b < blocks; ++b) reversed[static_cast<size_t>(b)] = ((b * 2 * j) & k) != 0;
+      const Tensor flip = from_vector<bool>(reversed, {1, blocks, 1}).to(x.device());
+      const IntArrayRef pairs{rows, blocks, 2, j};
+      const Tensor c4 = cls.view(pairs), v4 = value.view(pairs), i4 = col.view(pairs);
+      const Tensor c0 = c4.select(2, 0), c1 = c4.select(2, 1), v0 = v4.select(2, 0), v1 = v4.select(2, 1);
+      const Tensor i0 = i4.select(2, 0), i1 = i4.select(2, 1);
+      const Tensor swap = ne(after(c0, v0, i0, c1, v1, i1), flip);
+      auto exchange = [&](const Tensor& lo, const Tensor& hi) {
+        return stack({where(swap, hi, lo), where(swap, lo, hi)}, 2).view({rows, m});
+      };
+      cls = exchange(c0, c1);
+      value = exchange(v0, v1);
+      col = exchange(i0, i1);
+    }
+  }
+  return col.narrow(1, 0, n).contiguous();  // the padding sorted last
 }
 
 }  // namespace
