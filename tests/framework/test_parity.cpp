@@ -153,6 +153,65 @@ const std::map<std::string, ParityCase>& parity_table() {
           return {tiny::stack(columns, 0)};
         },
         kPointwise}},
+      // repeat, split, chunk (views and copies: the gradient lands exactly where the pieces came from)
+      {"repeat_more_dims", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].t().repeat({2, 1, 3})}; }, kReduction}},
+      {"split_size",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          std::vector<Tensor> sums;
+          for (const Tensor& p : tiny::split(in["a"], 2)) sums.push_back(p.sum({0}) * static_cast<double>(sums.size() + 1));
+          return {tiny::stack(sums, 0)};
+        },
+        kReduction}},
+      {"split_sizes",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          std::vector<Tensor> parts;
+          for (const Tensor& p : in["a"].t().split(tiny::IntArrayRef{1, 2, 4}, 1)) {
+            parts.push_back(p * static_cast<double>(parts.size() + 1));
+          }
+          return {tiny::cat(parts, 1)};
+        },
+        kPointwise}},
+      {"chunk",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          std::vector<Tensor> parts = tiny::chunk(in["a"], 3, -1);
+          std::reverse(parts.begin(), parts.end());
+          return {tiny::cat(parts, 1)};
+        },
+        kPointwise}},
+      // gather (repeated indices add their gradients), sort and topk (indices equal exactly)
+      {"gather_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::gather(in["a"], 1, in["index"])}; }, kReduction}},
+      {"gather_dim0_smaller",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].transpose(0, 2).gather(0, in["index"])}; }, kReduction}},
+      {"sort_dim1",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = tiny::sort(in["a"], 1);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"sort_descending_ties",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = in["a"].t().sort(0, /*descending=*/true);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"sort_ascending_ties",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = in["a"].sort(-1);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"topk_largest",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = tiny::topk(in["a"], 3, 1);
+          return {values, indices};
+        },
+        kPointwise}},
+      {"topk_smallest",
+       {[](const Inputs& in) -> std::vector<Tensor> {
+          auto [values, indices] = in["a"].t().topk(2, 1, /*largest=*/false);
+          return {values, indices};
+        },
+        kPointwise}},
       // reductions
       {"sum_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum()}; }, kReduction}},
       {"sum_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].sum({1})}; }, kReduction}},
@@ -181,6 +240,15 @@ const std::map<std::string, ParityCase>& parity_table() {
       {"amin_keepdim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::amin(in["a"], {-1}, /*keepdim=*/true)}; }, kPointwise}},
       {"any_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::any(in["a"] > 1, 1)}; }, kPointwise}},
       {"all_full", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::all(in["a"] > -2)}; }, kPointwise}},
+      // cumsum and prod: tiny adds and multiplies in a tree, PyTorch's CPU in a loop (rounding differs)
+      {"cumsum_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::cumsum(in["a"], 1)}; }, kReduction}},
+      {"cumsum_transposed", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].t().cumsum(-1)}; }, kReduction}},
+      {"prod_dim", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::prod(in["a"], 1)}; }, kReduction}},
+      // one zero in row 0 (its gradient is the product of the others), two in row 1 (all gradients 0)
+      {"prod_zeros_keepdim",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::prod(in["a"].t(), 0, /*keepdim=*/true)}; }, kReduction}},
+      {"prod_all", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].prod()}; }, kReduction}},
+      {"prod_all_one_zero", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].prod()}; }, kReduction}},
       // linear algebra (Python's `a @ b` is torch.matmul)
       {"mm", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kMatmul}},
       {"mm_transposed",
@@ -240,6 +308,9 @@ const std::map<std::string, ParityCase>& parity_table() {
       // float64
       {"gelu_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {F::gelu(in["a"])}; }, kFloat64}},
       {"mm_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::matmul(in["a"], in["b"])}; }, kFloat64}},
+      {"cumsum_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].cumsum(0)}; }, kFloat64}},
+      {"prod_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].prod(-1)}; }, kFloat64}},
+      {"gather_f64", {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].gather(0, in["index"])}; }, kFloat64}},
       {"cross_entropy_f64",
        {[](const Inputs& in) -> std::vector<Tensor> { return {F::cross_entropy(in["x"], in["target"])}; }, kFloat64}},
       // composite: matmuls over k = 12 and 16, then a cross-entropy mean

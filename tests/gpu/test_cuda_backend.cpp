@@ -348,6 +348,35 @@ TEST(CudaBackend, MathAndIndexingOpsMatchTheCpu) {
   EXPECT_TRUE(same(tiny::linspace(-3, 5, 101, kGpu), tiny::linspace(-3, 5, 101)));
 }
 
+// repeat, split/chunk, gather, cumsum, prod, sort and topk are composed of
+// kernels that already have a CUDA one (no new kernel family): this runs the
+// compositions, forward and backward, on the GPU.
+TEST(CudaBackend, SelectSortOpsMatchTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(6);
+  const Tensor index = tiny::randint(0, 70, {33, 20});
+  for (Dtype d : kFloatDtypes) {
+    const Tol t = tol_for(d);
+    const Tensor a = tiny::randn({33, 70}).to(d);
+    const Tensor near_one = (tiny::rand({33, 9}) + 0.5).to(d);
+    expect_matches_cpu(name_of(d) + " cumsum", {a}, [](auto& x) { return x[0].cumsum(1) + x[0].t().cumsum(1).t(); }, t);
+    expect_matches_cpu(name_of(d) + " prod", {near_one}, [](auto& x) { return x[0].prod(1) + x[0].prod(0).sum(); }, t);
+    expect_matches_cpu(name_of(d) + " repeat chunk split", {a},
+                       [](auto& x) { return x[0].repeat({2, 1}).chunk(3, 1)[1] * 2 + x[0].split(24, 1)[2].sum(); }, t);
+    expect_matches_cpu(name_of(d) + " gather", {a},
+                       [index](auto& x) { return x[0].gather(1, index.to(x[0].device())); }, t);
+    expect_matches_cpu(name_of(d) + " sort topk values", {a},
+                       [](auto& x) { return std::get<0>(x[0].sort(1, true)) + std::get<0>(x[0].topk(70, 1)); }, t);
+  }
+  const Tensor a = tiny::randn({33, 70});
+  EXPECT_TRUE(same(std::get<1>(tiny::sort(a.to(kGpu), 1)), std::get<1>(tiny::sort(a, 1))));
+  EXPECT_TRUE(same(std::get<1>(tiny::topk(a.to(kGpu), 5, 0, false)), std::get<1>(tiny::topk(a, 5, 0, false))));
+  const Tensor ints = tiny::randint(-5, 5, {4, 300});
+  EXPECT_TRUE(same(tiny::cumsum(ints.to(kGpu), 1), tiny::cumsum(ints, 1))) << "int64 cumsum";
+  EXPECT_TRUE(same(std::get<1>(tiny::sort(ints.to(kGpu), 1, true)), std::get<1>(tiny::sort(ints, 1, true))))
+      << "stable ties on the GPU";
+}
+
 TEST(CudaBackend, MatrixProductsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(4);

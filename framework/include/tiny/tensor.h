@@ -271,6 +271,26 @@ class Tensor {
   Tensor min() const;
   /// @brief Smallest elements along `dim` and their indices.
   std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  /// @brief `tiny::prod(*this)`: product of all elements.
+  Tensor prod() const;
+  /// @brief `tiny::prod(*this, dim, keepdim)`: product along `dim`.
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  /// @brief `tiny::cumsum(*this, dim)`: running sum along `dim`.
+  Tensor cumsum(int64_t dim) const;
+  /// @brief `tiny::sort(*this, dim, descending)`: (values, indices), stable.
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  /// @brief `tiny::topk(*this, k, dim, largest, sorted)`: the k largest (or smallest) and their indices.
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  /// @brief `tiny::gather(*this, dim, index)`: picks along `dim` by an int64 index.
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  /// @brief `tiny::repeat(*this, repeats)`: tiled copies (`x.repeat({2, 1})`).
+  Tensor repeat(const IntArrayRef& repeats) const;
+  /// @brief `tiny::split(*this, split_size, dim)`: views of `split_size` elements, the last shorter.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  /// @brief `tiny::split(*this, split_sizes, dim)`: views of the given sizes.
+  std::vector<Tensor> split(const IntArrayRef& split_sizes, int64_t dim = 0) const;
+  /// @brief `tiny::chunk(*this, chunks, dim)`: at most `chunks` views.
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   /// @brief Index of the largest element of the flattened tensor.
   Tensor argmax() const;
   /// @brief Indices of the largest elements along `dim` (ties: the lowest index).

@@ -409,6 +409,20 @@ Tensor Tensor::std(const IntArrayRef& dims, double correction, bool keepdim) con
   return tiny::std_dev(*this, dims, correction, keepdim);
 }
 Tensor Tensor::logsumexp(const IntArrayRef& dims, bool keepdim) const { return tiny::logsumexp(*this, dims, keepdim); }
+Tensor Tensor::prod() const { return tiny::prod(*this); }
+Tensor Tensor::prod(int64_t dim, bool keepdim) const { return tiny::prod(*this, dim, keepdim); }
+Tensor Tensor::cumsum(int64_t dim) const { return tiny::cumsum(*this, dim); }
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const { return tiny::sort(*this, dim, descending); }
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return tiny::topk(*this, k, dim, largest, sorted);
+}
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return tiny::gather(*this, dim, index); }
+Tensor Tensor::repeat(const IntArrayRef& repeats) const { return tiny::repeat(*this, repeats); }
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return tiny::split(*this, split_size, dim); }
+std::vector<Tensor> Tensor::split(const IntArrayRef& split_sizes, int64_t dim) const {
+  return tiny::split(*this, split_sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return tiny::chunk(*this, chunks, dim); }
 Tensor Tensor::max() const { return tiny::max(*this); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return tiny::max(*this, dim, keepdim); }
 Tensor Tensor::min() const { return tiny::min(*this); }
