@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tiny/generator.h"
+#include "tiny/matmul_precision.h"
 #include "tiny/tensor.h"
 
 namespace tiny {
@@ -264,28 +265,12 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// @brief `beta * bias + alpha * (a @ b)` (bias broadcast to the result).
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
-/// @brief How float32 matrix products may run on a GPU (`torch.set_float32_matmul_precision`).
-///
-/// "highest" (the default): in float32. "high" and "medium": on TF32 tensor
-/// cores where the GPU has them (compute capability 8.0 and later; the
-/// emulated GPU where its modelled GPU has them, so not a T4): inputs rounded
-/// to 10 mantissa bits, accumulation in float32. On CUDA this is cuBLAS's
-/// CUBLAS_TF32_TENSOR_OP_MATH, as PyTorch sets it for both ("medium"'s
-/// bfloat16 mode is for PyTorch's CPU kernels). The CPU and the emulated GPU
-/// compute every float32 product in full float32 whatever the setting: only
-/// the emulator's modelled time and its GEMM counters (gemms_tf32) change.
-/// Process-wide, as in PyTorch. Anything else throws tiny::ValueError.
-void set_float32_matmul_precision(const std::string& precision);
-/// @brief The current setting: "highest", "high" or "medium" (`torch.get_float32_matmul_precision()`).
-std::string get_float32_matmul_precision();
 
 // ---- shape -----------------------------------------------------------------
 /// @brief Joins tensors along an existing dimension.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// @brief Joins tensors along a new dimension.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-/// @brief The shape that `a` and `b` broadcast to (throws ShapeError when they cannot).
-IntArrayRef broadcast_shapes(const IntArrayRef& a, const IntArrayRef& b);
 /// @brief The slices of `a` along `dim` picked by the int64 vector `index`, in its order (`torch.index_select`);
 /// an index may repeat. The gradient adds back into the picked slices.
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);

@@ -373,6 +373,8 @@ class Tensor {
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
 /// @brief Prints a shape as `[64, 784]`.
 std::string shape_str(const IntArrayRef& shape);
+/// @brief The shape that `a` and `b` broadcast to (throws ShapeError when they cannot).
+IntArrayRef broadcast_shapes(const IntArrayRef& a, const IntArrayRef& b);
 
 /// @cond
 extern template std::vector<float> Tensor::to_vector<float>() const;

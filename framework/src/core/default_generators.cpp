@@ -3,14 +3,14 @@
 #include <mutex>
 #include <vector>
 
-#include "gpu/device_context.h"
+#include "core/device_hooks.h"
 #include "tiny/generator.h"
 
 namespace tiny {
 
 Generator& default_generator(const Device& device) {
   if (device.is_cpu()) return default_cpu_generator();
-  const int index = gpu::resolve_index(device);
+  const int index = detail::gpu_hooks().resolve_index(device);
   static std::mutex mutex;
   // Never destroyed: random ops may run during exit.
   static auto* generators = new std::vector<std::unique_ptr<Generator>>();

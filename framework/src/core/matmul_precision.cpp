@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tiny/error.h"
-#include "tiny/ops.h"
+#include "tiny/matmul_precision.h"
 
 namespace tiny {
 

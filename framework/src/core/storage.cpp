@@ -1,10 +1,8 @@
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <vector>
 
+#include "core/device_hooks.h"
 #include "core/tensor_impl.h"
-#include "gpu/device_context.h"
 #include "runtime/cpu_allocator.h"
 
 namespace tiny {
@@ -15,23 +13,6 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes) override { return runtime::cpu_malloc(nbytes); }
   void deallocate(void* ptr, size_t nbytes) override { runtime::cpu_free(ptr, nbytes); }
 };
-
-// GPU memory comes from the device's caching allocator, on the device's
-// current stream (the stream that will use it first).
-class DeviceAllocator final : public Allocator {
- public:
-  explicit DeviceAllocator(int device) : device_(device) {}
-  void* allocate(size_t nbytes) override {
-    return gpu::device_allocator(device_).allocate(nbytes, gpu::current_stream(device_));
-  }
-  void deallocate(void* ptr, size_t) override {
-    if (ptr != nullptr) gpu::device_allocator(device_).free(ptr);
-  }
-
- private:
-  int device_;
-};
-
 }  // namespace
 
 Allocator* allocator_for(const Device& device) {
@@ -39,19 +20,13 @@ Allocator* allocator_for(const Device& device) {
     static CpuAllocator* cpu = new CpuAllocator();  // never destroyed: tensors may die during exit
     return cpu;
   }
-  const int index = gpu::resolve_index(device);
-  static std::mutex mutex;
-  static auto* allocators = new std::vector<std::unique_ptr<DeviceAllocator>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (allocators->size() <= static_cast<size_t>(index)) allocators->resize(static_cast<size_t>(index) + 1);
-  auto& slot = (*allocators)[static_cast<size_t>(index)];
-  if (!slot) slot = std::make_unique<DeviceAllocator>(index);
-  return slot.get();
+  const detail::GpuHooks& gpu = detail::gpu_hooks();
+  return gpu.allocator(gpu.resolve_index(device));
 }
 
 Device canonical_device(const Device& device) {
   if (device.is_cpu()) return device;
-  return Device(DeviceType::CUDA, gpu::resolve_index(device));
+  return Device(DeviceType::CUDA, detail::gpu_hooks().resolve_index(device));
 }
 
 Storage::Storage(size_t nbytes_, Device device_) : Storage(nbytes_, device_, allocator_for(device_)) {}
@@ -77,36 +52,6 @@ int64_t TensorImpl::numel() const {
 AutogradMeta& TensorImpl::autograd_meta() {
   if (!autograd) autograd = std::make_unique<AutogradMeta>();
   return *autograd;
-}
-
-IntArrayRef contiguous_strides(const IntArrayRef& sizes) {
-  IntArrayRef strides(sizes.size());
-  int64_t running = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = running;
-    running *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
-}
-
-int64_t checked_numel(const IntArrayRef& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) {
-    TINY_CHECK(s >= 0, ValueError, "Trying to create tensor with negative dimension ", s, ": ", shape_str(sizes));
-    if (s != 0 && n > std::numeric_limits<int64_t>::max() / s) {
-      TINY_THROW(ValueError, "a tensor of shape ", shape_str(sizes), " has more elements than fit in int64");
-    }
-    n *= s;
-  }
-  return n;
-}
-
-int64_t wrap_dim(int64_t dim, int64_t ndim) {
-  const int64_t lo = ndim == 0 ? -1 : -ndim;
-  const int64_t hi = ndim == 0 ? 0 : ndim - 1;
-  TINY_CHECK(dim >= lo && dim <= hi, IndexError, "Dimension out of range (expected to be in range of [", lo, ", ", hi,
-             "], but got ", dim, ")");
-  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
 Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device) {

@@ -6,7 +6,6 @@
 #include <memory>
 #include <vector>
 
-#include "tiny/autograd.h"
 #include "tiny/device.h"
 #include "tiny/dtype.h"
 #include "tiny/tensor.h"
@@ -84,6 +83,10 @@ struct TensorImpl {
   char* data() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size(dtype)); }
 };
 
+// The TensorImpl behind a Tensor handle; throws tiny::ValueError, saying how to
+// make one, when the tensor is undefined (default-constructed).
+const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl);
+
 // Row-major strides for `sizes`.
 IntArrayRef contiguous_strides(const IntArrayRef& sizes);
 // Product of sizes, with an overflow check that names the shape.
@@ -97,9 +100,6 @@ Device canonical_device(const Device& device);
 Tensor make_tensor(const IntArrayRef& sizes, Dtype dtype, Device device);
 // A view sharing `base`'s storage with the given layout (no autograd).
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
-// Writes `src` (broadcast, converted to dst's dtype, from any device) into
-// `dst` and bumps dst's version; no checks, no autograd (copy_'s data path).
-void copy_values(const Tensor& dst, const Tensor& src, bool non_blocking);
 // Marks `t` as modified in place (bumps the shared version counter).
 void bump_version(const Tensor& t);
 

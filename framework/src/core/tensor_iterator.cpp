@@ -1,9 +1,6 @@
 #include "core/tensor_iterator.h"
 
-
 #include <algorithm>
-
-#include "tiny/ops.h"
 
 namespace tiny {
 

@@ -2,6 +2,7 @@
 
 #include "core/tensor_impl.h"
 #include "io/npy_format.h"
+#include "tiny/autograd.h"
 #include "tiny/io.h"
 #include "tiny/ops.h"
 

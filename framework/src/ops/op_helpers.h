@@ -11,6 +11,13 @@
 #include "ops/kind_names.h"
 #include "tiny/ops.h"
 
+namespace tiny {
+// Writes `src` (broadcast, converted to dst's dtype, from any device) into
+// `dst` and bumps dst's version; no checks, no autograd (copy_'s data path,
+// ops/copy.cpp).
+void copy_values(const Tensor& dst, const Tensor& src, bool non_blocking);
+}  // namespace tiny
+
 namespace tiny::ops {
 
 using kernels::BinaryKind;

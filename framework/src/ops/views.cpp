@@ -10,20 +10,6 @@ using autograd::BackwardArgs;
 using autograd::record;
 using autograd::should_record;
 
-IntArrayRef broadcast_shapes(const IntArrayRef& a, const IntArrayRef& b) {
-  const size_t nd = std::max(a.size(), b.size());
-  IntArrayRef out(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    const int64_t sa = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
-    const int64_t sb = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
-    TINY_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, "The size of tensor a (", sa,
-               ") must match the size of tensor b (", sb, ") at non-singleton dimension ", i, " (shapes ",
-               shape_str(a), " and ", shape_str(b), ")");
-    out[i] = sa == 1 ? sb : sa;
-  }
-  return out;
-}
-
 namespace {
 
 // A view of `self` recorded so that gradients flow back through `backward`.

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "tiny/autograd.h"
 #include "tiny/ops.h"
 
 namespace tiny::cuda_backend {

@@ -13,6 +13,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/optimizer_operands.h"
+#include "tiny/autograd.h"
 #include "tiny/tensor.h"
 
 namespace tiny::cuda_backend {

@@ -18,14 +18,6 @@
 
 namespace tiny {
 
-std::string shape_str(const IntArrayRef& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
-
 std::ostream& operator<<(std::ostream& out, const Scalar& s) {
   if (s.is_bool()) return out << (s.to_bool() ? "True" : "False");
   if (s.is_integral()) return out << s.to_int64();
