@@ -70,6 +70,10 @@ TEST_P(MoreOpsGrad, IndexingOps) {
   EXPECT_TRUE(gradcheck([mask](const In& in) { return tiny::masked_fill(in[0], mask, 3.0); },
                         {on(uniform({3, 5}, -1, 1, 14))}));
   EXPECT_TRUE(gradcheck([](const In& in) { return tiny::unbind(in[0], 1)[2] * 2; }, {on(uniform({3, 4}, -1, 1, 15))}));
+  // masked_select with a mask broadcast over rows: the gradient lands on every picked element.
+  const Tensor row_mask = (uniform({1, 4}, 0, 1, 16) > 0.4).to(dev);
+  EXPECT_TRUE(gradcheck([row_mask](const In& in) { return tiny::masked_select(in[0], row_mask); },
+                        {on(uniform({3, 4}, -1, 1, 17))}));
 }
 
 std::string device_name(const ::testing::TestParamInfo<std::string>& info) {
@@ -96,6 +100,35 @@ TEST(MoreOps, IntegerAndBoolInputs) {
                           tiny::from_vector<int64_t>({big + 2, big + 2, big}, {3})));
   EXPECT_EQ(tiny::amax(b).item<int64_t>(), big + 2);
   EXPECT_TRUE(tiny::equal(tiny::masked_fill(b, b > 1, 0), tiny::from_vector<int64_t>({0, 1, 0, 0}, {4})));
+}
+
+// masked_select and nonzero on each device: row-major order, empty and full masks,
+// a broadcast input, integers, and the same answer on the emulated GPU as on the CPU.
+TEST_P(MoreOpsGrad, MaskedSelectAndNonzero) {
+  const tiny::Device dev(GetParam());
+  const Tensor x = tiny::from_vector<int64_t>({10, 11, 12, 13, 14, 15}, {2, 3}).to(dev);
+  const Tensor m = tiny::from_vector<bool>({true, false, true, false, false, true}, {2, 3}).to(dev);
+  EXPECT_TRUE(tiny::equal(tiny::masked_select(x, m).cpu(), tiny::from_vector<int64_t>({10, 12, 15}, {3})));
+  EXPECT_TRUE(tiny::equal(x.masked_select(m).cpu(), tiny::from_vector<int64_t>({10, 12, 15}, {3})));
+  EXPECT_TRUE(tiny::equal(tiny::nonzero(m).cpu(), tiny::from_vector<int64_t>({0, 0, 0, 2, 1, 2}, {3, 2})));
+  EXPECT_TRUE(tiny::equal(m.nonzero().cpu(), tiny::nonzero(m).cpu()));
+  // The input broadcast against the mask: a row picked twice.
+  const Tensor row = tiny::tensor({1.0, 2.0, 3.0}).to(dev);
+  EXPECT_TRUE(tiny::equal(tiny::masked_select(row, m).cpu(), tiny::tensor({1.0, 3.0, 3.0})));
+  // Nothing picked: an empty 1-D tensor of the input's dtype on its device; all picked: every element.
+  const Tensor none = tiny::masked_select(x, tiny::zeros({2, 3}, tiny::TensorOptions(tiny::kBool).device(dev)));
+  EXPECT_EQ(none.sizes(), (tiny::IntArrayRef{0}));
+  EXPECT_EQ(none.dtype(), tiny::kInt64);
+  EXPECT_EQ(none.device(), x.device());
+  EXPECT_TRUE(tiny::equal(tiny::masked_select(x, tiny::ones({1}, tiny::TensorOptions(tiny::kBool).device(dev))).cpu(),
+                          x.reshape({-1}).cpu()));
+  EXPECT_EQ(tiny::nonzero(tiny::zeros({4, 2}).to(dev)).sizes(), (tiny::IntArrayRef{0, 2}));
+  // A 0-d input: [1, 0] when it is nonzero, [0, 0] when not, as in PyTorch.
+  EXPECT_EQ(tiny::nonzero(tiny::full({}, 3.0).to(dev)).sizes(), (tiny::IntArrayRef{1, 0}));
+  EXPECT_EQ(tiny::nonzero(tiny::zeros({}).to(dev)).sizes(), (tiny::IntArrayRef{0, 0}));
+  // NaN is nonzero.
+  const Tensor with_nan = tiny::tensor({0.0, std::nan(""), 0.0}).to(dev);
+  EXPECT_TRUE(tiny::equal(tiny::nonzero(with_nan).cpu(), tiny::from_vector<int64_t>({1}, {1, 1})));
 }
 
 TEST(MoreOps, NanAndInfinity) {
@@ -146,6 +179,9 @@ TEST(MoreOps, BadInputsNameTheValuesAndTheFix) {
   expect_error<tiny::IndexError>([&] { (void)tiny::amax(tiny::ones({3, 0}), {1}); }, {"non-zero size", "[3, 0]"});
   expect_error<tiny::DtypeError>([&] { (void)tiny::floor(x > 0); }, {"bool", "to(tiny::kFloat32)"});
   expect_error<tiny::ValueError>([&] { (void)tiny::flip(x, {1, -1}); }, {"multiple times"});
+  expect_error<tiny::DtypeError>([&] { (void)tiny::masked_select(x, tiny::ones({3, 4})); }, {"bool", "x > 0"});
+  expect_error<tiny::ShapeError>([&] { (void)tiny::masked_select(x, tiny::ones({2, 4}, tiny::kBool)); },
+                                 {"[3, 4]", "[2, 4]"});
 }
 
 }  // namespace

@@ -182,6 +182,12 @@ const std::map<std::string, ParityCase>& parity_table() {
       {"gather_dim1", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::gather(in["a"], 1, in["index"])}; }, kReduction}},
       {"gather_dim0_smaller",
        {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].transpose(0, 2).gather(0, in["index"])}; }, kReduction}},
+      // masked_select (the mask broadcast; a transposed input) and nonzero (row-major order)
+      {"masked_select_broadcast",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::masked_select(in["a"], in["m"])}; }, kReduction}},
+      {"masked_select_transposed",
+       {[](const Inputs& in) -> std::vector<Tensor> { return {in["a"].t().masked_select(in["m"])}; }, kReduction}},
+      {"nonzero", {[](const Inputs& in) -> std::vector<Tensor> { return {tiny::nonzero(in["a"])}; }, kPointwise}},
       {"sort_dim1",
        {[](const Inputs& in) -> std::vector<Tensor> {
           auto [values, indices] = tiny::sort(in["a"], 1);

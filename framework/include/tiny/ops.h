@@ -277,6 +277,14 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 /// @brief `a` with `value` where the bool `mask` (broadcast to a's shape) is true (`Tensor.masked_fill`); the
 /// gradient flows only where the mask is false.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value);
+/// @brief The elements of `a` where the bool `mask` is true, as a 1-D tensor in row-major order
+/// (`torch.masked_select`, and `a[mask]` in Python); `a` and `mask` broadcast together. The
+/// gradient flows back into the picked elements. On a GPU the count of true elements is read on
+/// the host first (one wait, as in PyTorch: the output's size depends on it).
+Tensor masked_select(const Tensor& a, const Tensor& mask);
+/// @brief The indices of the nonzero elements of `a`, an int64 tensor [count, a.dim()] in row-major
+/// order (`torch.nonzero`); on a GPU it waits for `a` to be read on the host, as PyTorch's does.
+Tensor nonzero(const Tensor& a);
 /// @brief `a` reversed along each of `dims` (`torch.flip`): a copy, as in PyTorch.
 Tensor flip(const Tensor& a, const IntArrayRef& dims);
 /// @brief The lower triangle of the last two dims, on and below the `diagonal`-th diagonal (`torch.tril`);

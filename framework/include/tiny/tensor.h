@@ -283,6 +283,10 @@ class Tensor {
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   /// @brief `tiny::gather(*this, dim, index)`: picks along `dim` by an int64 index.
   Tensor gather(int64_t dim, const Tensor& index) const;
+  /// @brief The elements where the bool `mask` is true, 1-D (`Tensor.masked_select`, `x[mask]`); see tiny::masked_select.
+  Tensor masked_select(const Tensor& mask) const;
+  /// @brief The indices of the nonzero elements, int64 [count, dim()] (`Tensor.nonzero`); see tiny::nonzero.
+  Tensor nonzero() const;
   /// @brief `tiny::repeat(*this, repeats)`: tiled copies (`x.repeat({2, 1})`).
   Tensor repeat(const IntArrayRef& repeats) const;
   /// @brief `tiny::split(*this, split_size, dim)`: views of `split_size` elements, the last shorter.

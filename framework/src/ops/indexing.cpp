@@ -1,6 +1,6 @@
-// Picking and masking elements: index_select, masked_fill, flip, tril/triu and
-// unbind, composed from ops that already have kernels on every backend and an
-// autograd rule (issue 23, item 5), so each one runs on the CPU, the emulated
+// Picking and masking elements: index_select, masked_fill, masked_select,
+// nonzero, flip, tril/triu and unbind, composed from ops that already have
+// kernels on every backend and an autograd rule (issue 23, item 5), so each one runs on the CPU, the emulated
 // GPU and CUDA, and is costed on the modelled clock by the kernels it runs.
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
@@ -50,6 +50,44 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
   TINY_CHECK(broadcast_shapes(a.sizes(), mask.sizes()) == a.sizes(), ShapeError, "masked_fill: the mask of shape ",
              shape_str(mask.sizes()), " does not broadcast to the input's shape ", shape_str(a.sizes()));
   return where(mask, full({}, value, TensorOptions(a.dtype()).device(a.device())), a);
+}
+
+Tensor nonzero(const Tensor& a) {
+  TINY_OP_SCOPE("nonzero", a);
+  // The output's size is the count of nonzero elements: the test runs where a
+  // is, and the host reads its answer (the one wait on a GPU, as in PyTorch).
+  std::vector<bool> is_nonzero;
+  {
+    NoGradGuard no_grad;
+    is_nonzero = ne(a, zeros({}, TensorOptions(a.dtype()).device(a.device()))).to_vector<bool>();
+  }
+  const int64_t ndim = a.dim();
+  const IntArrayRef strides = contiguous_strides(a.sizes());
+  std::vector<int64_t> indices;
+  for (size_t flat = 0; flat < is_nonzero.size(); ++flat) {
+    if (!is_nonzero[flat]) continue;
+    int64_t rest = static_cast<int64_t>(flat);
+    for (int64_t d = 0; d < ndim; ++d) {
+      indices.push_back(rest / strides[d]);
+      rest %= strides[d];
+    }
+  }
+  const int64_t count = ndim == 0 ? static_cast<int64_t>(is_nonzero.size() == 1 && is_nonzero[0]) :
+                                    static_cast<int64_t>(indices.size()) / ndim;
+  return from_vector(indices, {count, ndim}).to(a.device());
+}
+
+Tensor masked_select(const Tensor& a, const Tensor& mask) {
+  TINY_OP_SCOPE("masked_select", a, mask);
+  TINY_CHECK(mask.dtype() == kBool, DtypeError, "masked_select: expected a bool mask, got ", dtype_name(mask.dtype()),
+             " (make one with a comparison, e.g. x > 0, or mask.to(tiny::kBool))");
+  ops::check_same_device(a, mask, "masked_select");
+  const IntArrayRef shape = broadcast_shapes(a.sizes(), mask.sizes());  // a ShapeError names both shapes
+  // The picked positions of the row-major flattened broadcast, then a gather
+  // of those elements: its backward adds the gradient back into them.
+  const Tensor flat_mask = mask.expand(shape).reshape({-1});
+  const Tensor picked = nonzero(flat_mask).reshape({-1});
+  return index_select(a.expand(shape).reshape({-1}), 0, picked);
 }
 
 Tensor flip(const Tensor& a, const IntArrayRef& dims) {

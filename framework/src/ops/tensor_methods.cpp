@@ -44,6 +44,8 @@ std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bo
   return tiny::topk(*this, k, dim, largest, sorted);
 }
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return tiny::gather(*this, dim, index); }
+Tensor Tensor::masked_select(const Tensor& mask) const { return tiny::masked_select(*this, mask); }
+Tensor Tensor::nonzero() const { return tiny::nonzero(*this); }
 Tensor Tensor::repeat(const IntArrayRef& repeats) const { return tiny::repeat(*this, repeats); }
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return tiny::split(*this, split_size, dim); }
 std::vector<Tensor> Tensor::split(const IntArrayRef& split_sizes, int64_t dim) const {
