@@ -44,6 +44,9 @@ constexpr double kLr = 0.5;
 constexpr int kEpochs = 3;
 constexpr int64_t kBatch = kExamples / kWorld;  // one step per epoch on each rank
 constexpr int64_t kUnevenBatch = 3;             // 8 examples a rank: batches of 3, 3 and 2
+/// The allocator check's batch per rank: its hidden activations (32768 x 16 floats, 2 MiB) are
+/// large-pool blocks, in a segment of their own that empty_cache() can give back.
+constexpr int64_t kCacheBatch = 32768;
 // DDP adds the two halves' gradients in another order than one process: compare with slack.
 constexpr double kRtol = 1e-4, kAtol = 1e-5;
 
@@ -479,6 +482,36 @@ static void plot_losses(Context& ctx, const std::string& name, const Run& mine, 
   ctx.details["curves"][name] = {{"yours", yours["losses"]}, {"reference", reference["losses"]}};
 }
 
+// Right epochs that give the allocator's cache back every step, seen on each rank: segments
+// returned to the device during the epochs (the timeline's segment_free events) and
+// allocations that reached the device after the first epoch, which the reference's cache
+// serves. Without a GPU (the ranks on the CPU) there is nothing to compare.
+std::optional<std::string> cache_churn(const Run& mine, const Run& ref) {
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& v = rank_values(mine, r);
+    const nlohmann::json& w = rank_values(ref, r);
+    if (!v.contains("device_mallocs") || !w.contains("device_mallocs")) return std::nullopt;
+    uint64_t later = 0, ref_later = 0;  // allocations that reached the device in the epochs after the first
+    for (size_t e = 1; e < v["device_mallocs"].size(); ++e) later += v["device_mallocs"][e].get<uint64_t>();
+    for (size_t e = 1; e < w["device_mallocs"].size(); ++e) ref_later += w["device_mallocs"][e].get<uint64_t>();
+    const int64_t frees = v.value("segment_frees", int64_t{0});
+    if (frees == 0 || later <= ref_later) continue;
+    const auto mib = [](const nlohmann::json& bytes) {
+      return workbook::number_text(bytes.get<double>() / (1 << 20), 3) + " MiB";
+    };
+    return "right losses and weights, but rank " + std::to_string(r) + "'s loop gave " + std::to_string(frees) +
+           " segments back to its GPU, and after the first epoch " + std::to_string(later) +
+           " allocations went to the device instead of the caching allocator (the reference: " +
+           std::to_string(ref_later) + "; memory_reserved after the last epoch " +
+           mib(v["reserved_after_epoch"].back()) + ", the reference's " + mib(w["reserved_after_epoch"].back()) +
+           "): that is empty_cache() every step. It lowers memory_reserved and saves nothing: the next step "
+           "asks the device for the same memory again (cudaMalloc, which is slow and synchronizes). Let the "
+           "cache keep its blocks (PyTorch's torch.cuda.empty_cache() is for handing memory to another "
+           "process, not for a training loop)";
+  }
+  return std::nullopt;
+}
+
 WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains like one process on the full batch, reshuffling every epoch") {
   Bundle in;
   if (auto missing = base_inputs(ctx, in)) return *missing;
@@ -595,6 +628,23 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
                            " (this rank's mean loss per example)");
     }
   }
+  // Again with batches large enough for the caching allocator to give something back: with 8
+  // examples a step's every block fits in the small segment that holds the weights, and
+  // empty_cache() has nothing to free. At 32768 examples a rank, the activations (2 MiB each)
+  // get a large segment of their own, which a loop that empties the cache every step gives
+  // back and asks for again; the reference's cache, warm after the first epoch, serves them.
+  Bundle large = in;
+  large.put("features", tiny::randn({kWorld * kCacheBatch, kFeatures}, {}, ctx.generator(13)));
+  large.put("labels", tiny::randint(0, kClasses, {kWorld * kCacheBatch}, tiny::kInt64, ctx.generator(14)));
+  large.values["batch_size"] = kCacheBatch;
+  large.values["epochs"] = 2;
+  const std::string large_call = "2 epochs of train_one_epoch on 2 ranks, one batch of " +
+                                 std::to_string(kCacheBatch) + " examples each";
+  Run mine_large, ref_large;
+  if (auto early = run_both(ctx, "train_one_epoch", large, mine_large, ref_large, options_for(large_call))) {
+    return *early;
+  }
+  if (auto churn = cache_churn(mine_large, ref_large)) return Outcome::fail(large_call + ": " + *churn);
   note_collectives(ctx, mine);
   return Outcome::pass();
 }

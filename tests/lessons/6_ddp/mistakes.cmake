@@ -183,3 +183,13 @@ workbook_mistake(mean_copy_not_waited CHECK all_reduce_mean MESSAGE "you read th
 workbook_mistake(mean_in_float32 CHECK all_reduce_mean MESSAGE "that is the mean rounded to float32"
   FIND [=[tiny::full({1}, value, tiny::kFloat64)]=]
   REPLACE [=[tiny::full({1}, value, tiny::kFloat32)]=])
+
+# Right in every number and in its collectives: empty_cache() after every step, "to keep memory
+# low". The ranks' allocators see it: segments given back to the device after a step, and
+# allocations that reach the device again at the next step, which the reference's cache serves.
+workbook_mistake(empty_cache_every_step CHECK train_one_epoch MESSAGE "that is empty_cache() every step"
+  FIND [=[    optimizer.step();
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=]
+  REPLACE [=[    optimizer.step();
+    tiny::cuda::empty_cache();  // "keep memory low"
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=])
