@@ -193,3 +193,11 @@ workbook_mistake(empty_cache_every_step CHECK train_one_epoch MESSAGE "that is e
   REPLACE [=[    optimizer.step();
     tiny::cuda::empty_cache();  // "keep memory low"
     sum += loss.item<double>() * static_cast<double>(x.size(0));]=])
+
+# Right: empty_cache() once, after the epoch's last step (memory handed back before something
+# else runs, say an evaluation): no step asks the device again, so the allocator check, which
+# counts between steps, passes it.
+workbook_alternative(empty_cache_after_epoch CHECKS train_one_epoch
+  FIND [=[  return examples > 0 ? sum / static_cast<double>(examples) : 0.0;]=]
+  REPLACE [=[  tiny::cuda::empty_cache();  // once an epoch, not every step
+  return examples > 0 ? sum / static_cast<double>(examples) : 0.0;]=])
