@@ -182,3 +182,21 @@ workbook_mistake(epoch_sum_not_waited CHECK train_one_epoch MESSAGE "you read th
   FIND [=[  return loss_sum.item<double>() / static_cast<double>(examples);  // the epoch's one wait for the GPU]=]
   REPLACE [=[  const tiny::Tensor host = loss_sum.to(tiny::Device("cpu"), /*non_blocking=*/true);  // "no wait"
   return host.item<double>() / static_cast<double>(examples);]=])
+
+# train_step is given pinned batches, as a GPU loop's loader (pin_memory=true)
+# makes them. A step that copies them blocking waits for the GPU twice a step,
+# and the check says so; one that passes non_blocking only when the batch is
+# pinned is right (a newcomer's trial wrote it so, from exercise.h's "without
+# making the host wait when the loader pinned it", and the check, then fed
+# pageable batches, failed it with a message about "the pinned batch").
+workbook_mistake(blocking_copy_in_step CHECK train_step MESSAGE "so does a copy asked to be blocking"
+  FIND [=[  const Batch on_device = to_device(batch, device, /*non_blocking=*/true);
+  optimizer.zero_grad();  // the gradients of the previous step are still there]=]
+  REPLACE [=[  const Batch on_device = to_device(batch, device, /*non_blocking=*/false);
+  optimizer.zero_grad();  // the gradients of the previous step are still there]=])
+
+workbook_alternative(non_blocking_when_pinned CHECKS train_step train_one_epoch epoch_copies_and_waits epoch_speed
+  FIND [=[  const Batch on_device = to_device(batch, device, /*non_blocking=*/true);
+  optimizer.zero_grad();  // the gradients of the previous step are still there]=]
+  REPLACE [=[  const Batch on_device = to_device(batch, device, batch.data.is_pinned());
+  optimizer.zero_grad();  // the gradients of the previous step are still there]=])

@@ -154,7 +154,9 @@ WORKBOOK_EXERCISE(train_step) {
   const int steps = in.values.at("steps").get<int>();
   std::vector<tiny::data::Batch> batches;
   for (int k = 0; k < steps; ++k) {
-    batches.push_back({in.tensor("x." + std::to_string(k)), in.tensor("y." + std::to_string(k))});
+    // Pinned, as the loader of a GPU loop makes them (pin_memory=true): a train_step that passes
+    // non_blocking only for pinned batches (batch.data.is_pinned()) is right too.
+    batches.push_back({in.tensor("x." + std::to_string(k)).pin_memory(), in.tensor("y." + std::to_string(k)).pin_memory()});
     if (labels_on_device) batches.back().target = batches.back().target.to(device);
   }
   start_counting();

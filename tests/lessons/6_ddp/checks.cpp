@@ -44,6 +44,10 @@ constexpr double kLr = 0.5;
 constexpr int kEpochs = 3;
 constexpr int64_t kBatch = kExamples / kWorld;  // one step per epoch on each rank
 constexpr int64_t kUnevenBatch = 3;             // 8 examples a rank: batches of 3, 3 and 2
+/// The allocator check's batch per rank: its hidden activations (32768 x 16 floats, 2 MiB) are
+/// large-pool blocks, in a segment of their own that empty_cache() can give back.
+constexpr int64_t kCacheBatch = 32768;
+constexpr int64_t kCacheSteps = 3;  // batches in the allocator check's epoch
 // DDP adds the two halves' gradients in another order than one process: compare with slack.
 constexpr double kRtol = 1e-4, kAtol = 1e-5;
 
@@ -479,6 +483,37 @@ static void plot_losses(Context& ctx, const std::string& name, const Run& mine, 
   ctx.details["curves"][name] = {{"yours", yours["losses"]}, {"reference", reference["losses"]}};
 }
 
+// Right steps that give the allocator's cache back every step, seen on each rank: segments
+// returned to the device (the timeline's segment_free events) and allocations that reached the
+// device between the second step and the last, which the reference's cache serves. Counted
+// between steps, so an empty_cache() once an epoch (after the last step) is not blamed. Without
+// a GPU (the ranks on the CPU) there is nothing to compare.
+std::optional<std::string> cache_churn(const Run& mine, const Run& ref) {
+  for (int r = 0; r < kWorld; ++r) {
+    const nlohmann::json& v = rank_values(mine, r);
+    const nlohmann::json& w = rank_values(ref, r);
+    if (!v.contains("step_mallocs") || !w.contains("step_mallocs")) return std::nullopt;
+    const auto between = [](const nlohmann::json& at_step) {  // from the second step to the last
+      return at_step.size() < 2 ? uint64_t{0} : at_step.back().get<uint64_t>() - at_step[1].get<uint64_t>();
+    };
+    const uint64_t later = between(v["step_mallocs"]), ref_later = between(w["step_mallocs"]);
+    const int64_t frees = v.value("segment_frees", int64_t{0});
+    if (frees == 0 || later <= ref_later) continue;
+    const auto mib = [](const nlohmann::json& bytes) {
+      return workbook::number_text(bytes.get<double>() / (1 << 20), 3) + " MiB";
+    };
+    return "right losses and weights, but rank " + std::to_string(r) + "'s loop gave " + std::to_string(frees) +
+           " segments back to its GPU, and from its second step to its last " + std::to_string(later) +
+           " allocations went to the device instead of the caching allocator (the reference: " +
+           std::to_string(ref_later) + "; memory_reserved at the end " + mib(v["reserved_after"]) +
+           ", the reference's " + mib(w["reserved_after"]) + "): that is empty_cache() every step. It lowers "
+           "memory_reserved and saves nothing: the next step asks the device for the same memory again "
+           "(cudaMalloc, which is slow and synchronizes). Let the cache keep its blocks (PyTorch's "
+           "torch.cuda.empty_cache() is for handing memory to another process, not for a training loop)";
+  }
+  return std::nullopt;
+}
+
 WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains like one process on the full batch, reshuffling every epoch") {
   Bundle in;
   if (auto missing = base_inputs(ctx, in)) return *missing;
@@ -595,6 +630,23 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
                            " (this rank's mean loss per example)");
     }
   }
+  // Again with batches large enough for the caching allocator to give something back: with 8
+  // examples a step's every block fits in the small segment that holds the weights, and
+  // empty_cache() has nothing to free. At 32768 examples a batch, the activations (2 MiB each)
+  // get a large segment of their own, which a loop that empties the cache every step gives
+  // back and asks for again; the reference's cache, warm after the first step, serves them.
+  Bundle large = in;
+  large.put("features", tiny::randn({kWorld * kCacheSteps * kCacheBatch, kFeatures}, {}, ctx.generator(13)));
+  large.put("labels", tiny::randint(0, kClasses, {kWorld * kCacheSteps * kCacheBatch}, tiny::kInt64, ctx.generator(14)));
+  large.values["batch_size"] = kCacheBatch;
+  large.values["epochs"] = 1;
+  const std::string large_call = "1 epoch of train_one_epoch on 2 ranks, " + std::to_string(kCacheSteps) +
+                                 " batches of " + std::to_string(kCacheBatch) + " examples each";
+  Run mine_large, ref_large;
+  if (auto early = run_both(ctx, "train_one_epoch", large, mine_large, ref_large, options_for(large_call))) {
+    return *early;
+  }
+  if (auto churn = cache_churn(mine_large, ref_large)) return Outcome::fail(large_call + ": " + *churn);
   note_collectives(ctx, mine);
   return Outcome::pass();
 }

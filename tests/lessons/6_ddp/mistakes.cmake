@@ -183,3 +183,21 @@ workbook_mistake(mean_copy_not_waited CHECK all_reduce_mean MESSAGE "you read th
 workbook_mistake(mean_in_float32 CHECK all_reduce_mean MESSAGE "that is the mean rounded to float32"
   FIND [=[tiny::full({1}, value, tiny::kFloat64)]=]
   REPLACE [=[tiny::full({1}, value, tiny::kFloat32)]=])
+
+# Right in every number and in its collectives: empty_cache() after every step, "to keep memory
+# low". The ranks' allocators see it: segments given back to the device after a step, and
+# allocations that reach the device again at the next step, which the reference's cache serves.
+workbook_mistake(empty_cache_every_step CHECK train_one_epoch MESSAGE "that is empty_cache() every step"
+  FIND [=[    optimizer.step();
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=]
+  REPLACE [=[    optimizer.step();
+    tiny::cuda::empty_cache();  // "keep memory low"
+    sum += loss.item<double>() * static_cast<double>(x.size(0));]=])
+
+# Right: empty_cache() once, after the epoch's last step (memory handed back before something
+# else runs, say an evaluation): no step asks the device again, so the allocator check, which
+# counts between steps, passes it.
+workbook_alternative(empty_cache_after_epoch CHECKS train_one_epoch
+  FIND [=[  return examples > 0 ? sum / static_cast<double>(examples) : 0.0;]=]
+  REPLACE [=[  tiny::cuda::empty_cache();  // once an epoch, not every step
+  return examples > 0 ? sum / static_cast<double>(examples) : 0.0;]=])

@@ -299,6 +299,9 @@ class RecordingSGD : public tiny::optim::SGD {
  public:
   RecordingSGD(std::vector<tiny::Tensor> params, double lr) : SGD(params, {lr}), params_(std::move(params)) {}
   void step() override {
+    // The allocations that reached the device so far, at every step (the allocator check reads
+    // those made between steps).
+    if (device_ >= 0) step_mallocs_.push_back(tiny::cuda::device_counters(device_).device_mallocs);
     if (first_step_grads_ < 0) {
       std::vector<tiny::Tensor> grads;
       for (const tiny::Tensor& p : params_) grads.push_back(p.grad());
@@ -307,10 +310,14 @@ class RecordingSGD : public tiny::optim::SGD {
     SGD::step();
   }
   double first_step_grads() const { return first_step_grads_; }
+  void count_mallocs_on(int device) { device_ = device; }
+  const std::vector<uint64_t>& step_mallocs() const { return step_mallocs_; }
 
  private:
   std::vector<tiny::Tensor> params_;
   double first_step_grads_ = -1;
+  int device_ = -1;
+  std::vector<uint64_t> step_mallocs_;
 };
 
 }  // namespace
@@ -482,9 +489,28 @@ WORKBOOK_EXERCISE(rank_train_one_epoch) {
   // Rank 0's epochs on the emulated GPU are profiled: the grader's report draws its timeline beside the reference's.
   std::optional<tiny::profiler::profile> prof;
   if (dist::get_rank() == 0 && device.is_cuda() && tiny::cuda::is_emulated(device.index())) prof.emplace();
+  // The caching allocator: the allocations it could not serve (they reached the device), counted
+  // at every optimizer step, memory_reserved at the end, and the segments it gave back to the
+  // device (the timeline's segment_free events). empty_cache() every step shows there: segments
+  // given back after a step and asked for again by the next one, where the reference's cache,
+  // warm after the first step, serves every allocation.
+  std::optional<tiny::cuda::MemoryTimeline> timeline;
+  if (device.is_cuda()) {
+    optimizer.count_mallocs_on(device.index());
+    timeline.emplace(device.index());
+    timeline->start();
+  }
   for (int e = 0; e < in.values.at("epochs").get<int>(); ++e) {
     losses.push_back(lesson6::train_one_epoch(ddp, data, optimizer, device, e));
     served.push_back(dataset->take());
+  }
+  if (timeline) {
+    timeline->stop();
+    int64_t segment_frees = 0;
+    for (const tiny::cuda::MemorySample& s : timeline->samples()) segment_frees += s.kind == "segment_free" ? 1 : 0;
+    out.values["segment_frees"] = segment_frees;
+    out.values["step_mallocs"] = optimizer.step_mallocs();
+    out.values["reserved_after"] = tiny::cuda::memory_reserved(device.index());
   }
   if (prof) {
     tiny::cuda::synchronize(device.index());

@@ -246,7 +246,7 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() returns the mean loss per batch, wait
   in.values["batch_size"] = 64;
   in.values["generator_seed"] = ctx.seed + 202;
   Run mine, ref;
-  if (auto early = ctx.both("train_epoch", in, mine, ref, gpu())) return *early;
+  if (auto early = ctx.both("train_epoch", in, mine, ref, gpu("deferred"))) return *early;
   const std::string call = "train_epoch over 5 batches of 64";
   const double syncs = counter(mine, "synchronizations"), ref_syncs = counter(ref, "synchronizations");
   const double step_syncs = mine.out.values.value("step_synchronizations", 0.0);
@@ -262,6 +262,17 @@ WORKBOOK_CHECK(train_epoch, "train_epoch() returns the mean loss per batch, wait
                          "keep loss_sum on the GPU and call loss_sum.item<double>() at the end");
   }
   const double mean = mine.out.values.value("mean_loss", 0.0), ref_mean = ref.out.values.value("mean_loss", 0.0);
+  // The probe: a copy into pinned memory, and the GPU still busy when the answer came back.
+  if (!close(mean, ref_mean, 1e-3) && !mine.out.values.value("idle", true) &&
+      mine.out.values.value("bytes_to_pinned", int64_t{0}) > 0) {
+    return Outcome::fail(call + " returned " + fixed(mean, 5) + ", expected " + fixed(ref_mean, 5) +
+                         ": you read the host copy before the copy finished. A non_blocking copy to the CPU (into "
+                         "pinned memory) returns at once, and the GPU writes the sum later, after every step queued "
+                         "before it: your function returned with the copy still queued on cuda:0 (in this check's "
+                         "deferred mode nothing queued runs until the host waits; on a real GPU it is a race you lose "
+                         "now and then). Read the sum with loss_sum.item<double>(), which waits for the GPU itself: "
+                         "it is the epoch's one wait");
+  }
   if (!close(mean, ref_mean, 1e-3)) {
     return Outcome::fail(call + " returned " + fixed(mean, 5) + ", expected " + fixed(ref_mean, 5) +
                          ": the sum of the batches' losses divided by the number of batches (5)");

@@ -127,3 +127,13 @@ workbook_mistake(autocast_whole_step CHECK train_step MESSAGE "your autocast gua
     loss.backward();
     optimizer.step();
   }]=])
+
+# The epoch's sum copied back with non_blocking and read before the copy ran:
+# right now and then on a real GPU, wrong every time in the check's deferred
+# mode, named from the probe (a copy into pinned memory, the GPU still busy
+# when the answer came back), not by a values-only message.
+workbook_mistake(epoch_sum_not_waited CHECK train_epoch MESSAGE "you read the host copy before the copy finished"
+  FIND [=[  return batches == 0 ? 0.0 : loss_sum.item<double>() / static_cast<double>(batches);  // the epoch's one wait]=]
+  REPLACE [=[  const tiny::Tensor host = tiny::empty({}, tiny::Device("cpu")).pin_memory();
+  host.copy_(loss_sum, /*non_blocking=*/true);  // "no wait"
+  return batches == 0 ? 0.0 : host.item<double>() / static_cast<double>(batches);]=])
