@@ -493,7 +493,6 @@ std::optional<Run> Context::cached_run(const CacheEntry& entry, const std::strin
     double& slowest = reference_seconds_[key];
     slowest = std::max(slowest, std::stod(file_text(entry.dir / "seconds.txt")));
     if (cached.out.values.contains("_devices")) note_devices(devices, cached.out.values["_devices"]);
-    ++reference_cache_hits_;
     return cached;
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged entry: the reference runs again, and its results replace it
@@ -612,7 +611,7 @@ std::string Context::read_results(Run& result, const fs::path& dir, const std::s
 }
 
 Run Context::run(const fs::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
-                 const RunOptions& options, int repeat) {
+                 const RunOptions& options, int repeat, bool ahead) {
   const bool hostile = who == "student";
   const std::string key = time_key(exercise, repeat);
   std::string why_limit;
@@ -649,7 +648,12 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   if (!hostile && repeat == 0 && !reference_cache.empty()) {
     cache = cache_entry_for(runner, exercise, options, dir);
     if (!cache.key.empty()) {
-      if (std::optional<Run> cached = cached_run(cache, key, options)) return *cached;
+      if (std::optional<Run> cached = cached_run(cache, key, options)) {
+        // The check's own call of a run made ahead of the student's (student()) is that run, read back, not another.
+        if (ahead || ran_ahead_.erase(cache.dir.string()) == 0) ++reference_cache_hits_;
+        if (ahead) ran_ahead_.insert(cache.dir.string());
+        return *cached;
+      }
     }
   }
   if (!hostile && repeat == 0) ++reference_runs_;
@@ -680,11 +684,22 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   }
   if (!process.ok()) return crash(failure_message(process, exercise, options, limit, why_limit, hostile));
   if (const std::string why = read_results(result, dir, sent, channel.bytes(), hostile); !why.empty()) return crash(why);
-  if (!cache.key.empty() && result.ok()) keep_in_cache(cache, dir, sent, process.seconds);
+  if (!cache.key.empty() && result.ok()) {
+    keep_in_cache(cache, dir, sent, process.seconds);
+    if (ahead) ran_ahead_.insert(cache.dir.string());
+  }
   return result;
 }
 
 Run Context::student(const std::string& exercise, const Bundle& in, const RunOptions& options) {
+  // A student's run is limited by the reference's own time for the exercise (run_limit); until the reference
+  // has run it, by the check's own limit, a minute for most checks: an endless loop in a check that runs the
+  // student's code first cost its lesson that minute. So the reference runs first, on the same inputs and
+  // options, and its results are kept in the reference cache, where the check's own call of the reference on
+  // them reads them back (a check that never calls it pays for one reference run per exercise and lesson).
+  if (!knows_reference_time(exercise) && timed_out_.empty() && seconds_left() > kLeastUsefulRunS) {
+    run(reference_runner, "reference", exercise, in, options, 0, true);
+  }
   return run(student_runner, "student", exercise, in, options);
 }
 
@@ -966,6 +981,16 @@ void prepare_context(Context& ctx, const CheckerOptions& o) {
   // Passable but not readable: a student's run reaches its own folder by its
   // full path (tinyrun, std::filesystem do), and nothing else (each run's folder is 0700).
   chmod(ctx.work_dir.c_str(), 0711);
+  if (ctx.reference_cache.empty()) {
+    // The reference's results for this checker alone (student() runs it first, the check then reads them back):
+    // closed to a student's run's uid, and hidden from its sandbox, as a shared one is.
+    const fs::path own = ctx.work_dir / "reference-cache";
+    std::error_code ec;
+    if (fs::create_directory(own, ec) && chmod(own.c_str(), 0700) == 0) {
+      ctx.reference_cache = own;
+      ctx.hidden_paths.push_back(own);
+    }
+  }
   // Beside it, open to all: what a student's run needs from the build tree.
   try {
     const std::string lib = make_temp_folder("lib").string();

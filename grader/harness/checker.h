@@ -26,6 +26,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -139,7 +140,9 @@ class Context {
   /// @brief A generator seeded from `seed` and `stream` (different inputs get different streams).
   tiny::Generator generator(uint64_t stream = 0) const;
 
-  /// @brief Runs the exercise with the student's code.
+  /// @brief Runs the exercise with the student's code. Until the reference has run the exercise here, the
+  /// reference runs first on the same inputs (kept in reference_cache, for the check's own reference call to read
+  /// back), so the student's run is limited by the reference's time (run_limit_factor), not the check's.
   Run student(const std::string& exercise, const Bundle& in, const RunOptions& options = {});
   /// @brief Runs the exercise with the reference solution.
   Run reference(const std::string& exercise, const Bundle& in, const RunOptions& options = {});
@@ -210,6 +213,8 @@ class Context {
   /// environment (the modelled GPU) are exactly those of a run made before is read back from it
   /// instead of being run again; a run that returned normally is added to it. The whole key is
   /// stored and compared, not only its digest, and inputs naming this checker's own folder are never cached.
+  /// Without --reference-cache, checker_main sets a folder of this checker's own (in work_dir, out of a
+  /// student's run's reach), so the reference's run that student() makes first is read back, not made again.
   std::filesystem::path reference_cache;
   /// @brief The reference's runs started here (timed ones not counted).
   int reference_runs() const { return reference_runs_; }
@@ -217,8 +222,10 @@ class Context {
   int reference_cache_hits() const { return reference_cache_hits_; }
 
  private:
+  /// @brief One run of `runner` (who: "student" or "reference"); `ahead`: the reference's run made by student()
+  /// before the student's, whose first read back from reference_cache is not counted as a cache hit.
   Run run(const std::filesystem::path& runner, const std::string& who, const std::string& exercise, const Bundle& in,
-          const RunOptions& options, int repeat = 0);
+          const RunOptions& options, int repeat = 0, bool ahead = false);
   /// @brief The time limit of a run and why it is that limit (for a timeout's message).
   double run_limit(bool hostile, const std::string& key, const RunOptions& options, std::string& why) const;
   /// @brief Whether a reference run of `exercise` was timed here (then a student's run gets its own limit).
@@ -248,6 +255,8 @@ class Context {
   int runs_ = 0;
   int reference_runs_ = 0, reference_cache_hits_ = 0;
   std::map<std::string, double> reference_seconds_;  ///< per exercise and repeat: the slowest reference run
+  /// @brief reference_cache entries of runs student() made ahead of the student's, not yet read back by the check.
+  std::set<std::string> ran_ahead_;
   std::string timed_out_;
   bool deadline_hit_ = false;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

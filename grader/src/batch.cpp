@@ -170,6 +170,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
   fs::create_directories(b.out_dir);
   const fs::path csv = b.out_dir / "gradebook.csv";
   const fs::path record = b.out_dir / "shard.json";
+  uint64_t recorded_seed = 0;  // the seed of the batch that wrote shard.json (a kill may come before any row)
   if (fs::exists(record)) {
     // Two shards writing one gradebook would each take the other's rows for their own.
     nlohmann::json was;
@@ -179,6 +180,7 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
     } catch (const std::exception&) {
     }
     const int index = was.value("index", b.shard.index), count = was.value("count", b.shard.count);
+    if (was.contains("seed") && was["seed"].is_number_unsigned()) recorded_seed = was["seed"].get<uint64_t>();
     TINY_CHECK(index == b.shard.index && count == b.shard.count, ValueError, b.out_dir.string(), " holds shard ",
                index, "/", count, "'s gradebook, and this is shard ", b.shard.text(), " (", b.shard.source,
                "): give each shard its own --out (e.g. OUT/shard-", b.shard.index, "), then grade merge them");
@@ -197,14 +199,19 @@ int grade_batch(const Recipe& recipe, const std::vector<const Lesson*>& lessons,
                "are not graded again), or choose another --out, or remove it to grade the class again");
     done = read_gradebook(csv, header);
     write_gradebook(csv, header, done.rows);  // without a row a kill cut short
-    if (!b.seed_given && done.last_seed != 0) options.seed = done.last_seed;
+    // The class's seed: its rows', else (killed before the first row) the one the batch started with.
+    if (!b.seed_given && done.last_seed != 0) {
+      options.seed = done.last_seed;
+    } else if (!b.seed_given && recorded_seed != 0) {
+      options.seed = recorded_seed;
+    }
   } else {
     write_gradebook(csv, header, {});
   }
   {
     std::vector<std::string> names;
     for (const fs::path& s : submissions) names.push_back(submission_name(s));
-    write_file_atomically(record, shard_record(b.shard, b.batch, everyone.size(), names, b.skipped).dump(1) + "\n");
+    write_file_atomically(record, shard_record(b.shard, b.batch, everyone.size(), names, b.skipped, options.seed).dump(1) + "\n");
   }
   std::vector<fs::path> todo;
   for (const fs::path& s : submissions) {

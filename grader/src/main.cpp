@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <ctime>
@@ -659,6 +660,17 @@ std::vector<std::string> split_demo_args(int& argc, char** argv) {
   return {};
 }
 
+// A path typed to ./workbook, which runs the grader from the repository's root: relative to the folder it
+// was typed in (WORKBOOK_CALLER_DIR, which ./workbook sets), so "--batch subs" from ~/class means ~/class/subs,
+// not the root's subs. Kept as typed where that folder is the root (or unknown: the grader run directly).
+std::string as_typed(const std::string& path) {
+  const char* caller = std::getenv("WORKBOOK_CALLER_DIR");
+  if (path.empty() || caller == nullptr || caller[0] != '/' || fs::path(path).is_absolute()) return path;
+  std::error_code ec;
+  if (fs::equivalent(caller, fs::current_path(ec), ec)) return path;
+  return (fs::path(caller) / path).lexically_normal().string();
+}
+
 // CLI11's "lesson is required", in words that say what to type.
 bool explain_missing_lesson(const CLI::ParseError& e, const std::string& sub) {
   if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr ||
@@ -754,6 +766,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "workbook: %s (see ./workbook%s --help)\n", e.what(), sub.c_str());
     return 2;
   }
+
+  for (std::string* path : {&grade_args.submission, &grade_args.batch, &grade_args.out_dir, &grade_args.json_file,
+                            &grade_args.html_file, &grade_args.junit_file, &merge_out, &stubs_out}) {
+    *path = as_typed(*path);
+  }
+  for (std::string& folder : merge_dirs) folder = as_typed(folder);
 
   // Ctrl-C stops the checks and their runs, and removes their cgroups and folders, saying so.
   exit_cleanly_on_interrupt("every check and run was stopped, and their files removed");

@@ -131,10 +131,13 @@ std::vector<fs::path> shard_of(const std::vector<fs::path>& submissions, const S
 }
 
 nlohmann::json shard_record(const Shard& shard, const fs::path& batch, size_t class_size,
-                            const std::vector<std::string>& names, const std::vector<std::string>& skipped) {
-  return {{"index", shard.index}, {"count", shard.count}, {"source", shard.source},
-          {"batch", fs::absolute(batch).lexically_normal().string()}, {"class_size", class_size},
-          {"submissions", names}, {"skipped", skipped}};
+                            const std::vector<std::string>& names, const std::vector<std::string>& skipped,
+                            uint64_t seed) {
+  nlohmann::json record = {{"index", shard.index}, {"count", shard.count}, {"source", shard.source},
+                           {"batch", fs::absolute(batch).lexically_normal().string()}, {"class_size", class_size},
+                           {"submissions", names}, {"skipped", skipped}};
+  if (seed != 0) record["seed"] = seed;
+  return record;
 }
 
 Merged read_shards(const std::vector<fs::path>& dirs) {

@@ -49,9 +49,11 @@ std::optional<Shard> shard_from_environment(const std::function<const char*(cons
 std::vector<std::filesystem::path> shard_of(const std::vector<std::filesystem::path>& submissions, const Shard& shard);
 
 /// @brief What a batch records of itself in OUT/shard.json, for `grade merge`
-/// to tell a finished shard from one cut short.
+/// to tell a finished shard from one cut short, and for `--resume` to keep the
+/// batch's seed when a kill came before the gradebook's first row (0: none).
 nlohmann::json shard_record(const Shard& shard, const std::filesystem::path& batch, size_t class_size,
-                            const std::vector<std::string>& names, const std::vector<std::string>& skipped);
+                            const std::vector<std::string>& names, const std::vector<std::string>& skipped,
+                            uint64_t seed = 0);
 
 /// @brief The result of combining shards: the merged gradebook's header and rows (sorted by submission, the
 /// batch's order), the folders each submission's files are in, and what was left out of the batch.

@@ -204,6 +204,10 @@ const bool kStartedAsFakeRunner = [] {
   if (student != nullptr && fs::current_path().filename().string().find("-student-") != std::string::npos) {
     text = student;
   }
+  // WORKBOOK_TEST_RUNNER_SLEEP=S: every run, the reference's too, takes S seconds first (a long exercise).
+  if (const char* sleep = std::getenv("WORKBOOK_TEST_RUNNER_SLEEP")) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(sleep)));
+  }
   // WORKBOOK_TEST_RUNNER_STUDENT_SLEEP=S: the student's runs take S seconds first (a hang, for the time limits).
   if (const char* sleep = std::getenv("WORKBOOK_TEST_RUNNER_STUDENT_SLEEP");
       sleep != nullptr && fs::current_path().filename().string().find("-student-") != std::string::npos) {
@@ -282,18 +286,82 @@ TEST(RunLimit, AStudentsRunGetsTwentyTimesTheReferencesTimeThenTheLessonStopsAtO
   fs::remove_all(dir);
 }
 
-// A quick exercise's reference time never limits another exercise: a correct but
-// longer run of an exercise the reference has not run yet gets the check's own limit.
+// A quick exercise's reference time never limits another exercise: a correct run
+// of a long exercise gets 20x that exercise's own reference time, which student()
+// learns by running the reference first (a quick one's 20x would stop it).
 TEST(RunLimit, AnotherExercisesReferenceTimeDoesNotLimitARun) {
   const fs::path dir = fresh_dir("run-limit-other");
   workbook::Context ctx = context_in(dir);
   ctx.run_limit_floor_s = 0.05;
+  ASSERT_TRUE(ctx.reference("quick", Bundle{}, runner_writes(R"({"_status": "ok"})")).ok());
   workbook::RunOptions takes_a_while = runner_writes(R"({"_status": "ok"})");
-  takes_a_while.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "2";
-  ASSERT_TRUE(ctx.reference("quick", Bundle{}, takes_a_while).ok());
+  takes_a_while.env["WORKBOOK_TEST_RUNNER_SLEEP"] = "0.5";          // the reference's run too: a limit of 10 s
+  takes_a_while.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "1.5";  // the student's 2 s, 20x the quick one's
   const workbook::Run mine = ctx.student("long", Bundle{}, takes_a_while);
   EXPECT_TRUE(mine.ok()) << mine.message;
   EXPECT_TRUE(ctx.timed_out().empty());
+  EXPECT_EQ(ctx.reference_runs(), 2);
+  fs::remove_all(dir);
+}
+
+// Issue 20 item 2, a check that runs the student's code first (lesson 3's
+// predict): the reference runs first all the same, so a hang costs 20x its
+// time (here a floor of 1 s), not the check's minute; the check's own call of
+// the reference on those inputs then reads that run back instead of running it again.
+TEST(RunLimit, AStudentFirstCheckIsLimitedByTheReferenceRunFirstAndReadBack) {
+  const fs::path dir = fresh_dir("run-limit-student-first");
+  workbook::Context ctx = context_in(dir);
+  ctx.reference_cache = dir / "cache";
+  ctx.run_limit_floor_s = 1;
+  ctx.current_check = "predict";
+  Bundle in;
+  in.values["x"] = 3;
+  const workbook::RunOptions ok = runner_writes(R"({"_status": "ok", "y": 6})");
+  // A right answer: the reference ran once, for the student's run and the check's call alike.
+  const workbook::Run mine = ctx.student("predict", in, ok);
+  ASSERT_TRUE(mine.ok()) << mine.message;
+  EXPECT_EQ(ctx.reference_runs(), 1);
+  const workbook::Run ref = ctx.reference("predict", in, ok);
+  ASSERT_TRUE(ref.ok()) << ref.message;
+  EXPECT_EQ(ref.out.values["y"], 6);
+  EXPECT_EQ(ctx.reference_runs(), 1) << "the check's reference call ran the reference again";
+  EXPECT_EQ(ctx.reference_cache_hits(), 0) << "reading back its own run ahead is not a hit of the class's cache";
+  // Other inputs: the reference's time is known, so no run ahead; the check's call runs it.
+  in.values["x"] = 4;
+  ASSERT_TRUE(ctx.student("predict", in, ok).ok());
+  EXPECT_EQ(ctx.reference_runs(), 1);
+  ASSERT_TRUE(ctx.reference("predict", in, ok).ok());
+  EXPECT_EQ(ctx.reference_runs(), 2);
+
+  // A hang of another exercise, first in its check: stopped after the floor, saying why.
+  workbook::RunOptions hangs = runner_writes(R"({"_status": "ok"})");
+  hangs.env["WORKBOOK_TEST_RUNNER_STUDENT_SLEEP"] = "60";
+  hangs.call = "predict(model on cuda:0)";
+  const auto t0 = std::chrono::steady_clock::now();
+  const workbook::Run hung = ctx.student("spin", in, hangs);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30)
+      << "the check's own limit (60 s) was used, not the reference's time";
+  EXPECT_EQ(hung.status, "crash");
+  EXPECT_NE(hung.message.find("did not finish within the time limit"), std::string::npos) << hung.message;
+  // The floor, or 20x the reference's time where a loaded machine started it slowly.
+  EXPECT_TRUE(hung.message.find("after 1.0 s (its limit: at least 1 s, the reference needing only ") != std::string::npos ||
+              hung.message.find("x the reference's own ") != std::string::npos)
+      << hung.message;
+  EXPECT_EQ(ctx.reference_runs(), 3);
+  fs::remove_all(dir);
+}
+
+// A stub is TODO at once: the reference's run ahead of it is its only cost.
+TEST(RunLimit, AStubInAStudentFirstCheckIsTodo) {
+  const fs::path dir = fresh_dir("run-limit-stub");
+  workbook::Context ctx = context_in(dir);
+  workbook::RunOptions stub = runner_writes(R"({"_status": "ok"})");
+  stub.env["WORKBOOK_TEST_RUNNER_STUDENT_VALUES"] = R"({"_status": "todo", "_message": "not done yet: predict"})";
+  const auto t0 = std::chrono::steady_clock::now();
+  const workbook::Run mine = ctx.student("predict", Bundle{}, stub);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  EXPECT_EQ(mine.status, "todo");
+  EXPECT_EQ(ctx.reference_runs(), 1);
   fs::remove_all(dir);
 }
 
@@ -431,7 +499,9 @@ workbook::Run student_sends(const std::string& test, const std::string& values,
                             const std::map<std::string, std::string>& env = {}) {
   const fs::path dir = fresh_dir(test);
   workbook::Context ctx = context_in(dir);
-  workbook::RunOptions o = runner_writes(values);
+  // The reference (which student() runs first) sends what a reference does; the student's run, `values`.
+  workbook::RunOptions o = runner_writes(R"({"_status": "ok"})");
+  o.env["WORKBOOK_TEST_RUNNER_STUDENT_VALUES"] = values;
   for (const auto& [k, v] : env) o.env[k] = v;
   workbook::Run r = ctx.student("count_devices", Bundle{}, o);
   fs::remove_all(dir);
