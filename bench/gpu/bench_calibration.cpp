@@ -39,15 +39,8 @@
 #include "tiny/optim/adam.h"
 #include "tiny/tensor.h"
 #include "../real_gpu.h"
-#include "core/tensor_impl.h"  // the device pointers gemm_kernel takes
-#ifdef TINY_HAVE_CUDA
-// tiny's cuBLAS call (framework/src/backend/cuda/kernels.h, whose other
-// declarations clash with this file's names), for MatmulRate's split.
-namespace tiny::cuda_backend {
-void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                 const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
-}
-#endif
+#include "backend/stubs/gemm.h"  // tiny's cuBLAS call, for MatmulRate's split
+#include "core/tensor_impl.h"    // the device pointers the GEMM stub takes
 
 namespace {
 
@@ -135,7 +128,7 @@ void launch_rate(benchmark::State& state, bool in_place) {
 void matmul_rate(benchmark::State& state, tiny::Dtype dtype, bool through_matmul) {
   if (!real_gpu(state)) return;
   if (!through_matmul && tiny::cuda::is_emulated(0)) {
-    state.SkipWithError("gemm_kernel is the CUDA backend's: a real GPU only");
+    state.SkipWithError("the CUDA backend's GEMM kernel needs a real GPU");
     return;
   }
   const int64_t ops = state.range(0), n = 64;
@@ -144,8 +137,8 @@ void matmul_rate(benchmark::State& state, tiny::Dtype dtype, bool through_matmul
   const auto product = [&] {
 #ifdef TINY_HAVE_CUDA
     if (!through_matmul) {
-      tiny::cuda_backend::gemm_kernel(dtype, false, false, n, n, n, 1.0, b.unsafe_impl()->data(), n, a.unsafe_impl()->data(), n, 0.0,
-                                      c.unsafe_impl()->data(), n);
+      tiny::gemm_stub(tiny::Backend::CUDA)(dtype, false, false, n, n, n, 1.0, b.unsafe_impl()->data(), n,
+                                           a.unsafe_impl()->data(), n, 0.0, c.unsafe_impl()->data(), n);
       return;
     }
 #endif

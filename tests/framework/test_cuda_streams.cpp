@@ -232,7 +232,7 @@ TEST_F(CudaStreams, EventMisuseIsReported) {
 // A may reuse its block the moment the tensor is freed, while B's work still
 // reads it. B's use here is a raw kernel that, like a CUDA kernel, holds only
 // the block's address: tiny's own emulated kernels hold their tensors until
-// they have run (backend/emulated/kernels.cpp), which would hide the hazard.
+// they have run (backend/emulated/emulate.h), which would hide the hazard.
 TEST_F(CudaStreams, RecordStreamKeepsABlockFromReuseUntilTheOtherStreamRan) {
   for (const bool record : {false, true}) {
     SCOPED_TRACE(record ? "with record_stream" : "without record_stream");

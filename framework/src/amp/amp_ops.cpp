@@ -1,9 +1,35 @@
 // The two device-side ops of GradScaler, checked here and run by a kernel per
 // backend (backend/cpu/amp_kernels.cpp; the emulator queues the same kernel).
-#include "backend/dispatch.h"
 #include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/amp.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// Every gradient read and written, in one kernel.
+KernelWork non_finite_check_and_unscale_work(const std::vector<Tensor>& grads, const Tensor&, const Tensor&) {
+  KernelWork w{"_amp_foreach_non_finite_check_and_unscale_", {}};
+  for (const Tensor& g : grads) w.cost.bytes += 2 * emulated::moved_bytes(g);
+  return w;
+}
+KernelWork update_scale_work(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double,
+                             double, int64_t) {
+  return {"_amp_update_scale_", cost_of({scale, growth_tracker, found_inf})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(non_finite_check_and_unscale_stub, "non_finite_check_and_unscale",
+                     non_finite_check_and_unscale_work);
+TINY_DEFINE_DISPATCH(update_scale_stub, "update_scale", update_scale_work);
+}  // namespace tiny
 
 namespace tiny::amp {
 

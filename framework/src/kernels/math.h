@@ -11,32 +11,32 @@
 namespace tiny::kernels {
 
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_exp(float x) { return expf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_exp(double x) { return exp(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_exp(double x) { return ::exp(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_log(float x) { return logf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_log(double x) { return log(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_log(double x) { return ::log(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_sqrt(float x) { return sqrtf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_sqrt(double x) { return sqrt(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_sqrt(double x) { return ::sqrt(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_tanh(float x) { return tanhf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_tanh(double x) { return tanh(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_tanh(double x) { return ::tanh(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_erf(float x) { return erff(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_erf(double x) { return erf(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_erf(double x) { return ::erf(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_sin(float x) { return sinf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_sin(double x) { return sin(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_sin(double x) { return ::sin(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_cos(float x) { return cosf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_cos(double x) { return cos(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_cos(double x) { return ::cos(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_log1p(float x) { return log1pf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_log1p(double x) { return log1p(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_log1p(double x) { return ::log1p(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_expm1(float x) { return expm1f(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_expm1(double x) { return expm1(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_expm1(double x) { return ::expm1(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_floor(float x) { return floorf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_floor(double x) { return floor(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_floor(double x) { return ::floor(x); }
 // Half to even, as torch.round: nearbyint in the default rounding mode.
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_round(float x) { return nearbyintf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_round(double x) { return nearbyint(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_round(double x) { return ::nearbyint(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_pow(float x, float y) { return powf(x, y); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_pow(double x, double y) { return pow(x, y); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_pow(double x, double y) { return ::pow(x, y); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_abs(float x) { return fabsf(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE double t_abs(double x) { return fabs(x); }
+TINY_HOST_DEVICE TINY_FORCE_INLINE double t_abs(double x) { return ::fabs(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE int64_t t_abs(int64_t x) { return x < 0 ? -x : x; }
 
 // Integer power by squaring (PyTorch raises integers to integer powers exactly).

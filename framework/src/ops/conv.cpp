@@ -20,6 +20,31 @@
 #include "ops/op_helpers.h"
 #include "tiny/nn/conv.h"
 #include "tiny/nn/init.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/conv.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// im2col reads each input element once (caches serve the overlapping
+// windows) and writes every column entry; col2im reads every column entry and
+// writes each input element. A convolution then costs its GEMMs plus these bytes.
+KernelWork im2col_work(const Tensor& cols, const Tensor& input, const kernels::Conv2dGeometry&) {
+  return {"im2col", cost_of({input, cols})};
+}
+KernelWork col2im_work(const Tensor& grad_input, const Tensor& cols, const kernels::Conv2dGeometry&) {
+  return {"col2im", cost_of({cols, grad_input})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(im2col_stub, "im2col", im2col_work);
+TINY_DEFINE_DISPATCH(col2im_stub, "col2im", col2im_work);
+}  // namespace tiny
 
 namespace tiny::ops {
 

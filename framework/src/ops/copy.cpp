@@ -2,11 +2,26 @@
 // cpu, pin_memory, and copy_'s data path (copy_values), with their autograd
 // rules. The bytes between devices travel through gpu/device_copy.h.
 #include "autograd/function.h"
-#include "backend/dispatch.h"
 #include "gpu/device_copy.h"
 #include "gpu/pinned_allocator.h"
 #include "ops/op_helpers.h"
 #include "tiny/cuda.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/pointwise.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork copy_work(const TensorIter& iter) { return {"copy_", cost_of(iter)}; }
+}  // namespace
+
+TINY_DEFINE_DISPATCH(copy_stub, "copy", copy_work);
+}  // namespace tiny
 
 namespace tiny {
 

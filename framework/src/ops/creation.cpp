@@ -4,6 +4,27 @@
 
 #include "kernels/philox.h"
 #include "ops/op_helpers.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/pointwise.h"
+#include "backend/stubs/random.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork arange_work(const Tensor& out, double, double) { return {"arange", cost_of({out})}; }
+KernelWork random_work(const Tensor& out, RandomKind, PhiloxState, double, double) {
+  return {"random", cost_of({out})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(arange_stub, "arange", arange_work);
+TINY_DEFINE_DISPATCH(random_stub, "random", random_work);
+}  // namespace tiny
 
 namespace tiny {
 

@@ -1,6 +1,28 @@
 // tiny::nn::functional::embedding: a row gather with a deterministic scatter-add backward.
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/embedding.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork embedding_work(const Tensor& out, const Tensor&, const Tensor& indices) {
+  return {"embedding", cost_of({out, out, indices})};  // each row read, then written
+}
+KernelWork embedding_backward_work(const Tensor&, const Tensor& grad_out, const Tensor& indices, int64_t) {
+  return {"embedding_backward", cost_of({grad_out, grad_out, grad_out, indices})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(embedding_stub, "embedding", embedding_work);
+TINY_DEFINE_DISPATCH(embedding_backward_stub, "embedding_backward", embedding_backward_work);
+}  // namespace tiny
 
 namespace tiny::nn::functional {
 

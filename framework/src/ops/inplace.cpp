@@ -8,6 +8,22 @@
 // save the other tensor and, when it needs a gradient, a clone of self's old
 // values; clamp_ saves a clone of self's old values.
 #include "ops/op_helpers.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/pointwise.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork fill_work(const TensorIter& iter, const Scalar&) { return {"fill_", cost_of(iter, Work::memset)}; }
+}  // namespace
+
+TINY_DEFINE_DISPATCH(fill_stub, "fill", fill_work);
+}  // namespace tiny
 
 namespace tiny {
 

@@ -3,6 +3,28 @@
 // transposed view is passed as a transpose flag rather than copied.
 #include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/gemm.h"
+#include "core/matmul_precision.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// TF32 changes the modelled time and the counters only: the emulated GPU computes in float32.
+KernelWork gemm_work(Dtype dtype, bool, bool, int64_t m, int64_t n, int64_t k, double, const void*, int64_t,
+                     const void*, int64_t, double beta, void*, int64_t) {
+  const bool tf32 = dtype == Dtype::Float32 && detail::float32_matmul_allows_tf32();
+  return {"gemm", gpu::model::gemm_cost(dtype, m, n, k, beta != 0, tf32)};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(gemm_stub, "gemm", gemm_work);
+}  // namespace tiny
 
 namespace tiny {
 

@@ -3,6 +3,41 @@
 #include "kernels/philox.h"
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/softmax.h"
+#include "backend/stubs/random.h"
+#include "backend/stubs/loss.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork softmax_work(const Tensor& out, const Tensor& in, int64_t, bool log) {
+  return {log ? "log_softmax" : "softmax", cost_of({in, out})};
+}
+KernelWork softmax_backward_work(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t, bool) {
+  return {"softmax_backward", cost_of({grad_in, grad_out, out})};
+}
+// One log-probability read per row, beside the target and the loss.
+KernelWork nll_forward_work(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t) {
+  KernelWork w{"nll_loss", cost_of({losses, target})};
+  w.cost.bytes += target.numel() * gpu::model::element_bytes(log_probs.dtype());
+  return w;
+}
+KernelWork nll_backward_work(const Tensor& grad_input, const Tensor& grad_losses, const Tensor& target, int64_t) {
+  return {"nll_loss_backward", cost_of({grad_input, grad_losses, target})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(softmax_stub, "softmax", softmax_work);
+TINY_DEFINE_DISPATCH(softmax_backward_stub, "softmax_backward", softmax_backward_work);
+TINY_DEFINE_DISPATCH(nll_forward_stub, "nll_forward", nll_forward_work);
+TINY_DEFINE_DISPATCH(nll_backward_stub, "nll_backward", nll_backward_work);
+}  // namespace tiny
 
 namespace tiny::nn::functional {
 

@@ -5,10 +5,9 @@
 #include <vector>
 
 #include "autograd/function.h"
-#include "backend/dispatch.h"
 #include "core/op_scope.h"
 #include "core/tensor_impl.h"
-#include "ops/kind_names.h"
+#include "kernels/kind_names.h"
 #include "tiny/ops.h"
 
 namespace tiny {
@@ -21,6 +20,7 @@ void copy_values(const Tensor& dst, const Tensor& src, bool non_blocking);
 namespace tiny::ops {
 
 using kernels::BinaryKind;
+using kernels::kind_name;
 using kernels::OpParams;
 using kernels::UnaryKind;
 

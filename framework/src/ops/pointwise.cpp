@@ -2,8 +2,31 @@
 #include <cmath>
 
 #include "amp/autocast_policy.h"
-#include "ops/kind_names.h"
 #include "ops/op_helpers.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/pointwise.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork unary_work(const TensorIter& iter, kernels::UnaryKind, const kernels::OpParams&) {
+  return {"unary", cost_of(iter)};
+}
+KernelWork binary_work(const TensorIter& iter, kernels::BinaryKind, const kernels::OpParams&) {
+  return {"binary", cost_of(iter)};
+}
+KernelWork where_work(const TensorIter& iter) { return {"where", cost_of(iter)}; }
+}  // namespace
+
+TINY_DEFINE_DISPATCH(unary_stub, "unary", unary_work);
+TINY_DEFINE_DISPATCH(binary_stub, "binary", binary_work);
+TINY_DEFINE_DISPATCH(where_stub, "where", where_work);
+}  // namespace tiny
 
 namespace tiny {
 

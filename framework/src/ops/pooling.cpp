@@ -6,6 +6,41 @@
 
 #include "ops/op_helpers.h"
 #include "tiny/nn/pooling.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/conv.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// Pooling reads its input once and writes its output (and max pooling's
+// indices); the backward reads the output gradient (and indices) and writes
+// the input gradient. Windows are summed or compared at one FLOP an element.
+KernelWork pool2d_work(const Tensor& out, const Tensor& indices, const Tensor& input,
+                       const kernels::Pool2dGeometry& g) {
+  KernelWork w{g.kind == kernels::PoolKind::Max   ? "max_pool2d"
+               : g.kind == kernels::PoolKind::Avg ? "avg_pool2d"
+                                                  : "adaptive_avg_pool2d",
+               cost_of({input, out, indices})};
+  w.cost.flops = static_cast<double>(out.numel()) * static_cast<double>(g.kernel_h * g.kernel_w);
+  return w;
+}
+KernelWork pool2d_backward_work(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices,
+                                const kernels::Pool2dGeometry& g) {
+  return {g.kind == kernels::PoolKind::Max   ? "max_pool2d_backward"
+          : g.kind == kernels::PoolKind::Avg ? "avg_pool2d_backward"
+                                             : "adaptive_avg_pool2d_backward",
+          cost_of({grad_out, indices, grad_input})};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(pool2d_stub, "pool2d", pool2d_work);
+TINY_DEFINE_DISPATCH(pool2d_backward_stub, "pool2d_backward", pool2d_backward_work);
+}  // namespace tiny
 
 namespace tiny::nn::functional {
 

@@ -4,6 +4,28 @@
 
 #include "amp/autocast_policy.h"
 #include "ops/op_helpers.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/reduce.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+KernelWork reduce_work(const ReduceIter& iter, kernels::ReduceKind) {
+  return {"reduce", cost_of({iter.input, iter.outputs[0]}, Work::reduction)};
+}
+KernelWork arg_reduce_work(const ReduceIter& iter, bool) {
+  return {"argmax", cost_of({iter.input, iter.outputs[0], iter.outputs[1]}, Work::reduction)};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(reduce_stub, "reduce", reduce_work);
+TINY_DEFINE_DISPATCH(arg_reduce_stub, "arg_reduce", arg_reduce_work);
+}  // namespace tiny
 
 namespace tiny {
 
@@ -47,7 +69,9 @@ IntArrayRef drop_reduced(const IntArrayRef& keep_shape, const std::vector<bool>&
 
 Tensor reduce(const Tensor& a, const std::vector<bool>& mask, bool keepdim, ReduceKind kind, Dtype out_dtype) {
   TINY_OP_SCOPE(ops::kind_name(kind), a);
-  // A 16-bit input is read as it is into a float32 result (its accumulator type).
+  // The dtype rule every backend's reduce kernel relies on: the output has
+  // the input's dtype, except that a 16-bit input is read as it is into a
+  // float32 result (its accumulator type, stored without rounding).
   const bool widening = is_reduced_floating_point(a.dtype()) && out_dtype == kFloat32;
   Tensor input = widening ? a : a.to(out_dtype);
   const IntArrayRef keep_shape = keepdim_shape(a, mask);

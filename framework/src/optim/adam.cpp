@@ -1,12 +1,31 @@
 // tiny::optim::Adam and AdamW: option checks and the step, one fused kernel per parameter.
 #include "tiny/optim/adam.h"
 
-#include "backend/dispatch.h"
 #include "core/tensor_impl.h"
 #include "core/op_scope.h"
 #include "optim/optim_helpers.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/optimizer.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// Reads and writes the parameter and both moments (and the max), reads the gradient.
+KernelWork adam_step_work(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const Tensor& vmax, const kernels::AdamParams&) {
+  return {"adam_step", cost_of({param, param, grad, m, m, v, v, vmax, vmax}, Work::optimizer)};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(adam_step_stub, "adam_step", adam_step_work);
+}  // namespace tiny
 
 namespace tiny::optim {
 

@@ -3,12 +3,32 @@
 
 #include <cmath>
 
-#include "backend/dispatch.h"
 #include "core/op_scope.h"
 #include "core/tensor_impl.h"
 #include "optim/optim_helpers.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/optimizer.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// Reads and writes the parameter and square_avg (and grad_avg, the buffer), reads the gradient.
+KernelWork rmsprop_step_work(const Tensor& param, const Tensor& grad, const Tensor& sq, const Tensor& ga,
+                             const Tensor& buf, const kernels::RmspropParams& p) {
+  const Tensor ga_used = p.centered ? ga : Tensor(), buf_used = p.momentum > 0.0 ? buf : Tensor();
+  return {"rmsprop_step", cost_of({param, param, grad, sq, sq, ga_used, ga_used, buf_used, buf_used}, Work::optimizer)};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(rmsprop_step_stub, "rmsprop_step", rmsprop_step_work);
+}  // namespace tiny
 
 namespace tiny::optim {
 

@@ -3,12 +3,30 @@
 
 #include <cmath>
 
-#include "backend/dispatch.h"
 #include "core/tensor_impl.h"
 #include "core/op_scope.h"
 #include "optim/optim_helpers.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/optimizer.h"
+
+// The kernels these ops call, each defined with the work one call does on
+// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+namespace tiny {
+namespace {
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+
+// Reads and writes the parameter (and the momentum buffer), reads the gradient.
+KernelWork sgd_step_work(const Tensor& param, const Tensor& grad, const Tensor& buf, const kernels::SgdParams&) {
+  return {"sgd_step", cost_of({param, param, grad, buf, buf}, Work::optimizer)};
+}
+}  // namespace
+
+TINY_DEFINE_DISPATCH(sgd_step_stub, "sgd_step", sgd_step_work);
+}  // namespace tiny
 
 namespace tiny::optim {
 

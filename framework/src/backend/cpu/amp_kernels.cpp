@@ -1,8 +1,8 @@
 // CPU drivers of the mixed-precision kernels (kernels/amp_ops.h). The emulated
-// GPU queues these same functions on its streams (backend/emulated/kernels.cpp).
+// GPU queues these same functions on its streams (backend/emulated/emulate.h).
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/amp.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 #include "core/tensor_impl.h"
@@ -60,10 +60,7 @@ void update_scale_kernel(const Tensor& scale, const Tensor& growth_tracker, cons
 
 }  // namespace
 
-void register_amp_kernels() {
-  constexpr int cpu = static_cast<int>(Backend::CPU);
-  non_finite_check_and_unscale_stub.table[cpu] = &non_finite_check_and_unscale_kernel;
-  update_scale_stub.table[cpu] = &update_scale_kernel;
-}
+TINY_REGISTER_KERNEL(non_finite_check_and_unscale_stub, CPU, non_finite_check_and_unscale_kernel);
+TINY_REGISTER_KERNEL(update_scale_stub, CPU, update_scale_kernel);
 
 }  // namespace tiny::cpu

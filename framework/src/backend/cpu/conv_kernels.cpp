@@ -4,7 +4,7 @@
 // same with any thread count and the same as the emulated GPU's and CUDA's.
 #include <algorithm>
 
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/conv.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -100,12 +100,9 @@ void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_out, co
 
 }  // namespace
 
-void register_conv_kernels() {
-  constexpr int cpu = static_cast<int>(Backend::CPU);
-  im2col_stub.table[cpu] = &im2col_kernel;
-  col2im_stub.table[cpu] = &col2im_kernel;
-  pool2d_stub.table[cpu] = &pool2d_kernel;
-  pool2d_backward_stub.table[cpu] = &pool2d_backward_kernel;
-}
+TINY_REGISTER_KERNEL(im2col_stub, CPU, im2col_kernel);
+TINY_REGISTER_KERNEL(col2im_stub, CPU, col2im_kernel);
+TINY_REGISTER_KERNEL(pool2d_stub, CPU, pool2d_kernel);
+TINY_REGISTER_KERNEL(pool2d_backward_stub, CPU, pool2d_backward_kernel);
 
 }  // namespace tiny::cpu

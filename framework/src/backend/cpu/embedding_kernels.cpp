@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/embedding.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -92,10 +92,7 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
 
 }  // namespace
 
-void register_embedding_kernels() {
-  constexpr int cpu = static_cast<int>(Backend::CPU);
-  embedding_stub.table[cpu] = &embedding_kernel;
-  embedding_backward_stub.table[cpu] = &embedding_backward_kernel;
-}
+TINY_REGISTER_KERNEL(embedding_stub, CPU, embedding_kernel);
+TINY_REGISTER_KERNEL(embedding_backward_stub, CPU, embedding_backward_kernel);
 
 }  // namespace tiny::cpu

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/half_convert.h"
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/gemm.h"
 #include "backend/cpu/loops.h"
 
 namespace tiny::cpu {
@@ -146,5 +146,7 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
       TINY_THROW(DtypeError, "\"addmm\" not implemented for '", dtype_name(dtype), "'");
   }
 }
+
+TINY_REGISTER_KERNEL(gemm_stub, CPU, gemm_kernel);
 
 }  // namespace tiny::cpu

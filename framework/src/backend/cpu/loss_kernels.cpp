@@ -1,7 +1,7 @@
 // CPU negative log-likelihood: gather -log_probs[n, target[n]] and its
 // scatter-shaped backward. A target outside [0, C) that is not ignore_index is
 // an IndexError naming the sample, the value and the valid range.
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/loss.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -40,5 +40,8 @@ void nll_backward_kernel(const Tensor& grad_input, const Tensor& grad_losses, co
     }
   });
 }
+
+TINY_REGISTER_KERNEL(nll_forward_stub, CPU, nll_forward_kernel);
+TINY_REGISTER_KERNEL(nll_backward_stub, CPU, nll_backward_kernel);
 
 }  // namespace tiny::cpu

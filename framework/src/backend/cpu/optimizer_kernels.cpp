@@ -9,7 +9,7 @@
 // one is copied back after the update.
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/optimizer.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 #include "backend/optimizer_operands.h"
@@ -164,11 +164,8 @@ void rmsprop_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& 
 
 }  // namespace
 
-void register_optimizer_kernels() {
-  constexpr int cpu = static_cast<int>(Backend::CPU);
-  sgd_step_stub.table[cpu] = &sgd_step_kernel;
-  adam_step_stub.table[cpu] = &adam_step_kernel;
-  rmsprop_step_stub.table[cpu] = &rmsprop_step_kernel;
-}
+TINY_REGISTER_KERNEL(sgd_step_stub, CPU, sgd_step_kernel);
+TINY_REGISTER_KERNEL(adam_step_stub, CPU, adam_step_kernel);
+TINY_REGISTER_KERNEL(rmsprop_step_stub, CPU, rmsprop_step_kernel);
 
 }  // namespace tiny::cpu

@@ -1,5 +1,6 @@
 // CPU drivers for pointwise ops: pick the op struct, run pointwise_loop.
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/pointwise.h"
+#include "kernels/kind_names.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -13,7 +14,7 @@ void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
     const bool found = visit_unary_op<opmath_t>(kind, params, [&](auto op) {
       pointwise_loop_opmath<scalar_t, scalar_t>(iter, op);
     });
-    TINY_CHECK(found, DtypeError, "unary op ", static_cast<int>(kind), " not implemented for '",
+    TINY_CHECK(found, DtypeError, "\"", kind_name(kind), "\" not implemented for '",
                dtype_name(iter.dtype(1)), "'");
   });
 }
@@ -26,7 +27,7 @@ void binary_kernel(TensorIter& iter, BinaryKind kind, const OpParams& params) {
       using out_t = std::conditional_t<std::is_same_v<op_out_t, bool>, bool, scalar_t>;
       pointwise_loop_opmath<out_t, scalar_t, scalar_t>(iter, op);
     });
-    TINY_CHECK(found, DtypeError, "binary op ", static_cast<int>(kind), " not implemented for '", dtype_name(in),
+    TINY_CHECK(found, DtypeError, "\"", kind_name(kind), "\" not implemented for '", dtype_name(in),
                "'");
   });
 }
@@ -69,5 +70,12 @@ void arange_kernel(const Tensor& out, double start, double step) {
     });
   });
 }
+
+TINY_REGISTER_KERNEL(unary_stub, CPU, unary_kernel);
+TINY_REGISTER_KERNEL(binary_stub, CPU, binary_kernel);
+TINY_REGISTER_KERNEL(where_stub, CPU, where_kernel);
+TINY_REGISTER_KERNEL(copy_stub, CPU, copy_kernel);
+TINY_REGISTER_KERNEL(fill_stub, CPU, fill_kernel);
+TINY_REGISTER_KERNEL(arange_stub, CPU, arange_kernel);
 
 }  // namespace tiny::cpu

@@ -3,7 +3,7 @@
 // the same numbers.
 #include <cmath>
 
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/random.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 #include "kernels/philox.h"
@@ -85,5 +85,7 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
     });
   });
 }
+
+TINY_REGISTER_KERNEL(random_stub, CPU, random_kernel);
 
 }  // namespace tiny::cpu

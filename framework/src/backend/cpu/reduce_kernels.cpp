@@ -1,5 +1,5 @@
 // CPU drivers for reductions (sum/max/min and argmax/argmin).
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/reduce.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -26,17 +26,12 @@ void reduce_kernel(ReduceIter& iter, ReduceKind kind) {
         case ReduceKind::Min: reduce_loop<scalar_t>(iter, MinOp<opmath_t>{}, store); break;
       }
     };
-    const Dtype out_dtype = iter.outputs[0].dtype();
-    if (out_dtype == iter.input.dtype()) {
-      run(scalar_t{});
-    } else if constexpr (is_reduced_float_v<scalar_t>) {
-      TINY_CHECK(out_dtype == kFloat32, DtypeError, "reduce: a ", dtype_name(iter.input.dtype()),
-                 " input accumulates into float32 or its own dtype, not ", dtype_name(out_dtype));
-      run(opmath_t{});
-    } else {
-      TINY_THROW(DtypeError, "reduce: output dtype ", dtype_name(out_dtype), " differs from the input's ",
-                 dtype_name(iter.input.dtype()));
+    // ops/reduce.cpp owns the dtype rule: the output has the input's dtype,
+    // or float32 for a 16-bit input (its accumulator, stored without rounding).
+    if constexpr (is_reduced_float_v<scalar_t>) {
+      if (iter.outputs[0].dtype() != iter.input.dtype()) return run(opmath_t{});
     }
+    run(scalar_t{});
   });
 }
 
@@ -64,5 +59,8 @@ void arg_reduce_kernel(ReduceIter& iter, bool is_max) {
     }
   });
 }
+
+TINY_REGISTER_KERNEL(reduce_stub, CPU, reduce_kernel);
+TINY_REGISTER_KERNEL(arg_reduce_stub, CPU, arg_reduce_kernel);
 
 }  // namespace tiny::cpu

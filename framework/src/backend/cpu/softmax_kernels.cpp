@@ -1,6 +1,8 @@
 // CPU softmax/log_softmax on a contiguous tensor viewed as [outer, dim, inner]:
 // one pass for the online max/sum statistics, one to write the result.
-#include "backend/cpu/kernels.h"
+#include "backend/stubs/softmax.h"
+#include "kernels/row_shape.h"
+#include "kernels/reduce_ops.h"
 #include "backend/cpu/loops.h"
 #include "backend/dtype_dispatch.h"
 
@@ -8,20 +10,8 @@ namespace tiny::cpu {
 
 using namespace kernels;
 
-namespace {
-struct RowShape {
-  int64_t outer, size, inner;
-};
-RowShape row_shape(const Tensor& t, int64_t dim) {
-  RowShape s{1, t.size(dim), 1};
-  for (int64_t d = 0; d < dim; ++d) s.outer *= t.size(d);
-  for (int64_t d = dim + 1; d < t.dim(); ++d) s.inner *= t.size(d);
-  return s;
-}
-}  // namespace
-
 void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
-  const RowShape s = row_shape(in, dim);
+  const RowShape s = row_shape(in.sizes(), dim);
   TINY_DISPATCH_FLOATING(in.dtype(), log ? "log_softmax" : "softmax", [&] {
     const scalar_t* x = in.data_ptr<scalar_t>();
     scalar_t* y = out.data_ptr<scalar_t>();
@@ -54,7 +44,7 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
 
 void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim,
                              bool log) {
-  const RowShape s = row_shape(out, dim);
+  const RowShape s = row_shape(out.sizes(), dim);
   TINY_DISPATCH_FLOATING(out.dtype(), "softmax_backward", [&] {
     const scalar_t* g = grad_out.data_ptr<scalar_t>();
     const scalar_t* y = out.data_ptr<scalar_t>();
@@ -80,5 +70,8 @@ void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, cons
     });
   });
 }
+
+TINY_REGISTER_KERNEL(softmax_stub, CPU, softmax_kernel);
+TINY_REGISTER_KERNEL(softmax_backward_stub, CPU, softmax_backward_kernel);
 
 }  // namespace tiny::cpu

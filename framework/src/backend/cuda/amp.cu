@@ -4,7 +4,7 @@
 // The scalars (inv_scale, found_inf, scale, growth_tracker) are read and
 // written by the kernels on the device: the host never waits here.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/amp.h"
 #include "kernels/amp_ops.h"
 #include "tiny/tensor.h"
 
@@ -55,5 +55,8 @@ void update_scale_kernel(const Tensor& scale, const Tensor& growth_tracker, cons
                                         growth_interval);
   ctx.launched("_amp_update_scale_");
 }
+
+TINY_REGISTER_KERNEL(non_finite_check_and_unscale_stub, CUDA, non_finite_check_and_unscale_kernel);
+TINY_REGISTER_KERNEL(update_scale_stub, CUDA, update_scale_kernel);
 
 }  // namespace tiny::cuda_backend

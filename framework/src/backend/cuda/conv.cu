@@ -3,7 +3,7 @@
 // itself is cuBLAS's GEMM on the columns; no cuDNN). Every backward is a
 // gather in the CPU's order, so no atomics and the same sums as the CPU.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/conv.h"
 #include "kernels/conv_ops.h"
 
 namespace tiny::cuda_backend {
@@ -88,5 +88,10 @@ void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_out, co
     ctx.launched("pool2d_backward");
   });
 }
+
+TINY_REGISTER_KERNEL(im2col_stub, CUDA, im2col_kernel);
+TINY_REGISTER_KERNEL(col2im_stub, CUDA, col2im_kernel);
+TINY_REGISTER_KERNEL(pool2d_stub, CUDA, pool2d_kernel);
+TINY_REGISTER_KERNEL(pool2d_backward_stub, CUDA, pool2d_backward_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/embedding.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
 
@@ -97,5 +97,8 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
     }
   });
 }
+
+TINY_REGISTER_KERNEL(embedding_stub, CUDA, embedding_kernel);
+TINY_REGISTER_KERNEL(embedding_backward_stub, CUDA, embedding_backward_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/gemm.h"
 #include "core/matmul_precision.h"
 
 namespace tiny::cuda_backend {
@@ -196,5 +196,7 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   ctx.launched("cublas gemm");
   ctx.runtime->note_gemm(device, dtype, tf32 && h.major >= 8);
 }
+
+TINY_REGISTER_KERNEL(gemm_stub, CUDA, gemm_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -4,7 +4,7 @@
 // the next synchronizing call, worded as the CPU's IndexError) and that
 // sample is skipped instead of read or written out of bounds.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/loss.h"
 
 namespace tiny::cuda_backend {
 
@@ -69,5 +69,8 @@ void nll_backward_kernel(const Tensor& grad_input, const Tensor& grad_losses, co
     ctx.launched("nll_loss_backward");
   });
 }
+
+TINY_REGISTER_KERNEL(nll_forward_stub, CUDA, nll_forward_kernel);
+TINY_REGISTER_KERNEL(nll_backward_stub, CUDA, nll_backward_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -11,7 +11,7 @@
 // An operand that is not contiguous is first copied to a contiguous buffer,
 // and a written one copied back after the update, as on the CPU.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/optimizer.h"
 #include "backend/optimizer_operands.h"
 #include "tiny/autograd.h"
 #include "tiny/tensor.h"
@@ -154,5 +154,9 @@ void rmsprop_step_kernel(const Tensor& param, const Tensor& grad, const Tensor& 
   if (centered) ga.finish();
   if (use_momentum) b.finish();
 }
+
+TINY_REGISTER_KERNEL(sgd_step_stub, CUDA, sgd_step_kernel);
+TINY_REGISTER_KERNEL(adam_step_stub, CUDA, adam_step_kernel);
+TINY_REGISTER_KERNEL(rmsprop_step_stub, CUDA, rmsprop_step_kernel);
 
 }  // namespace tiny::cuda_backend

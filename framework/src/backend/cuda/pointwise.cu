@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/pointwise.h"
+#include "kernels/kind_names.h"
 
 namespace tiny::cuda_backend {
 
@@ -98,7 +99,7 @@ void unary_kernel(TensorIter& iter, UnaryKind kind, const OpParams& params) {
     const bool found = visit_unary_op<opmath_t>(kind, params, [&](auto op) {
       launch_pointwise<scalar_t, scalar_t>(iter, op, "unary");
     });
-    TINY_CHECK(found, DtypeError, "unary op ", static_cast<int>(kind), " not implemented for '",
+    TINY_CHECK(found, DtypeError, "\"", kind_name(kind), "\" not implemented for '",
                dtype_name(iter.dtype(1)), "'");
   });
 }
@@ -111,7 +112,7 @@ void binary_kernel(TensorIter& iter, BinaryKind kind, const OpParams& params) {
       using out_t = std::conditional_t<std::is_same_v<op_out_t, bool>, bool, scalar_t>;
       launch_pointwise<out_t, scalar_t, scalar_t>(iter, op, "binary");
     });
-    TINY_CHECK(found, DtypeError, "binary op ", static_cast<int>(kind), " not implemented for '", dtype_name(in),
+    TINY_CHECK(found, DtypeError, "\"", kind_name(kind), "\" not implemented for '", dtype_name(in),
                "'");
   });
 }
@@ -146,5 +147,12 @@ void arange_kernel(const Tensor& out, double start, double step) {
     ctx.launched("arange");
   });
 }
+
+TINY_REGISTER_KERNEL(unary_stub, CUDA, unary_kernel);
+TINY_REGISTER_KERNEL(binary_stub, CUDA, binary_kernel);
+TINY_REGISTER_KERNEL(where_stub, CUDA, where_kernel);
+TINY_REGISTER_KERNEL(copy_stub, CUDA, copy_kernel);
+TINY_REGISTER_KERNEL(fill_stub, CUDA, fill_kernel);
+TINY_REGISTER_KERNEL(arange_stub, CUDA, arange_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/random.h"
 #include "kernels/philox.h"
 
 namespace tiny::cuda_backend {
@@ -80,5 +80,7 @@ void random_kernel(const Tensor& out, RandomKind kind, PhiloxState state, double
     ctx.launched("random");
   });
 }
+
+TINY_REGISTER_KERNEL(random_stub, CUDA, random_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -7,7 +7,7 @@
 // in another order than the CPU's blocks: equal within rounding (DESIGN.md
 // section 5); max/min/argmax pick the same element (ties to the lowest index).
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/reduce.h"
 #include "tiny/ops.h"
 
 namespace tiny::cuda_backend {
@@ -191,17 +191,12 @@ void reduce_kernel(ReduceIter& iter, ReduceKind kind) {
         case ReduceKind::Min: launch_reduce<scalar_t>(iter, MinOp<opmath_t>{}, store, "min"); break;
       }
     };
-    const Dtype out_dtype = iter.outputs[0].dtype();
-    if (out_dtype == iter.input.dtype()) {
-      run(scalar_t{});
-    } else if constexpr (is_reduced_float_v<scalar_t>) {
-      TINY_CHECK(out_dtype == kFloat32, DtypeError, "reduce: a ", dtype_name(iter.input.dtype()),
-                 " input accumulates into float32 or its own dtype, not ", dtype_name(out_dtype));
-      run(opmath_t{});
-    } else {
-      TINY_THROW(DtypeError, "reduce: output dtype ", dtype_name(out_dtype), " differs from the input's ",
-                 dtype_name(iter.input.dtype()));
+    // ops/reduce.cpp owns the dtype rule: the output has the input's dtype,
+    // or float32 for a 16-bit input (its accumulator, stored without rounding).
+    if constexpr (is_reduced_float_v<scalar_t>) {
+      if (iter.outputs[0].dtype() != iter.input.dtype()) return run(opmath_t{});
     }
+    run(scalar_t{});
   });
 }
 
@@ -217,5 +212,8 @@ void arg_reduce_kernel(ReduceIter& iter, bool is_max) {
     }
   });
 }
+
+TINY_REGISTER_KERNEL(reduce_stub, CUDA, reduce_kernel);
+TINY_REGISTER_KERNEL(arg_reduce_stub, CUDA, arg_reduce_kernel);
 
 }  // namespace tiny::cuda_backend

@@ -3,24 +3,15 @@
 // row's online max/sum statistics (kernels::OnlineSoftmaxOp) merged with
 // block_reduce, then one pass to write. The formulas are the CPU driver's.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/stubs/softmax.h"
+#include "kernels/row_shape.h"
+#include "kernels/reduce_ops.h"
 
 namespace tiny::cuda_backend {
 
 using namespace kernels;
 
 namespace {
-
-struct RowShape {
-  int64_t outer, size, inner;
-};
-
-RowShape row_shape(const Tensor& t, int64_t dim) {
-  RowShape s{1, t.size(dim), 1};
-  for (int64_t d = 0; d < dim; ++d) s.outer *= t.size(d);
-  for (int64_t d = dim + 1; d < t.dim(); ++d) s.inner *= t.size(d);
-  return s;
-}
 
 template <typename T, typename acc_t>
 __global__ void softmax_forward(T* y, const T* x, RowShape s, bool is_log) {
@@ -81,7 +72,7 @@ unsigned int row_blocks(const RowShape& s) {
 }  // namespace
 
 void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
-  const RowShape s = row_shape(in, dim);
+  const RowShape s = row_shape(in.sizes(), dim);
   if (s.outer * s.inner == 0 || s.size == 0) return;
   TINY_DISPATCH_FLOATING(in.dtype(), log ? "log_softmax" : "softmax", [&] {
     const LaunchContext ctx(device_of(out));
@@ -94,7 +85,7 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
 
 void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim,
                              bool log) {
-  const RowShape s = row_shape(out, dim);
+  const RowShape s = row_shape(out.sizes(), dim);
   if (s.outer * s.inner == 0 || s.size == 0) return;
   TINY_DISPATCH_FLOATING(out.dtype(), "softmax_backward", [&] {
     const LaunchContext ctx(device_of(out));
@@ -103,5 +94,8 @@ void softmax_backward_kernel(const Tensor& grad_in, const Tensor& grad_out, cons
     ctx.launched("softmax_backward");
   });
 }
+
+TINY_REGISTER_KERNEL(softmax_stub, CUDA, softmax_kernel);
+TINY_REGISTER_KERNEL(softmax_backward_stub, CUDA, softmax_backward_kernel);
 
 }  // namespace tiny::cuda_backend

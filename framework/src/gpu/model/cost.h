@@ -1,6 +1,7 @@
 // What one piece of GPU work costs on a modelled GPU (docs/performance_model.md):
-// every emulated kernel declares its work as a KernelCost where it is launched
-// (backend/emulated/kernels.cpp), and the model turns it into nanoseconds:
+// every kernel family declares its work as a KernelCost where its stub is
+// defined (TINY_DEFINE_DISPATCH, backend/define_dispatch.h), and the model
+// turns it into nanoseconds:
 //
 //   duration = max(min_kernel, FLOPs / (efficiency x peak), bytes / (efficiency x bandwidth))
 //

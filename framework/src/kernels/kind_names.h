@@ -1,14 +1,15 @@
-// PyTorch's names of the pointwise and reduction kernels' kinds, for the
-// memory tools: the shared kernel entries (unary_kernel, binary_kernel,
-// reduce) name their allocation after them (core/op_scope.h).
+// PyTorch's names of the pointwise and reduction kernels' kinds, the one
+// table beside the enums: every backend's error messages and the memory
+// tools (the shared kernel entries unary_kernel, binary_kernel and reduce
+// name their allocation after them, core/op_scope.h) use it.
 #pragma once
 
 #include "kernels/pointwise_ops.h"
 #include "kernels/reduce_ops.h"
 
-namespace tiny::ops {
+namespace tiny::kernels {
 
-inline const char* kind_name(kernels::UnaryKind kind) {
+inline const char* kind_name(UnaryKind kind) {
   using K = kernels::UnaryKind;
   switch (kind) {
     case K::Neg: return "neg";
@@ -41,7 +42,7 @@ inline const char* kind_name(kernels::UnaryKind kind) {
   return "unknown";
 }
 
-inline const char* kind_name(kernels::BinaryKind kind) {
+inline const char* kind_name(BinaryKind kind) {
   using K = kernels::BinaryKind;
   switch (kind) {
     case K::Add: return "add";
@@ -69,7 +70,7 @@ inline const char* kind_name(kernels::BinaryKind kind) {
   return "unknown";
 }
 
-inline const char* kind_name(kernels::ReduceKind kind) {
+inline const char* kind_name(ReduceKind kind) {
   using K = kernels::ReduceKind;
   switch (kind) {
     case K::Sum: return "sum";
@@ -79,4 +80,4 @@ inline const char* kind_name(kernels::ReduceKind kind) {
   return "unknown";
 }
 
-}  // namespace tiny::ops
+}  // namespace tiny::kernels
