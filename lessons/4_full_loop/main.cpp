@@ -24,9 +24,9 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
-#include <limits>
 
 #include <CLI/CLI.hpp>
+#include "../common/demo_flags.h"  // at_least() and positive(): the checks on the flags below
 
 #include "epoch_profile.h"
 #include "exercise.h"
@@ -48,23 +48,6 @@ struct Options {
   std::string trace;
   bool habits = true;
 };
-
-// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
-CLI::Validator positive() {
-  return CLI::Validator(
-      [](std::string& text) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
-      },
-      "POSITIVE");
-}
-
-// At least `low`: CLI11's check, whose message names the option and the value given.
-template <typename T>
-CLI::Range at_least(T low) {
-  return CLI::Range(low, std::numeric_limits<T>::max());
-}
 
 // Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
 int parse(int argc, char** argv, Options& o) {

@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
+#include "../common/demo_flags.h"  // at_least() and positive(): the checks on the flags below
 
 #include "exercise.h"
 
@@ -51,23 +51,6 @@ struct Options {
   int64_t width = 1024;     // the speed MLP: Linear(W, W) x 4, then Linear(W, 10)
   int64_t speed_batch = 1024;  // examples per GPU in the step times
 };
-
-// More than 0, for a real number (CLI11's PositiveNumber prints the largest double in its message).
-CLI::Validator positive() {
-  return CLI::Validator(
-      [](std::string& text) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        return end != text.c_str() && *end == '\0' && v > 0 ? std::string() : "must be more than 0, got " + text;
-      },
-      "POSITIVE");
-}
-
-// At least `low`: CLI11's check, whose message names the option and the value given.
-template <typename T>
-CLI::Range at_least(T low) {
-  return CLI::Range(low, std::numeric_limits<T>::max());
-}
 
 // Reads the options into `o`: -1 to go on, else the exit status (--help, or a bad option, which CLI11 names).
 // The ranks tinyrun starts read the same words, and --speed-ranks, which the launch adds.

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <limits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include "../common/demo_flags.h"  // at_least(): the check on the flags below
 
 #include "exercise.h"
 
@@ -124,12 +124,6 @@ std::vector<tiny::data::Batch> make_batches(int count, int64_t rows, const tiny:
     batches.push_back({tiny::randn({rows, 256}).to(device), tiny::randint(0, 10, {rows}).to(device)});
   }
   return batches;
-}
-
-// At least `low`: CLI11's check, whose message names the option and the value given.
-template <typename T>
-CLI::Range at_least(T low) {
-  return CLI::Range(low, std::numeric_limits<T>::max());
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <limits>
 
 #include <CLI/CLI.hpp>
+#include "../common/demo_flags.h"  // at_least(): the check on the flags below
 
 #include "exercise.h"
 
@@ -126,12 +126,6 @@ Result run(const Stage& s, std::shared_ptr<lesson9::AugmentedImages> images, uin
                 std::to_string(steps) + " for one step):\n" + prof->key_averages();
   }
   return r;
-}
-
-// At least `low`: CLI11's check, whose message names the option and the value given.
-template <typename T>
-CLI::Range at_least(T low) {
-  return CLI::Range(low, std::numeric_limits<T>::max());
 }
 
 }  // namespace

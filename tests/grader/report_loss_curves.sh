@@ -7,24 +7,22 @@
 set -euo pipefail
 report=$1
 shift
-[[ -s "$report" ]] || { echo "FAILED: no report at $report (did dev.solutions_get_full_marks run?)" >&2; exit 1; }
-failed=0
+source "$(dirname "${BASH_SOURCE[0]}")/report_sections.sh"
+require_report
 for wanted in "$@"; do
   lesson=${wanted%%:*} check=${wanted#*:}
-  section=$(awk -v open="<section id=\"lesson-$lesson\">" 'index($0, open) == 1 {inside = 1} inside {print} inside && /<\/section>/ {exit}' "$report")
+  section=$(lesson_section "$lesson")
   # The check's block: from its name's line to the next check (or the section's end).
   block=$(awk -v name="<b>$check</b>:" 'index($0, name) {inside = 1} inside && /^<div class="check">$/ {exit} inside {print}' <<<"$section" | tr -d '\n')
   if [[ -z "$block" ]]; then
-    echo "FAILED: lesson $lesson has no check $check in $report" >&2
-    failed=1
+    fail "lesson $lesson has no check $check in $report"
     continue
   fi
   curve=$(grep -oE '<figure><figcaption>[^<]*loss per [^<]*</figcaption><svg.*' <<<"$block" | sed 's|</figure>.*||' || true)
   lines=$(grep -o '<polyline' <<<"$curve" | wc -l || true)
   if [[ -z "$curve" || $lines -lt 2 ]]; then
-    echo "FAILED: lesson $lesson's $check draws no loss curve with your losses beside the reference's" \
-         "(found $lines line(s); the check must record ctx.details[\"curves\"] as soon as both runs are in)" >&2
-    failed=1
+    fail "lesson $lesson's $check draws no loss curve with your losses beside the reference's" \
+         "(found $lines line(s); the check must record ctx.details[\"curves\"] as soon as both runs are in)"
   else
     echo "lesson $lesson $check: a loss curve of $lines lines"
   fi

@@ -8,22 +8,20 @@
 set -euo pipefail
 report=$1
 shift
-[[ -s "$report" ]] || { echo "FAILED: no report at $report (did dev.solutions_get_full_marks run?)" >&2; exit 1; }
-failed=0
+source "$(dirname "${BASH_SOURCE[0]}")/report_sections.sh"
+require_report
 for lesson in "$@"; do
-  section=$(awk -v open="<section id=\"lesson-$lesson\">" 'index($0, open) == 1 {inside = 1} inside {print} inside && /<\/section>/ {exit}' "$report" | tr -d '\n')
+  section=$(lesson_section "$lesson" | tr -d '\n')
   if [[ -z "$section" ]]; then
-    echo "FAILED: lesson $lesson is not in $report" >&2
-    failed=1
+    fail "lesson $lesson is not in $report"
     continue
   fi
   # The figures of the timelines blocks that drew an SVG (a trace that could not be drawn says so instead).
   yours=$(grep -oE '<figure><figcaption>yours</figcaption>[[:space:]]*<svg' <<<"$section" | wc -l || true)
   reference=$(grep -oE '<figure><figcaption>reference</figcaption>[[:space:]]*<svg' <<<"$section" | wc -l || true)
   if [[ $yours -lt 1 || $reference -lt 1 ]]; then
-    echo "FAILED: lesson $lesson's section draws $yours timeline(s) of yours and $reference of the reference's" \
-         "(expected one of each: its timed check sends no trace, or the report did not draw it)" >&2
-    failed=1
+    fail "lesson $lesson's section draws $yours timeline(s) of yours and $reference of the reference's" \
+         "(expected one of each: its timed check sends no trace, or the report did not draw it)"
   else
     echo "lesson $lesson: $yours timeline(s) of yours beside $reference of the reference's"
   fi
