@@ -348,9 +348,11 @@ TEST(CudaBackend, MathAndIndexingOpsMatchTheCpu) {
   EXPECT_TRUE(same(tiny::linspace(-3, 5, 101, kGpu), tiny::linspace(-3, 5, 101)));
 }
 
-// repeat, split/chunk, gather, cumsum, prod, sort and topk are composed of
-// kernels that already have a CUDA one (no new kernel family): this runs the
-// compositions, forward and backward, on the GPU.
+// repeat, split/chunk, gather, cumsum, prod, topk and masked_select are
+// composed of kernels that already have a CUDA one: this runs the
+// compositions, forward and backward, on the GPU. sort has its own kernel
+// family (backend/cuda/sort.cu, a rank count): its permutation must be the
+// CPU's std::stable_sort's, ties, NaN and bool included.
 TEST(CudaBackend, SelectSortOpsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(6);
@@ -375,6 +377,16 @@ TEST(CudaBackend, SelectSortOpsMatchTheCpu) {
   EXPECT_TRUE(same(tiny::cumsum(ints.to(kGpu), 1), tiny::cumsum(ints, 1))) << "int64 cumsum";
   EXPECT_TRUE(same(std::get<1>(tiny::sort(ints.to(kGpu), 1, true)), std::get<1>(tiny::sort(ints, 1, true))))
       << "stable ties on the GPU";
+  const Tensor with_nan = tiny::log(tiny::randn({5, 300}));  // NaN for every negative draw
+  const Tensor flags = tiny::rand({3, 500}) > 0.5;
+  for (const bool descending : {false, true}) {
+    EXPECT_TRUE(same(std::get<1>(tiny::sort(with_nan.to(kGpu), 1, descending)),
+                     std::get<1>(tiny::sort(with_nan, 1, descending))))
+        << "NaN sorted as the largest value, descending=" << descending;
+    EXPECT_TRUE(same(std::get<1>(tiny::sort(flags.to(kGpu), 1, descending)), std::get<1>(tiny::sort(flags, 1, descending))))
+        << "bool, descending=" << descending;
+  }
+  EXPECT_TRUE(same(tiny::masked_select(a.to(kGpu), a.to(kGpu) > 0), tiny::masked_select(a, a > 0)));
 }
 
 TEST(CudaBackend, MatrixProductsMatchTheCpu) {

@@ -234,10 +234,9 @@ Tensor cumsum(const Tensor& a, int64_t dim);
 ///
 /// Stable: equal elements keep their order, as PyTorch's `sort(stable=True)`
 /// (descending too); NaN sorts as the largest value, as in PyTorch. The
-/// gradient flows through the values to the picked positions. It runs as a
-/// bitonic sorting network of whole-tensor passes (log2(m) * (log2(m) + 1) / 2
-/// for rows padded to m, a power of two), so every backend runs it, but slowly:
-/// [256, 1000] takes about 0.6 s on a 2-core CPU. For the k largest use topk.
+/// gradient flows through the values to the picked positions. Its own kernel
+/// family: std::stable_sort of each row on the CPU (and the emulated GPU), a
+/// rank count on CUDA (n^2 comparisons a row: made for rows up to about 10^4).
 std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
 /// @brief The k largest (or smallest) elements along `dim` and their indices (`torch.topk`).
 ///

@@ -1,6 +1,6 @@
 // repeat, split/chunk, gather, cumsum, prod, sort and topk (issue 23, item 5),
-// composed from ops that already have kernels on every backend (CPU, emulated
-// GPU, CUDA) and an autograd rule, so each runs everywhere with the same bits
+// composed (but for sort's permutation) from ops that already have kernels on
+// every backend (CPU, emulated GPU, CUDA) and an autograd rule, so each runs everywhere with the same bits
 // on the CPU and the emulated GPU, is costed on the modelled clock by the
 // kernels it runs, and differentiates without a hand-written backward:
 //   repeat       = reshape + expand + contiguous copy (gradient: expand's sum)
@@ -9,13 +9,16 @@
 //   cumsum       = log2(n) passes of shifted adds (a Hillis-Steele scan)
 //   prod         = log2(n) passes of pairwise products, so the gradient of
 //                  each element is the product of the others, exact with zeros
-//   sort         = a bitonic sorting network on (class, value, column) keys,
-//                  then gather (gradient: gather's)
+//   sort         = the sort kernel's stable permutation (the one op here with
+//                  its own kernel family: backend/stubs/sort.h), then gather
+//                  (gradient: gather's)
 //   topk         = k passes that each pick the best element left, then gather
 #include <algorithm>
 #include <cmath>
 
 #include "amp/autocast_policy.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/sort.h"
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
 
@@ -227,64 +230,26 @@ namespace {
 Tensor both(const Tensor& p, const Tensor& q, const Tensor& no) { return where(p, q, no); }
 Tensor either(const Tensor& p, const Tensor& q, const Tensor& yes) { return where(p, yes, q); }
 
-// The stable sorting permutation of each row of x (R, n): indices[r][p] is the
-// column that lands at position p. A bitonic sorting network over the rows
-// padded to a power of two m: log2(m) * (log2(m) + 1) / 2 passes, each a
-// compare-exchange of element pairs (whole-tensor ops, so every backend runs
-// it). Each element carries a key (class, value, column): the class puts NaN
-// after every value (before, when descending) and the padding last, and the
-// column breaks ties, so the order is total and the result is the stable one
-// whatever order the network compares in.
-Tensor sort_permutation(const Tensor& x_in, bool descending) {
-  const Tensor x = x_in.dtype() == kBool ? x_in.to(kInt64) : x_in;
-  const int64_t rows = x.size(0), n = x.size(1);
-  int64_t m = 1;
-  while (m < n) m *= 2;
-  const TensorOptions index = like(x, kInt64);
-  const Tensor no = zeros({}, like(x, kBool)), yes = ones({}, like(x, kBool));
-  const int64_t value_class = descending ? 1 : 0, nan_class = descending ? 0 : 1, pad_class = 2;
-  Tensor value = x, cls = full({rows, n}, value_class, index);
-  if (x.is_floating_point()) {
-    const Tensor nan = isnan(x);
-    value = where(nan, zeros({}, like(x, x.dtype())), x);
-    cls = where(nan, full({}, nan_class, index), cls);
-  }
-  Tensor col = arange(m, index).view({1, m}).expand({rows, m}).contiguous();
-  if (m > n) {
-    value = cat({value, zeros({rows, m - n}, like(x, x.dtype()))}, 1);
-    cls = cat({cls, full({rows, m - n}, pad_class, index)}, 1);
-  }
-  // a goes after b: a higher class, or the same class and a value beyond b's, or equal values and a later column.
-  auto after = [&](const Tensor& ca, const Tensor& va, const Tensor& ia, const Tensor& cb, const Tensor& vb,
-                   const Tensor& ib) {
-    const Tensor beyond = descending ? lt(va, vb) : gt(va, vb);
-    const Tensor same_value = either(beyond, both(eq(va, vb), gt(ia, ib), no), yes);
-    return either(gt(ca, cb), both(eq(ca, cb), same_value, no), yes);
-  };
-  for (int64_t k = 2; k <= m; k *= 2) {
-    for (int64_t j = k / 2; j >= 1; j /= 2) {
-      // Pairs (i, i + j) within blocks of 2j; a block sorts the other way when bit k of its start is set.
-      const int64_t blocks = m / (2 * j);
-      std::vector<bool> reversed(static_cast<size_t>(blocks));
-      for (int64_t b = 0; b < blocks; ++b) reversed[static_cast<size_t>(b)] = ((b * 2 * j) & k) != 0;
-      const Tensor flip = from_vector<bool>(reversed, {1, blocks, 1}).to(x.device());
-      const IntArrayRef pairs{rows, blocks, 2, j};
-      const Tensor c4 = cls.view(pairs), v4 = value.view(pairs), i4 = col.view(pairs);
-      const Tensor c0 = c4.select(2, 0), c1 = c4.select(2, 1), v0 = v4.select(2, 0), v1 = v4.select(2, 1);
-      const Tensor i0 = i4.select(2, 0), i1 = i4.select(2, 1);
-      const Tensor swap = ne(after(c0, v0, i0, c1, v1, i1), flip);
-      auto exchange = [&](const Tensor& lo, const Tensor& hi) {
-        return stack({where(swap, hi, lo), where(swap, lo, hi)}, 2).view({rows, m});
-      };
-      cls = exchange(c0, c1);
-      value = exchange(v0, v1);
-      col = exchange(i0, i1);
-    }
-  }
-  return col.narrow(1, 0, n).contiguous();  // the padding sorted last
+// The work of one sort on the modelled GPU, as the CUDA kernel does it
+// (backend/cuda/sort.cu): each element compared with its whole row (n^2
+// comparisons a row, from the cache), the rows read and the indices written once.
+emulated::KernelWork sort_work(const Tensor& indices, const Tensor& rows, bool) {
+  emulated::KernelWork w{"sort", emulated::cost_of({rows, indices})};
+  w.cost.flops = static_cast<double>(rows.numel()) * static_cast<double>(rows.dim() == 2 ? rows.size(1) : 1);
+  return w;
+}
+
+// The stable sorting permutation of each row of x (R, n): indices[r][p] is
+// the column that lands at position p (NaN as the largest value).
+Tensor sort_permutation(const Tensor& x, bool descending) {
+  Tensor indices = empty(x.sizes(), like(x, kInt64));
+  sort_stub(x.device())(indices, x.contiguous(), descending);
+  return indices;
 }
 
 }  // namespace
+
+TINY_DEFINE_DISPATCH(sort_stub, "sort", sort_work);
 
 std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
   TINY_OP_SCOPE("sort", a);
