@@ -6,14 +6,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/amp.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // Every gradient read and written, in one kernel.
 KernelWork non_finite_check_and_unscale_work(const std::vector<Tensor>& grads, const Tensor&, const Tensor&) {
   KernelWork w{"_amp_foreach_non_finite_check_and_unscale_", {}};

@@ -4,6 +4,13 @@
 #include "backend/dispatch.h"
 #include "backend/emulated/emulate.h"
 
+namespace tiny {
+// What the work functions beside the definitions are written with.
+using emulated::cost_of;
+using emulated::KernelWork;
+using gpu::model::Work;
+}  // namespace tiny
+
 // Defines `stub` (declared in its family's header, backend/stubs/) in
 // namespace tiny, named `stub_name` in messages, with `work`: a function of
 // the stub's parameters returning the emulated::KernelWork of one call (its

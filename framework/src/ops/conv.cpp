@@ -23,14 +23,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/conv.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // im2col reads each input element once (caches serve the overlapping
 // windows) and writes every column entry; col2im reads every column entry and
 // writes each input element. A convolution then costs its GEMMs plus these bytes.

@@ -8,14 +8,9 @@
 #include "backend/stubs/pointwise.h"
 #include "backend/stubs/random.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 KernelWork arange_work(const Tensor& out, double, double) { return {"arange", cost_of({out})}; }
 KernelWork random_work(const Tensor& out, RandomKind, PhiloxState, double, double) {
   return {"random", cost_of({out})};

@@ -4,14 +4,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/embedding.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 KernelWork embedding_work(const Tensor& out, const Tensor&, const Tensor& indices) {
   return {"embedding", cost_of({out, out, indices})};  // each row read, then written
 }

@@ -7,14 +7,9 @@
 #include "backend/stubs/gemm.h"
 #include "core/matmul_precision.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // TF32 changes the modelled time and the counters only: the emulated GPU computes in float32.
 KernelWork gemm_work(Dtype dtype, bool, bool, int64_t m, int64_t n, int64_t k, double, const void*, int64_t,
                      const void*, int64_t, double beta, void*, int64_t) {

@@ -8,14 +8,9 @@
 #include "backend/stubs/random.h"
 #include "backend/stubs/loss.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 KernelWork softmax_work(const Tensor& out, const Tensor& in, int64_t, bool log) {
   return {log ? "log_softmax" : "softmax", cost_of({in, out})};
 }

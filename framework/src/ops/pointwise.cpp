@@ -6,14 +6,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/pointwise.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 KernelWork unary_work(const TensorIter& iter, kernels::UnaryKind, const kernels::OpParams&) {
   return {"unary", cost_of(iter)};
 }

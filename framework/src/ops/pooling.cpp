@@ -9,14 +9,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/conv.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // Pooling reads its input once and writes its output (and max pooling's
 // indices); the backward reads the output gradient (and indices) and writes
 // the input gradient. Windows are summed or compared at one FLOP an element.

@@ -233,8 +233,8 @@ Tensor either(const Tensor& p, const Tensor& q, const Tensor& yes) { return wher
 // The work of one sort on the modelled GPU, as the CUDA kernel does it
 // (backend/cuda/sort.cu): each element compared with its whole row (n^2
 // comparisons a row, from the cache), the rows read and the indices written once.
-emulated::KernelWork sort_work(const Tensor& indices, const Tensor& rows, bool) {
-  emulated::KernelWork w{"sort", emulated::cost_of({rows, indices})};
+KernelWork sort_work(const Tensor& indices, const Tensor& rows, bool) {
+  KernelWork w{"sort", cost_of({rows, indices})};
   w.cost.flops = static_cast<double>(rows.numel()) * static_cast<double>(rows.dim() == 2 ? rows.size(1) : 1);
   return w;
 }

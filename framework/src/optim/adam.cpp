@@ -9,14 +9,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/optimizer.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // Reads and writes the parameter and both moments (and the max), reads the gradient.
 KernelWork adam_step_work(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                           const Tensor& vmax, const kernels::AdamParams&) {

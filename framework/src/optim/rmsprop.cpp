@@ -11,14 +11,9 @@
 #include "backend/define_dispatch.h"
 #include "backend/stubs/optimizer.h"
 
-// The kernels these ops call, each defined with the work one call does on
-// the modelled GPU (backend/define_dispatch.h; docs/performance_model.md).
+// The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
 namespace {
-using emulated::cost_of;
-using emulated::KernelWork;
-using gpu::model::Work;
-
 // Reads and writes the parameter and square_avg (and grad_avg, the buffer), reads the gradient.
 KernelWork rmsprop_step_work(const Tensor& param, const Tensor& grad, const Tensor& sq, const Tensor& ga,
                              const Tensor& buf, const kernels::RmspropParams& p) {
