@@ -116,78 +116,83 @@ constexpr const char* kFix =
     "; give the file that tiny::profiler::profile::export_chrome_trace (or PyTorch's prof.export_chrome_trace) "
     "wrote";
 
-Trace parse(const std::string& text, const TimelineOptions& options) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
-    TINY_THROW(ValueError, "timeline: the trace is not valid JSON (", e.what(), ")", kFix);
+// The array of events in a Chrome trace document; throws when there is none.
+const json& trace_events(const json& doc) {
+  if (doc.is_array()) return doc;  // Chrome's other format: a bare array of events
+  if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) return doc["traceEvents"];
+  TINY_THROW(ValueError, "timeline: the trace has no \"traceEvents\" array (found ",
+             doc.is_object() ? "an object without it" : std::string("a JSON ") + doc.type_name(), ")", kFix);
+}
+
+// The names that metadata events ("ph": "M") give to processes and threads.
+struct TrackNames {
+  std::map<std::string, std::string> process;                       // pid -> name
+  std::map<std::pair<std::string, std::string>, std::string> thread;  // (pid, tid) -> name
+};
+
+void note_track_name(const json& e, const json& pid, const json& tid, TrackNames& names) {
+  if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("name") || !e["args"]["name"].is_string()) {
+    return;
   }
-  const json* events = nullptr;
-  if (doc.is_array()) {
-    events = &doc;  // Chrome's other format: a bare array of events
-  } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
-    events = &doc["traceEvents"];
-  } else {
-    TINY_THROW(ValueError, "timeline: the trace has no \"traceEvents\" array (found ",
-               doc.is_object() ? "an object without it" : std::string("a JSON ") + doc.type_name(), ")", kFix);
+  const std::string what = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+  if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) return;
+  if (what == "process_name") names.process[id_text(pid)] = e["args"]["name"];
+  if (what == "thread_name") names.thread[{id_text(pid), id_text(tid)}] = e["args"]["name"];
+}
+
+// The slice that complete event `e` (traceEvents[i], "ph": "X") draws; throws
+// when its start, duration, pid or tid is not one.
+Slice complete_event(const json& e, size_t i, const json& pid, const json& tid) {
+  if (!e.contains("ts") || !e["ts"].is_number() || !std::isfinite(e["ts"].get<double>())) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] (a complete event, \"ph\": \"X\") has \"ts\": ",
+               e.contains("ts") ? shown(e["ts"]) : std::string("(missing)"),
+               "; its start must be a number of microseconds", kFix);
   }
-  Trace trace;
-  if (doc.is_object() && doc.contains("otherData") && doc["otherData"].is_object()) {
-    const json& other = doc["otherData"];
-    if (other.contains("clock") && other["clock"].is_string()) trace.clock = other["clock"];
-    if (other.contains("devices") && other["devices"].is_string()) trace.devices = other["devices"];
+  if (e.contains("dur") && (!e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
+                            !std::isfinite(e["dur"].get<double>()))) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"dur\": ", shown(e["dur"]),
+               "; a duration must be a number of microseconds, 0 or more", kFix);
   }
-  std::map<std::string, std::string> process_names;                       // pid -> name
-  std::map<std::pair<std::string, std::string>, std::string> thread_names;  // (pid, tid) -> name
+  if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"pid\": ", shown(pid), " and \"tid\": ", shown(tid),
+               "; each must be a number or a string", kFix);
+  }
+  Slice s;
+  s.ts = e["ts"].get<double>();
+  s.dur = e.contains("dur") ? e["dur"].get<double>() : 0.0;
+  s.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "(unnamed)";
+  s.cat = e.contains("cat") && e["cat"].is_string() ? e["cat"].get<std::string>() : "";
+  std::string details = s.name + "\n" + (s.cat.empty() ? "" : s.cat + ", ") + duration(s.dur);
+  if (e.contains("args") && e["args"].is_object()) {
+    for (const auto& [key, value] : e["args"].items()) {
+      details += "\n" + key + ": " + (value.is_string() ? value.get<std::string>() : shown(value));
+    }
+  }
+  s.details = std::move(details);
+  return s;
+}
+
+// Puts each complete event in the lane of its (pid, tid), lanes in the order
+// they first appear, and sets the trace's span; returns the names the
+// metadata events gave.
+TrackNames read_events(const json& events, Trace& trace) {
+  TrackNames names;
   std::map<std::pair<std::string, std::string>, size_t> lane_of;
   double t0 = INFINITY, t1 = -INFINITY;
-  for (size_t i = 0; i < events->size(); ++i) {
-    const json& e = (*events)[i];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
     if (!e.is_object()) {
       TINY_THROW(ValueError, "timeline: traceEvents[", i, "] is not an object but ", shown(e), kFix);
     }
     const std::string ph = e.contains("ph") && e["ph"].is_string() ? e["ph"].get<std::string>() : "";
     const json pid = e.contains("pid") ? e["pid"] : json(0), tid = e.contains("tid") ? e["tid"] : json(0);
     if (ph == "M") {
-      if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("name") ||
-          !e["args"]["name"].is_string()) {
-        continue;
-      }
-      const std::string what = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
-      if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) continue;
-      if (what == "process_name") process_names[id_text(pid)] = e["args"]["name"];
-      if (what == "thread_name") thread_names[{id_text(pid), id_text(tid)}] = e["args"]["name"];
+      note_track_name(e, pid, tid, names);
       continue;
     }
     if (ph != "X") continue;  // flow arrows, counters, instants: not drawn
-    if (!e.contains("ts") || !e["ts"].is_number() || !std::isfinite(e["ts"].get<double>())) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] (a complete event, \"ph\": \"X\") has \"ts\": ",
-                 e.contains("ts") ? shown(e["ts"]) : std::string("(missing)"),
-                 "; its start must be a number of microseconds", kFix);
-    }
-    if (e.contains("dur") && (!e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
-                              !std::isfinite(e["dur"].get<double>()))) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"dur\": ", shown(e["dur"]),
-                 "; a duration must be a number of microseconds, 0 or more", kFix);
-    }
-    if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"pid\": ", shown(pid), " and \"tid\": ", shown(tid),
-                 "; each must be a number or a string", kFix);
-    }
-    Slice s;
-    s.ts = e["ts"].get<double>();
-    s.dur = e.contains("dur") ? e["dur"].get<double>() : 0.0;
-    s.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "(unnamed)";
-    s.cat = e.contains("cat") && e["cat"].is_string() ? e["cat"].get<std::string>() : "";
+    Slice s = complete_event(e, i, pid, tid);
     t0 = std::min(t0, s.ts), t1 = std::max(t1, s.ts + s.dur);
-    std::string details = s.name + "\n" + (s.cat.empty() ? "" : s.cat + ", ") + duration(s.dur);
-    if (e.contains("args") && e["args"].is_object()) {
-      for (const auto& [key, value] : e["args"].items()) {
-        details += "\n" + key + ": " + (value.is_string() ? value.get<std::string>() : shown(value));
-      }
-    }
-    s.details = std::move(details);
     if (s.cat == "user_annotation" && s.name.rfind("ProfilerStep#", 0) == 0) trace.steps.push_back(s);
     const std::pair<std::string, std::string> key{id_text(pid), id_text(tid)};
     auto [it, added] = lane_of.emplace(key, trace.lanes.size());
@@ -201,16 +206,23 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     lane.slices.push_back(std::move(s));
     ++trace.slices;
   }
+  trace.t0 = std::isfinite(t0) ? t0 : 0.0;
+  trace.t1 = std::isfinite(t1) ? t1 : 0.0;
+  return names;
+}
+
+// Labels each lane "process / thread" and sorts them: the host's first, then by pid and tid.
+void label_and_sort_lanes(Trace& trace, const TrackNames& names) {
   // A pid is the host's when any of its tracks holds host work.
   std::map<std::string, bool> host_pid;
   for (const Lane& lane : trace.lanes) host_pid[id_text(lane.pid)] = host_pid[id_text(lane.pid)] || lane.host;
   for (Lane& lane : trace.lanes) {
     const std::string p = id_text(lane.pid), t = id_text(lane.tid);
     lane.host = host_pid[p];
-    const auto process = process_names.find(p);
-    const auto thread = thread_names.find({p, t});
-    lane.process = process != process_names.end() ? process->second : "process " + p;
-    lane.thread = thread != thread_names.end() ? thread->second : "thread " + t;
+    const auto process = names.process.find(p);
+    const auto thread = names.thread.find({p, t});
+    lane.process = process != names.process.end() ? process->second : "process " + p;
+    lane.thread = thread != names.thread.end() ? thread->second : "thread " + t;
     lane.label = lane.process + " / " + lane.thread;
   }
   std::stable_sort(trace.lanes.begin(), trace.lanes.end(), [](const Lane& a, const Lane& b) {
@@ -223,14 +235,12 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     if (id_text(a.pid) != id_text(b.pid)) return less(a.pid, b.pid);
     return less(a.tid, b.tid);
   });
-  trace.t0 = std::isfinite(t0) ? t0 : 0.0;
-  trace.t1 = std::isfinite(t1) ? t1 : 0.0;
-  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
-  const double to = options.to_us >= 0 ? options.to_us : trace.t1;
-  TINY_CHECK(!(options.from_us >= 0 && options.to_us >= 0) || from < to, ValueError, "timeline: the window [",
-             options.from_us, ", ", options.to_us, "] us is empty; give from_us < to_us (or -1 for the whole trace)");
-  // Nested slices stacked in rows, as Perfetto draws them: a slice goes one row below
-  // every slice still open when it starts.
+}
+
+// Keeps in each lane the slices that reach into [from, to] and stacks nested
+// slices in rows, as Perfetto draws them: a slice goes one row below every
+// slice still open when it starts.
+void stack_rows(Trace& trace, double from, double to) {
   for (Lane& lane : trace.lanes) {
     std::vector<Slice> kept;
     for (Slice& s : lane.slices) {
@@ -254,6 +264,28 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     }
     lane.slices = std::move(kept);
   }
+}
+
+Trace parse(const std::string& text, const TimelineOptions& options) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
+    TINY_THROW(ValueError, "timeline: the trace is not valid JSON (", e.what(), ")", kFix);
+  }
+  const json& events = trace_events(doc);
+  Trace trace;
+  if (doc.is_object() && doc.contains("otherData") && doc["otherData"].is_object()) {
+    const json& other = doc["otherData"];
+    if (other.contains("clock") && other["clock"].is_string()) trace.clock = other["clock"];
+    if (other.contains("devices") && other["devices"].is_string()) trace.devices = other["devices"];
+  }
+  label_and_sort_lanes(trace, read_events(events, trace));
+  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
+  const double to = options.to_us >= 0 ? options.to_us : trace.t1;
+  TINY_CHECK(!(options.from_us >= 0 && options.to_us >= 0) || from < to, ValueError, "timeline: the window [",
+             options.from_us, ", ", options.to_us, "] us is empty; give from_us < to_us (or -1 for the whole trace)");
+  stack_rows(trace, from, to);
   return trace;
 }
 
