@@ -308,13 +308,68 @@ std::string step_summary(const Trace& trace) {
          " (mean of " + std::to_string(trace.steps.size()) + " ProfilerStep ranges)";
 }
 
+// The drawing's sizes in px, and the window [from, to] in us that its plot shows.
+struct Frame {
+  double W, label_w, right = 12, row_h = 16, lane_gap = 6;
+  double from, to, plot_w;
+  double px(double us) const { return label_w + (std::clamp(us, from, to) - from) / (to - from) * plot_w; }
+};
+
+// The time axis: milliseconds from the trace's first event, a line at each tick down to `bottom`.
+void write_axis(std::ostringstream& o, const Trace& trace, const Frame& f, double axis_y, double bottom) {
+  const double span_ms = (f.to - f.from) / 1000;
+  const double step = tick_step(span_ms, std::clamp(f.plot_w / 80, 2.0, 10.0));  // room for "0.125 ms"
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
+  o << "<g class=\"axis\"><path d=\"M" << fixed(f.label_w, 1) << " " << fixed(axis_y, 1) << "H"
+    << fixed(f.W - f.right, 1) << "\" stroke=\"#57606a\"/>";
+  // Tick k is at k x step ms from the trace's start; counted in integers, so that a
+  // window far from the start (a trace whose first event is at -1e308) cannot loop forever.
+  const double first = std::ceil(((f.from - trace.t0) / 1000) / step - 1e-9);
+  const double last = std::floor(((f.to - trace.t0) / 1000) / step + 1e-9);
+  const bool countable = std::isfinite(first) && std::isfinite(last) && last - first < 100;
+  const int ticks = countable ? static_cast<int>(last - first) + 1 : 0;
+  for (int k = 0; k < ticks; ++k) {
+    double t = (first + k) * step;
+    if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
+    const double x = f.px(trace.t0 + t * 1000);
+    o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
+      << "\" y2=\"" << fixed(bottom, 1) << "\" stroke=\"#d8dee4\"/><text x=\"" << fixed(x, 1) << "\" y=\""
+      << fixed(axis_y - 7, 1) << "\" text-anchor=\"middle\">" << fixed(t, decimals) << " ms</text>";
+  }
+  o << "</g>";
+}
+
+// One lane at height y: its background, its name and its slices, a row each level of nesting.
+void write_lane(std::ostringstream& o, const Lane& lane, const Frame& f, double y) {
+  const double h = lane.rows * f.row_h;
+  const std::string shown_name = lane.thread.size() > 34 ? lane.thread.substr(0, 33) + "\xE2\x80\xA6" : lane.thread;
+  o << "<g class=\"lane\" data-lane=\"" << esc(lane.label) << "\"><rect class=\"lane-bg\" x=\"0\" y=\"" << fixed(y, 1)
+    << "\" width=\"" << fixed(f.W, 0) << "\" height=\"" << fixed(h, 1) << "\" fill=\""
+    << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"12\" y=\"" << fixed(y + 12, 1) << "\">"
+    << esc(shown_name) << "<title>" << esc(lane.label) << "</title></text>";
+  for (const Slice& s : lane.slices) {
+    const double x0 = f.px(s.ts), x1 = f.px(s.ts + s.dur), w = std::max(x1 - x0, 0.6);
+    const double sy = y + s.row * f.row_h + 1;
+    o << "<g class=\"slice\"><title>" << esc(s.details) << "</title><rect x=\"" << fixed(x0, 2) << "\" y=\""
+      << fixed(sy, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << fixed(f.row_h - 2, 1) << "\" fill=\""
+      << color(s.cat) << "\"" << (w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "") << "/>";
+    const size_t fits = w > 14 ? static_cast<size_t>((w - 4) / 6) : 0;  // about 6 px a character
+    if (fits >= 2) {
+      const std::string label = s.name.size() <= fits ? s.name : s.name.substr(0, fits - 1) + "\xE2\x80\xA6";
+      o << "<text x=\"" << fixed(x0 + 2, 2) << "\" y=\"" << fixed(sy + f.row_h - 5, 1) << "\">" << esc(label)
+        << "</text>";
+    }
+    o << "</g>";
+  }
+  o << "</g>";
+}
+
 std::string draw(const Trace& trace, const TimelineOptions& options) {
-  const double W = std::max(400.0, options.width_px), label_w = std::min(210.0, 0.22 * W), right = 12, row_h = 16,
-               lane_gap = 6;
-  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
-  const double to = std::max({options.to_us >= 0 ? options.to_us : trace.t1, from + 1e-3, from + options.min_span_us});
-  const double plot_w = W - label_w - right;
-  auto px = [&](double us) { return label_w + (std::clamp(us, from, to) - from) / (to - from) * plot_w; };
+  Frame f;
+  f.W = std::max(400.0, options.width_px), f.label_w = std::min(210.0, 0.22 * f.W);
+  f.from = options.from_us >= 0 ? options.from_us : trace.t0;
+  f.to = std::max({options.to_us >= 0 ? options.to_us : trace.t1, f.from + 1e-3, f.from + options.min_span_us});
+  f.plot_w = f.W - f.label_w - f.right;
   std::vector<std::string> head{options.title};
   const std::string steps = step_summary(trace);
   if (!steps.empty()) head.push_back(steps);
@@ -324,49 +379,30 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
   const double process_h = 15;  // a process's name above its lanes, as Perfetto groups them
   double lanes_h = 0;
   for (size_t i = 0; i < trace.lanes.size(); ++i) {
-    lanes_h += trace.lanes[i].rows * row_h + lane_gap;
+    lanes_h += trace.lanes[i].rows * f.row_h + f.lane_gap;
     if (i == 0 || trace.lanes[i].process != trace.lanes[i - 1].process) lanes_h += process_h;
   }
-  const double H = head_h + axis_h + std::max(lanes_h, row_h) + 8;
+  const double H = head_h + axis_h + std::max(lanes_h, f.row_h) + 8;
   std::ostringstream o;
-  o << "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << fixed(W, 0) << " "
-    << fixed(H, 0) << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(H, 0)
+  o << "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << fixed(f.W, 0) << " "
+    << fixed(H, 0) << "\" width=\"" << fixed(f.W, 0) << "\" height=\"" << fixed(H, 0)
     << "\" role=\"img\" font-family=\"sans-serif\" font-size=\"10\"><title>" << esc(options.title) << "</title>";
   for (size_t i = 0; i < head.size(); ++i) {
     o << "<text x=\"4\" y=\"" << fixed(18 + 16.0 * i, 0) << "\""
       << (i == 0 ? " font-size=\"13\" font-weight=\"bold\"" : " font-size=\"11\"") << ">" << esc(head[i]) << "</text>";
   }
-  // The time axis: milliseconds from the trace's first event.
-  const double axis_y = head_h + axis_h - 6, span_ms = (to - from) / 1000;
-  const double step = tick_step(span_ms, std::clamp(plot_w / 80, 2.0, 10.0));  // room for "0.125 ms"
-  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
-  o << "<g class=\"axis\"><path d=\"M" << fixed(label_w, 1) << " " << fixed(axis_y, 1) << "H" << fixed(W - right, 1)
-    << "\" stroke=\"#57606a\"/>";
-  // Tick k is at k x step ms from the trace's start; counted in integers, so that a
-  // window far from the start (a trace whose first event is at -1e308) cannot loop forever.
-  const double first = std::ceil(((from - trace.t0) / 1000) / step - 1e-9);
-  const double last = std::floor(((to - trace.t0) / 1000) / step + 1e-9);
-  const bool countable = std::isfinite(first) && std::isfinite(last) && last - first < 100;
-  const int ticks = countable ? static_cast<int>(last - first) + 1 : 0;
-  for (int k = 0; k < ticks; ++k) {
-    double t = (first + k) * step;
-    if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
-    const double x = px(trace.t0 + t * 1000);
-    o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
-      << "\" y2=\"" << fixed(H - 4, 1) << "\" stroke=\"#d8dee4\"/><text x=\"" << fixed(x, 1) << "\" y=\""
-      << fixed(axis_y - 7, 1) << "\" text-anchor=\"middle\">" << fixed(t, decimals) << " ms</text>";
-  }
-  o << "</g>";
+  const double axis_y = head_h + axis_h - 6;
+  write_axis(o, trace, f, axis_y, H - 4);
   if (trace.lanes.empty()) {
-    o << "<text x=\"" << fixed(label_w, 0) << "\" y=\"" << fixed(axis_y + 16, 0)
+    o << "<text x=\"" << fixed(f.label_w, 0) << "\" y=\"" << fixed(axis_y + 16, 0)
       << "\">no complete events (\"ph\": \"X\") in this trace</text></svg>";
     return o.str();
   }
   // Step boundaries across every lane.
   if (trace.steps.size() <= 60) {
     for (const Slice& s : trace.steps) {
-      if (s.ts < from || s.ts > to) continue;
-      o << "<line class=\"step\" x1=\"" << fixed(px(s.ts), 1) << "\" x2=\"" << fixed(px(s.ts), 1) << "\" y1=\""
+      if (s.ts < f.from || s.ts > f.to) continue;
+      o << "<line class=\"step\" x1=\"" << fixed(f.px(s.ts), 1) << "\" x2=\"" << fixed(f.px(s.ts), 1) << "\" y1=\""
         << fixed(axis_y, 1) << "\" y2=\"" << fixed(H - 4, 1) << "\" stroke=\"#8c959f\" stroke-dasharray=\"3 3\"/>";
     }
   }
@@ -378,28 +414,8 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
         << esc(lane.process) << "</text>";
       y += process_h;
     }
-    const double h = lane.rows * row_h;
-    const std::string shown_name = lane.thread.size() > 34 ? lane.thread.substr(0, 33) + "\xE2\x80\xA6" : lane.thread;
-    o << "<g class=\"lane\" data-lane=\"" << esc(lane.label) << "\"><rect class=\"lane-bg\" x=\"0\" y=\"" << fixed(y, 1)
-      << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(h, 1) << "\" fill=\""
-      << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"12\" y=\"" << fixed(y + 12, 1) << "\">"
-      << esc(shown_name) << "<title>" << esc(lane.label) << "</title></text>";
-    for (const Slice& s : lane.slices) {
-      const double x0 = px(s.ts), x1 = px(s.ts + s.dur), w = std::max(x1 - x0, 0.6);
-      const double sy = y + s.row * row_h + 1;
-      o << "<g class=\"slice\"><title>" << esc(s.details) << "</title><rect x=\"" << fixed(x0, 2) << "\" y=\""
-        << fixed(sy, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << fixed(row_h - 2, 1) << "\" fill=\""
-        << color(s.cat) << "\"" << (w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "") << "/>";
-      const size_t fits = w > 14 ? static_cast<size_t>((w - 4) / 6) : 0;  // about 6 px a character
-      if (fits >= 2) {
-        const std::string label = s.name.size() <= fits ? s.name : s.name.substr(0, fits - 1) + "\xE2\x80\xA6";
-        o << "<text x=\"" << fixed(x0 + 2, 2) << "\" y=\"" << fixed(sy + row_h - 5, 1) << "\">" << esc(label)
-          << "</text>";
-      }
-      o << "</g>";
-    }
-    o << "</g>";
-    y += h + lane_gap;
+    write_lane(o, lane, f, y);
+    y += lane.rows * f.row_h + f.lane_gap;
   }
   o << "</svg>";
   return o.str();
