@@ -95,32 +95,40 @@ double accuracy(nn::Module& model, tiny::data::DataLoader& loader, const tiny::D
   return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Train a small CNN with tiny"};
+struct Args {
   std::string dataset = "digits", device_name = "cpu";
   int epochs = 10;
   int64_t batch_size = 32, channels = 16;
   double lr = 1e-3, min_accuracy = 0.0;
   uint64_t seed = 0;
-  app.add_option("--dataset", dataset, "digits or fashion-mnist")->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::Range(1, 1000));
-  app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--channels", channels, "channels of the first convolution (then 2x and 4x)")
+};
+
+void add_options(CLI::App& app, Args& a) {
+  app.add_option("--dataset", a.dataset, "digits or fashion-mnist")->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  app.add_option("--epochs", a.epochs, "passes over the training set")->check(CLI::Range(1, 1000));
+  app.add_option("--batch-size", a.batch_size, "examples per step")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--channels", a.channels, "channels of the first convolution (then 2x and 4x)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--lr", lr, "Adam's learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "tiny::manual_seed");
-  app.add_option("--min-accuracy", min_accuracy, "exit with status 1 below this test accuracy")
+  app.add_option("--lr", a.lr, "Adam's learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--seed", a.seed, "tiny::manual_seed");
+  app.add_option("--min-accuracy", a.min_accuracy, "exit with status 1 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--device", device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
+  app.add_option("--device", a.device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a small CNN with tiny"};
+  Args a;
+  add_options(app, a);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    tiny::manual_seed(seed);
-    const Split data = load(dataset);
+    tiny::manual_seed(a.seed);
+    const Split data = load(a.dataset);
     tiny::data::DataLoaderOptions train_options;
-    train_options.batch_size = batch_size;
+    train_options.batch_size = a.batch_size;
     train_options.shuffle = true;
     train_options.drop_last = true;  // BatchNorm needs more than one sample per batch
     tiny::data::DataLoader train_loader(data.train, train_options);
@@ -128,10 +136,10 @@ int main(int argc, char** argv) {
     test_options.batch_size = 500;
     tiny::data::DataLoader test_loader(data.test, test_options);
 
-    auto model = make_cnn(data.side, channels);
-    const tiny::Device device(device_name);
+    auto model = make_cnn(data.side, a.channels);
+    const tiny::Device device(a.device_name);
     model->to(device);
-    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{lr});
+    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{a.lr});
     const bool emulated = device.is_cuda() && tiny::cuda::is_emulated(device.index());
     int64_t parameters = 0;
     for (const tiny::Tensor& p : model->parameters()) parameters += p.numel();
@@ -139,11 +147,11 @@ int main(int argc, char** argv) {
     std::cout << "device: "
               << (device.is_cpu() ? "cpu (" + std::to_string(tiny::get_num_threads()) + " threads)"
                                   : tiny::cuda::device_banner(device))
-              << ", data: " << dataset << " (" << data.train->size() << " train / " << data.test->size()
+              << ", data: " << a.dataset << " (" << data.train->size() << " train / " << data.test->size()
               << " test), " << parameters << " parameters\n"
               << *model << "\n";
     double final_accuracy = 0.0;
-    for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (int epoch = 1; epoch <= a.epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       const double modelled_start = tiny::cuda::host_time();
       double loss_sum = 0.0;
@@ -164,7 +172,7 @@ int main(int argc, char** argv) {
       const double modelled = tiny::cuda::host_time() - modelled_start;
       final_accuracy = accuracy(*model, test_loader, device, data.side);
       bar.finish();
-      std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, epochs,
+      std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, a.epochs,
                   loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
                   1000.0 * seconds / std::max<int64_t>(steps, 1));
       if (emulated) {
@@ -173,9 +181,9 @@ int main(int argc, char** argv) {
                     1000.0 * modelled / std::max<int64_t>(steps, 1));
       }
     }
-    if (final_accuracy < min_accuracy) {
+    if (final_accuracy < a.min_accuracy) {
       std::fprintf(stderr, "test accuracy %.2f%% is below the required %.2f%%\n", 100.0 * final_accuracy,
-                   100.0 * min_accuracy);
+                   100.0 * a.min_accuracy);
       return 1;
     }
   } catch (const tiny::Error& e) {

@@ -99,10 +99,9 @@ std::string measured_step_a() {
 #endif
 }
 
-}  // namespace
+constexpr int64_t kProfiledSteps = 20;
 
-int main(int argc, char** argv) {
-  CLI::App app{"Train an MLP with tiny"};
+struct Args {
   std::string dataset = "fashion-mnist";
   int epochs = 3;
   int64_t batch_size = 64;
@@ -110,53 +109,92 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   double min_accuracy = 0.0;
   std::string device_name = "cpu", profile_path;
-  constexpr int64_t kProfiledSteps = 20;
-  app.add_option("--dataset", dataset, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::Range(1, 1000));
-  app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--lr", lr, "Adam's learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "tiny::manual_seed");
-  app.add_option("--min-accuracy", min_accuracy, "exit with status 1 below this test accuracy")
+};
+
+void add_options(CLI::App& app, Args& a) {
+  app.add_option("--dataset", a.dataset, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  app.add_option("--epochs", a.epochs, "passes over the training set")->check(CLI::Range(1, 1000));
+  app.add_option("--batch-size", a.batch_size, "examples per step")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--lr", a.lr, "Adam's learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--seed", a.seed, "tiny::manual_seed");
+  app.add_option("--min-accuracy", a.min_accuracy, "exit with status 1 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--device", device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
-  app.add_option("--profile", profile_path,
+  app.add_option("--device", a.device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
+  app.add_option("--profile", a.profile_path,
                  "write a Chrome trace of the first 20 training steps to this file (and their timeline as a page "
                  "beside it: trace.json -> trace.html)");
+}
+
+// The tutorial's MLP (above), narrower for the 8x8 digits.
+std::shared_ptr<nn::Sequential> make_model(int64_t features) {
+  const int64_t hidden1 = features == 64 ? 128 : 512, hidden2 = features == 64 ? 64 : 256;
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(features, hidden1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden1, hidden2),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden2, 10));
+}
+
+// Stops the profiler after the profiled steps, writes their trace and, beside
+// it, their timeline page, and says where (with the ops' table).
+void save_profile(tiny::profiler::profile& profile, const Args& a, const tiny::Device& device, bool emulated) {
+  profile.stop();
+  profile.export_chrome_trace(a.profile_path);
+  tiny::profiler::TimelineOptions timeline;
+  timeline.title = "train_mlp on " + device.str() + ": the first " + std::to_string(kProfiledSteps) + " steps (" +
+                   a.dataset + ", batch " + std::to_string(a.batch_size) + ")";
+  const bool step_a = a.dataset == "fashion-mnist" && a.batch_size == 64 && emulated &&
+                      tiny::cuda::get_device_properties(device.index()).modelled_gpu == "H100 SXM";
+  const std::string measured = step_a ? measured_step_a() : "";
+  if (!measured.empty()) timeline.notes.push_back(measured);
+  if (emulated) {
+    timeline.notes.push_back("each step here also copies its batch to the GPU (pageable) and reads the "
+                             "loss with .item(); the model's error per row: docs/performance_model.md");
+  }
+  const std::string html_path = html_beside(a.profile_path);
+  profile.export_timeline_html(html_path, timeline);
+  std::cout << "\nthe first " << kProfiledSteps << " steps' trace: " << a.profile_path
+            << " (open it in https://ui.perfetto.dev)\nand their timeline: " << html_path
+            << " (open it in any browser)\n"
+            << (measured.empty() ? "" : "the same model's step, " + measured + "\n") << profile.key_averages();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train an MLP with tiny"};
+  Args a;
+  add_options(app, a);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    tiny::manual_seed(seed);
-    const Split data = load(dataset);
+    tiny::manual_seed(a.seed);
+    const Split data = load(a.dataset);
     tiny::data::DataLoaderOptions train_options;
-    train_options.batch_size = batch_size;
+    train_options.batch_size = a.batch_size;
     train_options.shuffle = true;
     tiny::data::DataLoader train_loader(data.train, train_options);
     tiny::data::DataLoaderOptions test_options;
     test_options.batch_size = 1000;
     tiny::data::DataLoader test_loader(data.test, test_options);
 
-    const int64_t hidden1 = data.features == 64 ? 128 : 512, hidden2 = data.features == 64 ? 64 : 256;
-    auto model = std::make_shared<nn::Sequential>(
-        std::make_shared<nn::Linear>(data.features, hidden1), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden1, hidden2),
-        std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden2, 10));
-    const tiny::Device device(device_name);
+    auto model = make_model(data.features);
+    const tiny::Device device(a.device_name);
     model->to(device);
-    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{lr});
+    tiny::optim::Adam optimizer(model->parameters(), tiny::optim::AdamOptions{a.lr});
     const bool emulated = device.is_cuda() && tiny::cuda::is_emulated(device.index());
 
     std::cout << "device: "
               << (device.is_cpu() ? "cpu (" + std::to_string(tiny::get_num_threads()) + " threads)"
                                   : tiny::cuda::device_banner(device))
-              << ", data: " << dataset << " (" << data.train->size() << " train / " << data.test->size()
+              << ", data: " << a.dataset << " (" << data.train->size() << " train / " << data.test->size()
               << " test)\n"
               << *model << "\n";
     std::unique_ptr<tiny::profiler::profile> profile;
-    if (!profile_path.empty()) {
+    if (!a.profile_path.empty()) {
       profile = std::make_unique<tiny::profiler::profile>(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
     }
     double final_accuracy = 0.0;
-    for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (int epoch = 1; epoch <= a.epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       const double modelled_start = tiny::cuda::host_time();
       double loss_sum = 0.0;
@@ -172,25 +210,7 @@ int main(int argc, char** argv) {
         bar.update(steps, "loss " + std::to_string(loss_sum / steps).substr(0, 6));
         if (profile) profile->step();  // prof.step(): ProfilerStep#N in the trace
         if (profile && steps == kProfiledSteps) {
-          profile->stop();
-          profile->export_chrome_trace(profile_path);
-          tiny::profiler::TimelineOptions timeline;
-          timeline.title = "train_mlp on " + device.str() + ": the first " + std::to_string(kProfiledSteps) +
-                           " steps (" + dataset + ", batch " + std::to_string(batch_size) + ")";
-          const bool step_a = dataset == "fashion-mnist" && batch_size == 64 && emulated &&
-                              tiny::cuda::get_device_properties(device.index()).modelled_gpu == "H100 SXM";
-          const std::string measured = step_a ? measured_step_a() : "";
-          if (!measured.empty()) timeline.notes.push_back(measured);
-          if (emulated) {
-            timeline.notes.push_back("each step here also copies its batch to the GPU (pageable) and reads the "
-                                     "loss with .item(); the model's error per row: docs/performance_model.md");
-          }
-          const std::string html_path = html_beside(profile_path);
-          profile->export_timeline_html(html_path, timeline);
-          std::cout << "\nthe first " << kProfiledSteps << " steps' trace: " << profile_path
-                    << " (open it in https://ui.perfetto.dev)\nand their timeline: " << html_path
-                    << " (open it in any browser)\n"
-                    << (measured.empty() ? "" : "the same model's step, " + measured + "\n") << profile->key_averages();
+          save_profile(*profile, a, device, emulated);
           profile.reset();
         }
       }
@@ -199,7 +219,7 @@ int main(int argc, char** argv) {
       const double modelled = tiny::cuda::host_time() - modelled_start;
       final_accuracy = accuracy(*model, test_loader, device);
       bar.finish();
-      std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, epochs,
+      std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.1f s (%.2f ms/step)\n", epoch, a.epochs,
                   loss_sum / std::max<int64_t>(steps, 1), 100.0 * final_accuracy, seconds,
                   1000.0 * seconds / std::max<int64_t>(steps, 1));
       if (emulated) {
@@ -208,9 +228,9 @@ int main(int argc, char** argv) {
                     1000.0 * modelled / std::max<int64_t>(steps, 1));
       }
     }
-    if (final_accuracy < min_accuracy) {
+    if (final_accuracy < a.min_accuracy) {
       std::fprintf(stderr, "test accuracy %.2f%% is below the required %.2f%%\n", 100.0 * final_accuracy,
-                   100.0 * min_accuracy);
+                   100.0 * a.min_accuracy);
       return 1;
     }
   } catch (const tiny::Error& e) {

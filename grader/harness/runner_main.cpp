@@ -141,6 +141,57 @@ void call(ExerciseFn fn, const Bundle& in, Bundle& out) {
   }
 }
 
+// One call on the inputs in `in_dir`, with the devices' counters, the time it
+// took and the devices it ran on.
+Bundle run_once(ExerciseFn fn, const std::filesystem::path& in_dir) {
+  Bundle out;
+  const Bundle in = Bundle::load(in_dir);
+  if (in.values.contains("_seed")) tiny::manual_seed(in.values["_seed"].get<uint64_t>());
+  start_counting();
+  const auto t0 = std::chrono::steady_clock::now();
+  call(fn, in, out);
+  const auto t1 = std::chrono::steady_clock::now();
+  // Read before anything below synchronizes or copies.
+  for (int d = 0; d < devices(); ++d) out.values["_counters"]["cuda:" + std::to_string(d)] = counters_json(d);
+  out.values["_elapsed_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  out.values["_devices"] = devices_json();
+  return out;
+}
+
+// Timing: each call gets fresh inputs and the clock stops once the devices are idle.
+// On the emulated GPU each call is also timed on the modelled clock
+// (tiny::cuda::host_time(): what the call would take on the modelled GPU,
+// the same on every run and machine), which the checks judge by.
+Bundle run_timed(ExerciseFn fn, const std::filesystem::path& in_dir, int repeat) {
+  Bundle out;
+  const bool modelled = devices() > 0 && tiny::cuda::is_emulated(0);
+  nlohmann::json times = nlohmann::json::array(), modelled_times = nlohmann::json::array();
+  for (int r = 0; r < repeat; ++r) {
+    const Bundle in = Bundle::load(in_dir);
+    if (in.values.contains("_seed")) tiny::manual_seed(in.values["_seed"].get<uint64_t>());
+    Bundle scratch;
+    const double m0 = modelled ? tiny::cuda::host_time() : 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    call(fn, in, scratch);
+    for (int d = 0; d < devices(); ++d) tiny::cuda::synchronize(d);
+    const auto t1 = std::chrono::steady_clock::now();
+    const double m1 = modelled ? tiny::cuda::host_time() : 0;
+    if (scratch.values["_status"] != "ok") {
+      out = scratch;
+      break;
+    }
+    times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (modelled) modelled_times.push_back((m1 - m0) * 1e3);
+  }
+  if (!out.values.contains("_status")) out.values["_status"] = "ok";
+  out.values["_times_ms"] = times;
+  if (modelled && out.values["_status"] == "ok") {
+    out.values["_modelled_ms"] = modelled_times;
+    out.values["_modelled_gpu"] = tiny::cuda::get_device_properties(0).modelled_gpu;
+  }
+  return out;
+}
+
 int usage(const char* argv0) {
   std::fprintf(stderr, "usage: %s EXERCISE IN_DIR OUT_DIR [--repeat N]\n       %s --list\n", argv0, argv0);
   return 2;
@@ -181,49 +232,7 @@ int runner_main(int argc, char** argv) {
   if (graded) tiny::cuda::grading::refuse_counter_resets();
   try {
     const std::filesystem::path in_dir = argv[2], out_dir = argv[3];
-    Bundle out;
-    if (repeat == 0) {
-      const Bundle in = Bundle::load(in_dir);
-      if (in.values.contains("_seed")) tiny::manual_seed(in.values["_seed"].get<uint64_t>());
-      start_counting();
-      const auto t0 = std::chrono::steady_clock::now();
-      call(it->second, in, out);
-      const auto t1 = std::chrono::steady_clock::now();
-      // Read before anything below synchronizes or copies.
-      for (int d = 0; d < devices(); ++d) out.values["_counters"]["cuda:" + std::to_string(d)] = counters_json(d);
-      out.values["_elapsed_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
-      out.values["_devices"] = devices_json();
-    } else {
-      // Timing: each call gets fresh inputs and the clock stops once the devices are idle.
-      // On the emulated GPU each call is also timed on the modelled clock
-      // (tiny::cuda::host_time(): what the call would take on the modelled GPU,
-      // the same on every run and machine), which the checks judge by.
-      const bool modelled = devices() > 0 && tiny::cuda::is_emulated(0);
-      nlohmann::json times = nlohmann::json::array(), modelled_times = nlohmann::json::array();
-      for (int r = 0; r < repeat; ++r) {
-        const Bundle in = Bundle::load(in_dir);
-        if (in.values.contains("_seed")) tiny::manual_seed(in.values["_seed"].get<uint64_t>());
-        Bundle scratch;
-        const double m0 = modelled ? tiny::cuda::host_time() : 0;
-        const auto t0 = std::chrono::steady_clock::now();
-        call(it->second, in, scratch);
-        for (int d = 0; d < devices(); ++d) tiny::cuda::synchronize(d);
-        const auto t1 = std::chrono::steady_clock::now();
-        const double m1 = modelled ? tiny::cuda::host_time() : 0;
-        if (scratch.values["_status"] != "ok") {
-          out = scratch;
-          break;
-        }
-        times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        if (modelled) modelled_times.push_back((m1 - m0) * 1e3);
-      }
-      if (!out.values.contains("_status")) out.values["_status"] = "ok";
-      out.values["_times_ms"] = times;
-      if (modelled && out.values["_status"] == "ok") {
-        out.values["_modelled_ms"] = modelled_times;
-        out.values["_modelled_gpu"] = tiny::cuda::get_device_properties(0).modelled_gpu;
-      }
-    }
+    Bundle out = repeat == 0 ? run_once(it->second, in_dir) : run_timed(it->second, in_dir, repeat);
     if (!graded) {
       out.save(out_dir);
       return 0;

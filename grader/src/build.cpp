@@ -345,6 +345,102 @@ std::string warnings_about(const std::string& messages, const std::string& sourc
   return out;
 }
 
+namespace {
+
+// What the runner is built from: when none is newer than it, it is up to date.
+std::vector<fs::path> build_inputs(const Recipe& recipe, const Lesson& lesson, const fs::path& source) {
+  const fs::path header = recipe.source_dir / "lessons" / lesson.folder / "exercise.h";
+  std::vector<fs::path> inputs = {source, header};
+  for (const std::string& g : lesson.glue) inputs.push_back(g);
+  for (const std::string& l : recipe.link) {
+    if (l.rfind("-", 0) != 0) inputs.push_back(l);
+  }
+  return inputs;
+}
+
+// Where a submission's exercise.cpp may not lead: the reference, the checks, the mistakes.
+std::vector<fs::path> forbidden_folders(const Recipe& recipe) {
+  std::vector<fs::path> forbidden;
+  for (const fs::path& root : {recipe.source_dir, own_source_tree()}) {
+    for (const char* sub : {"solutions", "tests", ".git"}) {
+      if (!root.empty()) forbidden.push_back(root / sub);
+    }
+  }
+  for (const Lesson& l : recipe.lessons) forbidden.push_back(l.reference.parent_path());
+  return forbidden;
+}
+
+// Compiled in the sandbox of a student's run, as the reference was (the
+// recipe's compiler and flags, no cache); `staged` numbers what is made
+// reachable in `scratch`.
+ProcessOptions compile_command(const Recipe& recipe, const Lesson& lesson, const fs::path& scratch,
+                               const fs::path& log, int& staged) {
+  ProcessOptions compile = sandboxed(recipe, scratch, log);
+  compile.argv.push_back(recipe.cxx);
+  for (const std::string& f : recipe.flags) compile.argv.push_back(f);
+  compile.argv.push_back(recipe.cxx.find("clang") != std::string::npos ? "-ferror-limit=20" : "-fmax-errors=20");
+  for (const std::string& d : recipe.defines) compile.argv.push_back("-D" + d);
+  for (const std::string& i : recipe.include_dirs) {
+    compile.argv.push_back("-I" + reachable(i, scratch, "include-" + std::to_string(staged++)));
+  }
+  compile.argv.push_back("-I" + reachable(recipe.source_dir / "lessons" / lesson.folder, scratch, "lesson"));
+  for (const char* a : {"-c", "exercise.cpp", "-o", "exercise.o"}) compile.argv.push_back(a);
+  return compile;
+}
+
+// Linked in the same sandbox: the object is the student's work too. The
+// lesson's glue lies beside the reference runner (hidden): it is copied in.
+ProcessOptions link_command(const Recipe& recipe, const Lesson& lesson, const fs::path& scratch, const fs::path& log,
+                            int& staged) {
+  ProcessOptions link = sandboxed(recipe, scratch, log);
+  link.argv = {recipe.cxx, "exercise.o"};
+  std::error_code ec;
+  for (const std::string& g : lesson.glue) {
+    const std::string name = "glue-" + std::to_string(staged++) + ".o";
+    fs::copy_file(g, scratch / name, ec);
+    link.argv.push_back(ec ? g : name);
+  }
+  for (const std::string& l : recipe.link) {
+    link.argv.push_back(l.rfind("-", 0) == 0 ? l : reachable(l, scratch, "lib-" + std::to_string(staged++) + "-" + fs::path(l).filename().string()));
+  }
+  for (const char* a : {"-o", "runner"}) link.argv.push_back(a);
+  return link;
+}
+
+// Compiles and links the exercise.cpp in `scratch` into scratch/runner within
+// time_left() each; false, with result.log saying why, when either failed.
+bool compile_and_link(const Recipe& recipe, const Lesson& lesson, const fs::path& scratch, const fs::path& log,
+                      const std::string& original, const std::function<double()>& time_left, BuildResult& result,
+                      std::string& messages) {
+  int staged = 0;
+  ProcessOptions compile = compile_command(recipe, lesson, scratch, log, staged);
+  compile.timeout_s = std::min(compile.timeout_s, time_left());
+  ProcessResult p = run_process(compile);
+  result.isolation = p.isolation;
+  messages = as_the_student_knows_it(tame(slurp(log)), original);
+  if (!p.ok()) {
+    result.out_of_time = p.timed_out && compile.timeout_s < timeout_s_default();
+    const std::string stopped = stopped_compiler("the compiler", p);
+    result.log = stopped.empty() ? first_errors(messages) : stopped + first_errors(messages);
+    return false;
+  }
+  ProcessOptions link = link_command(recipe, lesson, scratch, log, staged);
+  link.timeout_s = std::min(link.timeout_s, time_left());
+  p = run_process(link);
+  if (!p.ok()) {
+    result.out_of_time = p.timed_out && link.timeout_s < timeout_s_default();
+    const std::string stopped = stopped_compiler("the linker", p);
+    result.log = stopped + first_errors(tame(slurp(log)));
+    if (result.log.find("undefined reference") != std::string::npos) {
+      result.log += "(a function of exercise.h is missing from your exercise.cpp, or its name or parameters differ)\n";
+    }
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::path& lessons_dir,
                           const fs::path& out_dir, const std::function<void()>& before_compiling, double timeout_s) {
   const auto started = std::chrono::steady_clock::now();
@@ -362,14 +458,8 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
     return result;
   }
   fs::create_directories(dir);
-  const fs::path header = recipe.source_dir / "lessons" / lesson.folder / "exercise.h";
-  std::vector<fs::path> inputs = {source, header};
-  for (const std::string& g : lesson.glue) inputs.push_back(g);
-  for (const std::string& l : recipe.link) {
-    if (l.rfind("-", 0) != 0) inputs.push_back(l);
-  }
   const auto runner_time = fs::last_write_time(result.runner, ec);
-  if (!ec && runner_time > newest(inputs)) {
+  if (!ec && runner_time > newest(build_inputs(recipe, lesson, source))) {
     result.ok = true;
     return result;
   }
@@ -384,15 +474,8 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   };
   // Only the exercise.cpp, copied alone into a fresh folder: a submission's
   // own exercise.h or other files are never used, and a link is never followed.
-  std::vector<fs::path> forbidden;  // the reference, the checks, the mistakes
-  for (const fs::path& root : {recipe.source_dir, own_source_tree()}) {
-    for (const char* sub : {"solutions", "tests", ".git"}) {
-      if (!root.empty()) forbidden.push_back(root / sub);
-    }
-  }
-  for (const Lesson& l : recipe.lessons) forbidden.push_back(l.reference.parent_path());
   std::string text, problem;
-  if (!read_submitted(lessons_dir, lesson.folder, forbidden, text, problem)) {
+  if (!read_submitted(lessons_dir, lesson.folder, forbidden_folders(recipe), text, problem)) {
     result.log = problem + "\n";
     return failed();
   }
@@ -415,52 +498,8 @@ BuildResult build_student(const Recipe& recipe, const Lesson& lesson, const fs::
   const fs::path log = dir / "build.log";
   const std::string original = shown_path(source);
 
-  // Compiled in the sandbox of a student's run, as the reference was (the recipe's compiler and flags, no cache).
-  ProcessOptions compile = sandboxed(recipe, scratch, log);
-  compile.timeout_s = std::min(compile.timeout_s, time_left());
-  compile.argv.push_back(recipe.cxx);
-  for (const std::string& f : recipe.flags) compile.argv.push_back(f);
-  compile.argv.push_back(recipe.cxx.find("clang") != std::string::npos ? "-ferror-limit=20" : "-fmax-errors=20");
-  for (const std::string& d : recipe.defines) compile.argv.push_back("-D" + d);
-  int staged = 0;
-  for (const std::string& i : recipe.include_dirs) {
-    compile.argv.push_back("-I" + reachable(i, scratch, "include-" + std::to_string(staged++)));
-  }
-  compile.argv.push_back("-I" + reachable(recipe.source_dir / "lessons" / lesson.folder, scratch, "lesson"));
-  for (const char* a : {"-c", "exercise.cpp", "-o", "exercise.o"}) compile.argv.push_back(a);
-  ProcessResult p = run_process(compile);
-  result.isolation = p.isolation;
-  const std::string messages = as_the_student_knows_it(tame(slurp(log)), original);
-  if (!p.ok()) {
-    result.out_of_time = p.timed_out && compile.timeout_s < timeout_s_default();
-    const std::string stopped = stopped_compiler("the compiler", p);
-    result.log = stopped.empty() ? first_errors(messages) : stopped + first_errors(messages);
-    return failed();
-  }
-  // Linked in the same sandbox: the object is the student's work too. The
-  // lesson's glue lies beside the reference runner (hidden): it is copied in.
-  ProcessOptions link = sandboxed(recipe, scratch, log);
-  link.timeout_s = std::min(link.timeout_s, time_left());
-  link.argv = {recipe.cxx, "exercise.o"};
-  for (const std::string& g : lesson.glue) {
-    const std::string name = "glue-" + std::to_string(staged++) + ".o";
-    fs::copy_file(g, scratch / name, ec);
-    link.argv.push_back(ec ? g : name);
-  }
-  for (const std::string& l : recipe.link) {
-    link.argv.push_back(l.rfind("-", 0) == 0 ? l : reachable(l, scratch, "lib-" + std::to_string(staged++) + "-" + fs::path(l).filename().string()));
-  }
-  for (const char* a : {"-o", "runner"}) link.argv.push_back(a);
-  p = run_process(link);
-  if (!p.ok()) {
-    result.out_of_time = p.timed_out && link.timeout_s < timeout_s_default();
-    const std::string stopped = stopped_compiler("the linker", p);
-    result.log = stopped + first_errors(tame(slurp(log)));
-    if (result.log.find("undefined reference") != std::string::npos) {
-      result.log += "(a function of exercise.h is missing from your exercise.cpp, or its name or parameters differ)\n";
-    }
-    return failed();
-  }
+  std::string messages;  // the compiler's, as the student knows the file
+  if (!compile_and_link(recipe, lesson, scratch, log, original, time_left, result, messages)) return failed();
   // A regular file of ours (copied back by run_process), renamed into place
   // (atomic: a process that starts the runner gets the old one or the new one).
   struct stat st {};

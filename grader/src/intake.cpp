@@ -116,6 +116,46 @@ std::string SubmissionLayout::text() const {
   return t;
 }
 
+namespace {
+
+// Each lesson's exercise.cpp, where the search found exactly one; a problem
+// naming them all where it found several.
+void place_lessons(SubmissionLayout& layout, const std::map<int, std::vector<std::string>>& found,
+                   std::map<int, fs::path>& dirs) {
+  for (FoundLesson& f : layout.lessons) {
+    const auto it = found.find(f.lesson->number);
+    if (it == found.end()) continue;
+    std::vector<std::string> paths = it->second;
+    std::sort(paths.begin(), paths.end());  // the same message whatever order the folder lists them in
+    if (paths.size() == 1) {
+      f.lessons_dir = dirs[f.lesson->number];
+      f.shown = paths[0];
+      continue;
+    }
+    std::string list;
+    for (size_t i = 0; i < paths.size(); ++i) list += (i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ") + paths[i];
+    f.problem = std::to_string(paths.size()) + " files are " + f.lesson->folder + "/exercise.cpp: " + list +
+                "; the grader cannot tell which is your answer: keep one and submit again";
+  }
+}
+
+// quiz.txt beside the lessons found, else at the top (of the folder or of the archive's contents).
+void find_quiz(SubmissionLayout& layout) {
+  std::error_code ec;
+  for (const FoundLesson& f : layout.lessons) {
+    if (!f.lessons_dir.empty() && fs::exists(fs::symlink_status(f.lessons_dir / "quiz.txt", ec))) {
+      layout.quiz_dir = f.lessons_dir;
+      break;
+    }
+  }
+  if (!layout.quiz_dir.empty() && !fs::exists(fs::symlink_status(layout.quiz_dir / "quiz.txt", ec)) &&
+      fs::is_directory(layout.quiz_dir / "lessons", ec)) {
+    layout.quiz_dir /= "lessons";
+  }
+}
+
+}  // namespace
+
 SubmissionLayout take_in(const fs::path& submission, const std::vector<const Lesson*>& lessons, const fs::path& scratch,
                          const ArchiveLimits& limits) {
   SubmissionLayout layout;
@@ -169,33 +209,9 @@ SubmissionLayout take_in(const fs::path& submission, const std::vector<const Les
                              ") and no exercise.cpp: none was unpacked; submit one archive");
     }
   }
-  for (FoundLesson& f : layout.lessons) {
-    const auto it = found.find(f.lesson->number);
-    if (it == found.end()) continue;
-    std::vector<std::string> paths = it->second;
-    std::sort(paths.begin(), paths.end());  // the same message whatever order the folder lists them in
-    if (paths.size() == 1) {
-      f.lessons_dir = dirs[f.lesson->number];
-      f.shown = paths[0];
-      continue;
-    }
-    std::string list;
-    for (size_t i = 0; i < paths.size(); ++i) list += (i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ") + paths[i];
-    f.problem = std::to_string(paths.size()) + " files are " + f.lesson->folder + "/exercise.cpp: " + list +
-                "; the grader cannot tell which is your answer: keep one and submit again";
-  }
+  place_lessons(layout, found, dirs);
   std::sort(layout.not_taken.begin(), layout.not_taken.end());
-  // quiz.txt beside the lessons found, else at the top (of the folder or of the archive's contents).
-  for (const FoundLesson& f : layout.lessons) {
-    if (!f.lessons_dir.empty() && fs::exists(fs::symlink_status(f.lessons_dir / "quiz.txt", ec))) {
-      layout.quiz_dir = f.lessons_dir;
-      break;
-    }
-  }
-  if (!layout.quiz_dir.empty() && !fs::exists(fs::symlink_status(layout.quiz_dir / "quiz.txt", ec)) &&
-      fs::is_directory(layout.quiz_dir / "lessons", ec)) {
-    layout.quiz_dir /= "lessons";
-  }
+  find_quiz(layout);
   return layout;
 }
 

@@ -682,114 +682,155 @@ bool explain_missing_lesson(const CLI::ParseError& e, const std::string& sub) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::vector<std::string> demo_args = split_demo_args(argc, argv);
-  CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)", "./workbook"};
-  app.require_subcommand(1);
+// What the subcommands' options and arguments are read into, and, for each
+// subcommand, the function that runs it with them: one subcommand runs.
+struct CommandLine {
   std::string recipe_file = WORKBOOK_RECIPE;
-  app.add_option("--recipe", recipe_file, "the recipe CMake wrote")->capture_default_str();
-  // One subcommand runs: each fills its own variables, then its function is called with them.
   std::map<const CLI::App*, std::function<int(const Recipe&, const GradeOptions&)>> run;
   std::optional<uint64_t> seed;
   bool no_timing = false;
-  int number = 0;
-
+  int number = 0;  // the lesson of check, hint, reset, run and solution
   std::vector<int> build_numbers;
-  auto* build = app.add_subcommand("build", "compile the student's exercise of lessons N... (all when none)");
-  build->add_option("lessons", build_numbers, "lesson numbers");
-  run[build] = [&](const Recipe& r, const GradeOptions&) { return build_lessons(r, build_numbers); };
-
-  auto* check = app.add_subcommand("check", "build lesson N and run its checks, one line per check");
-  add_lesson_number(check, number);
-  check->add_option("--seed", seed, "seed of the random inputs (default: fresh)");
-  check->add_flag("--no-timing", no_timing, "skip the timing checks");
-  run[check] = [&](const Recipe& r, const GradeOptions& o) { return check_lesson(r, number, o); };
-
   GradeArgs grade_args;
-  auto* grade_cmd = add_grade_command(app, grade_args, seed, no_timing);
-  run[grade_cmd] = [&](const Recipe& r, const GradeOptions& o) { return grade(r, grade_args, o); };
   std::vector<std::string> merge_dirs;
   std::string merge_out;
-  auto* merge = grade_cmd->add_subcommand("merge", "combine the out folders of a class graded in parts (--shard) into "
-                                                   "one gradebook.csv and index.html");
-  merge->add_option("folders", merge_dirs, "each part's --out folder")->required();
-  merge->add_option("--out", merge_out, "where the merged gradebook.csv, index.html and submission folders go")->required();
-  run[merge] = [&](const Recipe& r, const GradeOptions&) {
-    return merge_shards(r, std::vector<fs::path>(merge_dirs.begin(), merge_dirs.end()), merge_out, "");
-  };
-
-  auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
-  add_lesson_number(hint, number);
   bool all_hints = false;
-  hint->add_flag("--all", all_hints, "show every hint");
-  run[hint] = [&](const Recipe& r, const GradeOptions&) { return show_hint(r, number, all_hints); };
-  auto* reset = app.add_subcommand("reset", "put lesson N's exercise.cpp back to its stubs (your version is kept as a .bak file)");
-  add_lesson_number(reset, number);
-  run[reset] = [&](const Recipe& r, const GradeOptions&) { return reset_lesson(r, number); };
-  auto* run_cmd = app.add_subcommand("run", "build lesson N's demo (lessons/N_name/main.cpp) with your exercise.cpp and "
-                                            "run it");
-  add_lesson_number(run_cmd, number);
-  run_cmd->footer("Every word after N goes to the demo: ./workbook run N --help shows that demo's own options.");
-  run[run_cmd] = [&](const Recipe& r, const GradeOptions&) { return run_demo(r, number, demo_args); };
-  auto* next = app.add_subcommand("next", "say which lesson to do next, and its first open check");
-  run[next] = [&](const Recipe& r, const GradeOptions& o) { return next_lesson(r, o); };
-  auto* solution = app.add_subcommand("solution", "show lesson N's reference solution, once your lesson N passes");
-  add_lesson_number(solution, number);
-  run[solution] = [&](const Recipe& r, const GradeOptions& o) { return show_solution(r, number, o); };
-  auto* watch_cmd = app.add_subcommand("watch", "check a lesson each time its exercise.cpp is saved");
-  run[watch_cmd] = [&](const Recipe& r, const GradeOptions& o) { return watch(r, o); };
+  std::vector<std::string> demo_args;  // the words after `run N`
   bool stubs_check = false, force = false;
   std::string stubs_out;
+};
+
+void add_build_and_check(CLI::App& app, CommandLine& c) {
+  auto* build = app.add_subcommand("build", "compile the student's exercise of lessons N... (all when none)");
+  build->add_option("lessons", c.build_numbers, "lesson numbers");
+  c.run[build] = [&c](const Recipe& r, const GradeOptions&) { return build_lessons(r, c.build_numbers); };
+
+  auto* check = app.add_subcommand("check", "build lesson N and run its checks, one line per check");
+  add_lesson_number(check, c.number);
+  check->add_option("--seed", c.seed, "seed of the random inputs (default: fresh)");
+  check->add_flag("--no-timing", c.no_timing, "skip the timing checks");
+  c.run[check] = [&c](const Recipe& r, const GradeOptions& o) { return check_lesson(r, c.number, o); };
+}
+
+void add_grade_and_merge(CLI::App& app, CommandLine& c) {
+  auto* grade_cmd = add_grade_command(app, c.grade_args, c.seed, c.no_timing);
+  c.run[grade_cmd] = [&c](const Recipe& r, const GradeOptions& o) { return grade(r, c.grade_args, o); };
+  auto* merge = grade_cmd->add_subcommand("merge", "combine the out folders of a class graded in parts (--shard) into "
+                                                   "one gradebook.csv and index.html");
+  merge->add_option("folders", c.merge_dirs, "each part's --out folder")->required();
+  merge->add_option("--out", c.merge_out, "where the merged gradebook.csv, index.html and submission folders go")->required();
+  c.run[merge] = [&c](const Recipe& r, const GradeOptions&) {
+    return merge_shards(r, std::vector<fs::path>(c.merge_dirs.begin(), c.merge_dirs.end()), c.merge_out, "");
+  };
+}
+
+// The commands a student uses between checks: hint, reset, run, next, solution and watch.
+void add_lesson_helpers(CLI::App& app, CommandLine& c) {
+  auto* hint = app.add_subcommand("hint", "show the next hint of lesson N");
+  add_lesson_number(hint, c.number);
+  hint->add_flag("--all", c.all_hints, "show every hint");
+  c.run[hint] = [&c](const Recipe& r, const GradeOptions&) { return show_hint(r, c.number, c.all_hints); };
+  auto* reset = app.add_subcommand("reset", "put lesson N's exercise.cpp back to its stubs (your version is kept as a .bak file)");
+  add_lesson_number(reset, c.number);
+  c.run[reset] = [&c](const Recipe& r, const GradeOptions&) { return reset_lesson(r, c.number); };
+  auto* run_cmd = app.add_subcommand("run", "build lesson N's demo (lessons/N_name/main.cpp) with your exercise.cpp and "
+                                            "run it");
+  add_lesson_number(run_cmd, c.number);
+  run_cmd->footer("Every word after N goes to the demo: ./workbook run N --help shows that demo's own options.");
+  c.run[run_cmd] = [&c](const Recipe& r, const GradeOptions&) { return run_demo(r, c.number, c.demo_args); };
+  auto* next = app.add_subcommand("next", "say which lesson to do next, and its first open check");
+  c.run[next] = [](const Recipe& r, const GradeOptions& o) { return next_lesson(r, o); };
+  auto* solution = app.add_subcommand("solution", "show lesson N's reference solution, once your lesson N passes");
+  add_lesson_number(solution, c.number);
+  c.run[solution] = [&c](const Recipe& r, const GradeOptions& o) { return show_solution(r, c.number, o); };
+  auto* watch_cmd = app.add_subcommand("watch", "check a lesson each time its exercise.cpp is saved");
+  c.run[watch_cmd] = [](const Recipe& r, const GradeOptions& o) { return watch(r, o); };
+}
+
+void add_stubs_and_list(CLI::App& app, CommandLine& c) {
   auto* stubs = app.add_subcommand("stubs", "(maintainers) write lessons/*/exercise.cpp from the solutions");
-  stubs->add_flag("--check", stubs_check, "only compare: exit 1 when a committed stub differs");
-  stubs->add_option("--out", stubs_out, "write the stubs into this folder instead of lessons/");
-  stubs->add_flag("--force", force, "also overwrite lesson files with uncommitted changes");
-  run[stubs] = [&](const Recipe& r, const GradeOptions&) { return write_stubs(r, stubs_check, stubs_out, force); };
+  stubs->add_flag("--check", c.stubs_check, "only compare: exit 1 when a committed stub differs");
+  stubs->add_option("--out", c.stubs_out, "write the stubs into this folder instead of lessons/");
+  stubs->add_flag("--force", c.force, "also overwrite lesson files with uncommitted changes");
+  c.run[stubs] = [&c](const Recipe& r, const GradeOptions&) {
+    return write_stubs(r, c.stubs_check, c.stubs_out, c.force);
+  };
   auto* list = app.add_subcommand("list", "list the lessons");
-  run[list] = [&](const Recipe& r, const GradeOptions&) {
+  c.run[list] = [](const Recipe& r, const GradeOptions&) {
     print_lesson_list(std::cout, r.lessons);
     return 0;
   };
+}
 
+// Parses the command line; false, with the status to exit with, when help was
+// asked for (printed) or the command line is wrong (said why).
+bool parse(CLI::App& app, int argc, char** argv, int& status) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
+    return false;
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
+    return false;
   } catch (const CLI::ParseError& e) {
     std::string sub;
     for (const CLI::App* s : app.get_subcommands()) sub = " " + s->get_name();
-    if (!sub.empty() && explain_missing_lesson(e, sub.substr(1))) return 2;
+    status = 2;
+    if (!sub.empty() && explain_missing_lesson(e, sub.substr(1))) return false;
     std::fprintf(stderr, "workbook: %s (see ./workbook%s --help)\n", e.what(), sub.c_str());
-    return 2;
+    return false;
   }
+  return true;
+}
 
-  for (std::string* path : {&grade_args.submission, &grade_args.batch, &grade_args.out_dir, &grade_args.json_file,
-                            &grade_args.html_file, &grade_args.junit_file, &merge_out, &stubs_out}) {
+// The paths typed, relative to the folder they were typed in (as_typed).
+void resolve_typed_paths(CommandLine& c) {
+  GradeArgs& a = c.grade_args;
+  for (std::string* path :
+       {&a.submission, &a.batch, &a.out_dir, &a.json_file, &a.html_file, &a.junit_file, &c.merge_out, &c.stubs_out}) {
     *path = as_typed(*path);
   }
-  for (std::string& folder : merge_dirs) folder = as_typed(folder);
+  for (std::string& folder : c.merge_dirs) folder = as_typed(folder);
+}
 
-  // Ctrl-C stops the checks and their runs, and removes their cgroups and folders, saying so.
-  exit_cleanly_on_interrupt("every check and run was stopped, and their files removed");
+// Loads the recipe and runs the subcommand parsed; its exit status.
+int run_chosen(const CLI::App& app, CommandLine& c) {
   try {
-    const Recipe recipe = Recipe::load(recipe_file);
+    const Recipe recipe = Recipe::load(c.recipe_file);
     GradeOptions options;
-    grade_args.seed_given = seed.has_value();
-    options.seed = seed ? *seed : fresh_seed();
-    options.timing = !no_timing;
-    options.run_timeout_s = grade_args.run_timeout;
+    c.grade_args.seed_given = c.seed.has_value();
+    options.seed = c.seed ? *c.seed : fresh_seed();
+    options.timing = !c.no_timing;
+    options.run_timeout_s = c.grade_args.run_timeout;
     options.progress = true;
     // The deepest subcommand parsed (grade merge before grade) is the one to run.
     const CLI::App* chosen = app.get_subcommands().front();
     if (!chosen->get_subcommands().empty()) chosen = chosen->get_subcommands().front();
-    return run.at(chosen)(recipe, options);
+    return c.run.at(chosen)(recipe, options);
   } catch (const std::exception& e) {
     // In ./workbook's voice, as CLI11's errors above: students meet the grader only through it.
     std::fprintf(stderr, "workbook: %s\n", e.what());
     return 2;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine c;
+  c.demo_args = split_demo_args(argc, argv);
+  CLI::App app{"workbook-grader: builds and checks the lessons (usually run through ./workbook)", "./workbook"};
+  app.require_subcommand(1);
+  app.add_option("--recipe", c.recipe_file, "the recipe CMake wrote")->capture_default_str();
+  add_build_and_check(app, c);
+  add_grade_and_merge(app, c);
+  add_lesson_helpers(app, c);
+  add_stubs_and_list(app, c);
+  int status = 0;
+  if (!parse(app, argc, argv, status)) return status;
+  resolve_typed_paths(c);
+  // Ctrl-C stops the checks and their runs, and removes their cgroups and folders, saying so.
+  exit_cleanly_on_interrupt("every check and run was stopped, and their files removed");
+  return run_chosen(app, c);
 }

@@ -129,6 +129,50 @@ int place_tags(const std::vector<Mark>& marks, const std::vector<double>& xs, st
   return used;
 }
 
+// Where each series' legend entry goes: (x, line), in as many lines of width W as the entries need.
+std::vector<std::pair<double, int>> legend_layout(const std::vector<Series>& series, double W, int& legend_lines) {
+  std::vector<std::pair<double, int>> legend_at;
+  double legend_x = 8;
+  for (const Series& s : series) {
+    const double width = 30 + 6 * static_cast<double>(s.label.size());
+    if (legend_x > 8 && legend_x + width > W) legend_x = 8, ++legend_lines;
+    legend_at.emplace_back(legend_x, legend_lines - 1);
+    legend_x += width;
+  }
+  return legend_at;
+}
+
+// The marks as vertical ticks at mark_x between the plot's top T and bottom B, each tagged on
+// its row above the plot (tag_row, from place_tags).
+void write_marks(std::ostringstream& o, const std::vector<Mark>& marks, const std::vector<double>& mark_x,
+                 const std::vector<int>& tag_row, double T, double B) {
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const Mark& m = marks[i];
+    const double x = mark_x[i];
+    o << "<g><title>" << esc(m.label) << "</title><line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\""
+      << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
+      << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
+      << "\" stroke=\"" << m.color << "\"/>";
+    if (tag_row[i] >= 0) {  // on its row above the plot, clear of its neighbours
+      o << "<text x=\"" << fixed(x, 1) << "\" y=\"" << 9 + 11 * tag_row[i] << "\" font-size=\"9\" fill=\""
+        << m.color << "\">" << esc(m.tag.empty() ? m.label : m.tag) << "</text>";
+    }
+    o << "</g>";
+  }
+}
+
+// The marks listed under the plot, each with its x.
+void write_marks_list(std::ostringstream& o, const std::vector<Mark>& marks, bool all_tagged,
+                      const std::string& marks_note, const std::string& x_title) {
+  if (marks.empty()) return;
+  // Each mark with its time, readable without hovering: open when some tag found no room on the plot.
+  o << "<details class=\"marks\"" << (all_tagged ? "" : " open") << "><summary>" << marks.size() << " markers"
+    << (marks_note.empty() ? "" : ": " + esc(marks_note)) << (all_tagged ? "" : " (not all fit on the plot)")
+    << "</summary><ul>";
+  for (const Mark& m : marks) o << "<li>" << num(m.x, 4) << " " << esc(x_title) << ": " << esc(m.label) << "</li>";
+  o << "</ul></details>";
+}
+
 // A line plot, its plotting area `plot_height` px tall: titled axes with min/max labels, one polyline per series, marks as vertical ticks
 // (tagged on rows of their own above the plot, and listed under it), a legend.
 std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::vector<Mark>& marks,
@@ -153,16 +197,8 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
   std::vector<int> tag_row;
   const int tag_rows = place_tags(marks, mark_x, tag_row);
   const bool all_tagged = std::find(tag_row.begin(), tag_row.end(), -1) == tag_row.end();
-  // The legend, in as many lines as its entries need.
-  std::vector<std::pair<double, int>> legend_at;  // x, line
-  double legend_x = 8;
   int legend_lines = 1;
-  for (const Series& s : series) {
-    const double width = 30 + 6 * static_cast<double>(s.label.size());
-    if (legend_x > 8 && legend_x + width > W) legend_x = 8, ++legend_lines;
-    legend_at.emplace_back(legend_x, legend_lines - 1);
-    legend_x += width;
-  }
+  const std::vector<std::pair<double, int>> legend_at = legend_layout(series, W, legend_lines);
   const double T = 10 + 11.0 * tag_rows, B = T + plot_height, H = B + 36 + 14.0 * legend_lines;
   auto py = [&](double y) { return B - (y - y0) / (y1 - y0) * (B - T); };
   auto ylabel = [&](double y) { return bytes ? human_bytes(y) : num(y, 4); };
@@ -177,19 +213,7 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
     << "font-weight=\"600\">" << esc(x_title) << "</text>"
     << "<text transform=\"translate(12 " << fixed((T + B) / 2, 1) << ") rotate(-90)\" text-anchor=\"middle\" "
     << "font-weight=\"600\">" << esc(y_title) << "</text>";
-  for (size_t i = 0; i < marks.size(); ++i) {
-    const Mark& m = marks[i];
-    const double x = px(m.x);
-    o << "<g><title>" << esc(m.label) << "</title><line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\""
-      << T << "\" y2=\"" << B << "\" stroke=\"" << m.color << "\" stroke-opacity=\"0.35\" stroke-dasharray=\"2 3\"/>"
-      << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << B - 6 << "\" y2=\"" << B + 4
-      << "\" stroke=\"" << m.color << "\"/>";
-    if (tag_row[i] >= 0) {  // on its row above the plot, clear of its neighbours
-      o << "<text x=\"" << fixed(x, 1) << "\" y=\"" << 9 + 11 * tag_row[i] << "\" font-size=\"9\" fill=\""
-        << m.color << "\">" << esc(m.tag.empty() ? m.label : m.tag) << "</text>";
-    }
-    o << "</g>";
-  }
+  write_marks(o, marks, mark_x, tag_row, T, B);
   for (size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
     const double lx = legend_at[k].first, ly = B + 36 + 14.0 * legend_at[k].second;
@@ -207,14 +231,7 @@ std::string line_plot(const std::string& title, const std::vector<Series>& serie
       << "\">" << esc(s.label) << "</text>";
   }
   o << "</svg>";
-  if (!marks.empty()) {
-    // Each mark with its time, readable without hovering: open when some tag found no room on the plot.
-    o << "<details class=\"marks\"" << (all_tagged ? "" : " open") << "><summary>" << marks.size() << " markers"
-      << (marks_note.empty() ? "" : ": " + esc(marks_note)) << (all_tagged ? "" : " (not all fit on the plot)")
-      << "</summary><ul>";
-    for (const Mark& m : marks) o << "<li>" << num(m.x, 4) << " " << esc(x_title) << ": " << esc(m.label) << "</li>";
-    o << "</ul></details>";
-  }
+  write_marks_list(o, marks, all_tagged, marks_note, x_title);
   return o.str() + "</figure>\n";
 }
 
@@ -524,6 +541,122 @@ std::string timelines_section(const json& timelines) {
   return o.str() + "</div>\n";
 }
 
+std::string lesson_number(const LessonResult& r) { return r.lesson ? std::to_string(r.lesson->number) : std::string("?"); }
+
+// A row per lesson, then the total: the same points as results.json and
+// gradebook.csv (lesson.json's weights).
+void write_scoreboard(std::ostream& o, const std::vector<LessonResult>& results) {
+  o << "<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
+    << "<th>checks</th><th>points</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
+  for (const LessonResult& r : results) {
+    o << "<tr><td class=\"n\">" << lesson_number(r) << "</td><td><a href=\"#lesson-" << lesson_number(r) << "\">"
+      << esc(r.lesson ? r.lesson->title : "") << "</a></td><td class=\"status\" style=\"color:"
+      << status_color(r.status) << "\">" << esc(r.status) << "</td><td class=\"n\">" << r.passed << "/" << r.total
+      << "</td><td class=\"n\">" << points_text(r.points) << " of " << points_text(r.max_points)
+      << "</td><td class=\"n\">" << static_cast<int>(r.score() * 100 + 0.5) << "%</td><td class=\"n\">"
+      << fixed(r.seconds, 1) << " s</td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n";
+  double points = 0, max_points = 0;
+  for (const LessonResult& r : results) points += r.points, max_points += r.max_points;
+  if (!results.empty()) {
+    o << "<p>Total: <b>" << points_text(points) << "</b> of " << points_text(max_points) << " points ("
+      << fixed(max_points > 0 ? 100 * points / max_points : 0, 1) << "%).</p>\n";
+  }
+  if (results.empty()) o << "<p class=\"dim\">No lessons were checked.</p>\n";
+}
+
+// A check's curves ("loss per step" and the like), one plot each.
+void write_curves(std::ostream& o, const json& curves, const std::string& verdict) {
+  for (const auto& [name, curve] : curves.items()) {
+    if (!curve.is_object()) continue;
+    // "loss per step": the quantity on the y axis, the steps on the x axis. Yours first, then the
+    // series it is compared with, under whatever name the check gave it ("reference", "GradScaler").
+    const size_t per = name.find(" per ");
+    std::vector<Series> series;
+    if (curve.contains("yours")) series.push_back({"yours", kYours, false, curve_points(curve["yours"])});
+    const char* others[] = {kReference, "#8250df", "#57606a"};
+    for (const auto& [who, values] : curve.items()) {
+      if (who == "yours" || !values.is_array()) continue;
+      series.push_back({who, others[std::min<size_t>(series.size() - (curve.contains("yours") ? 1 : 0), 2)],
+                        true, curve_points(values)});
+    }
+    // "the scale after each step (an inf at step 2)": the scale against step.
+    const size_t after = per == std::string::npos ? name.find(" after each ") : std::string::npos;
+    const size_t cut = per != std::string::npos ? per : after;
+    std::string x_title = cut == std::string::npos ? "point" : name.substr(cut + (per != std::string::npos ? 5 : 12));
+    x_title = x_title.substr(0, x_title.find(" ("));
+    const std::string y_title = cut == std::string::npos ? name : name.substr(0, cut);
+    // A passing check's curve is a glance (it follows the reference's); a failing one's shows the detail.
+    o << line_plot(name, series, {}, false, false, x_title, y_title, "", verdict == "pass" ? 90 : 170);
+  }
+}
+
+// A check's box: its line, its message (`shared`, the lesson's problem, only
+// referred to), its note and what its details draw.
+void write_check(std::ostream& o, const CheckResult& c, const LessonResult& r, const std::string& shared) {
+  o << "<div class=\"check\">\n<div><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict)
+    << "</span><b>" << esc(c.name) << "</b>: " << esc(c.summary);
+  if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
+  o << "</div>\n";
+  if (!c.message.empty()) {
+    const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
+    o << "<pre>" << esc(same ? r.status + " (see above)" : c.message) << "</pre>\n";
+  }
+  if (!c.note.empty()) o << "<pre class=\"note\">" << esc(c.note) << "</pre>\n";
+  const json& d = c.details;
+  if (!d.is_object()) {
+    o << "</div>\n";
+    return;
+  }
+  if (d.contains("timing") && d["timing"].is_object()) o << timing_plot(d["timing"]);
+  if (d.contains("counters") && d["counters"].is_object()) o << counters_table(d["counters"]);
+  if (d.contains("curves") && d["curves"].is_object()) write_curves(o, d["curves"], c.verdict);
+  if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
+  if (d.contains("timelines") && d["timelines"].is_object()) o << timelines_section(d["timelines"]);
+  o << "</div>\n";
+}
+
+// A lesson's section: its line, its problem (once), then its checks.
+void write_lesson(std::ostream& o, const LessonResult& r) {
+  o << "<section id=\"lesson-" << lesson_number(r) << "\">\n<h2>Lesson " << lesson_number(r) << ": "
+    << esc(r.lesson ? r.lesson->title : "") << " <span class=\"status\" style=\"color:" << status_color(r.status)
+    << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
+  if (r.todo > 0) o << ", " << r.todo << " still to do";
+  o << "; " << fixed(r.seconds, 1) << " s";
+  if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << device_line(r.devices);
+  o << ".</p>\n";
+  // A lesson that does not compile gives every check the same message: show the log once.
+  const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
+  if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";
+  bool list_open = false;  // a table of the checks with nothing to show but a line (TODO, SKIP)
+  for (const CheckResult& c : r.checks) {
+    bool drawn = false;
+    if (c.details.is_object()) {
+      for (const char* key : {"timing", "counters", "curves", "memory", "timelines"}) drawn = drawn || c.details.contains(key);
+    }
+    if ((c.verdict == "todo" || c.verdict == "skip") && c.note.empty() && !drawn) {
+      // One row, not a box: a stub's lesson is a list of what is left to do.
+      if (!list_open) o << "<table class=\"short\"><tbody>\n";
+      list_open = true;
+      o << "<tr><td><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict) << "</span></td><td><b>"
+        << esc(c.name) << "</b>: " << esc(c.summary);
+      if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
+      if (!c.message.empty()) {
+        const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
+        o << "<br><span class=\"dim\">" << esc(same ? r.status + " (see above)" : c.message) << "</span>";
+      }
+      o << "</td></tr>\n";
+      continue;
+    }
+    if (list_open) o << "</tbody></table>\n";
+    list_open = false;
+    write_check(o, c, r, shared);
+  }
+  if (list_open) o << "</tbody></table>\n";
+  o << "</section>\n";
+}
+
 }  // namespace
 
 std::string html_report(const std::vector<LessonResult>& results, uint64_t seed, const std::string& title,
@@ -538,109 +671,10 @@ std::string html_report(const std::vector<LessonResult>& results, uint64_t seed,
     << "<p>Checked with seed <b>" << seed << "</b> (rerun with <code>--seed " << seed << "</code> to repeat). "
     << "Timed checks on the emulated GPU use its modelled clock: what the same work would take on the modelled "
     << "GPU, an estimate (docs/performance_model.md), the same on every run; on a real GPU, the host's clock."
-    << "</p>\n" << (layout.empty() ? std::string() : "<h2>Submission layout</h2>\n<pre>" + esc(layout) + "</pre>\n")
-    << "<h2>Scoreboard</h2>\n<table class=\"scoreboard\">\n<thead><tr><th>#</th><th>lesson</th><th>status</th>"
-    << "<th>checks</th><th>points</th><th>score</th><th>time</th></tr></thead>\n<tbody>\n";
-  auto number = [](const LessonResult& r) { return r.lesson ? std::to_string(r.lesson->number) : std::string("?"); };
-  for (const LessonResult& r : results) {
-    o << "<tr><td class=\"n\">" << number(r) << "</td><td><a href=\"#lesson-" << number(r) << "\">"
-      << esc(r.lesson ? r.lesson->title : "") << "</a></td><td class=\"status\" style=\"color:"
-      << status_color(r.status) << "\">" << esc(r.status) << "</td><td class=\"n\">" << r.passed << "/" << r.total
-      << "</td><td class=\"n\">" << points_text(r.points) << " of " << points_text(r.max_points)
-      << "</td><td class=\"n\">" << static_cast<int>(r.score() * 100 + 0.5) << "%</td><td class=\"n\">"
-      << fixed(r.seconds, 1) << " s</td></tr>\n";
-  }
-  o << "</tbody>\n</table>\n";
-  // The same points as results.json and gradebook.csv (lesson.json's weights).
-  double points = 0, max_points = 0;
-  for (const LessonResult& r : results) points += r.points, max_points += r.max_points;
-  if (!results.empty()) {
-    o << "<p>Total: <b>" << points_text(points) << "</b> of " << points_text(max_points) << " points ("
-      << fixed(max_points > 0 ? 100 * points / max_points : 0, 1) << "%).</p>\n";
-  }
-  if (results.empty()) o << "<p class=\"dim\">No lessons were checked.</p>\n";
+    << "</p>\n" << (layout.empty() ? std::string() : "<h2>Submission layout</h2>\n<pre>" + esc(layout) + "</pre>\n");
+  write_scoreboard(o, results);
   o << machine_section(results);
-
-  for (const LessonResult& r : results) {
-    o << "<section id=\"lesson-" << number(r) << "\">\n<h2>Lesson " << number(r) << ": "
-      << esc(r.lesson ? r.lesson->title : "") << " <span class=\"status\" style=\"color:" << status_color(r.status)
-      << "\">" << esc(r.status) << "</span></h2>\n<p>" << r.passed << " of " << r.total << " checks pass";
-    if (r.todo > 0) o << ", " << r.todo << " still to do";
-    o << "; " << fixed(r.seconds, 1) << " s";
-    if (r.devices.is_array() && !r.devices.empty()) o << "; ran on " << device_line(r.devices);
-    o << ".</p>\n";
-    // A lesson that does not compile gives every check the same message: show the log once.
-    const std::string shared = r.problem.empty() ? "" : r.status + ":\n" + r.problem;
-    if (!r.problem.empty()) o << "<pre class=\"problem\">" << esc(r.problem) << "</pre>\n";
-    bool list_open = false;  // a table of the checks with nothing to show but a line (TODO, SKIP)
-    for (const CheckResult& c : r.checks) {
-      bool drawn = false;
-      if (c.details.is_object()) {
-        for (const char* key : {"timing", "counters", "curves", "memory", "timelines"}) drawn = drawn || c.details.contains(key);
-      }
-      if ((c.verdict == "todo" || c.verdict == "skip") && c.note.empty() && !drawn) {
-        // One row, not a box: a stub's lesson is a list of what is left to do.
-        if (!list_open) o << "<table class=\"short\"><tbody>\n";
-        list_open = true;
-        o << "<tr><td><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict) << "</span></td><td><b>"
-          << esc(c.name) << "</b>: " << esc(c.summary);
-        if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
-        if (!c.message.empty()) {
-          const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
-          o << "<br><span class=\"dim\">" << esc(same ? r.status + " (see above)" : c.message) << "</span>";
-        }
-        o << "</td></tr>\n";
-        continue;
-      }
-      if (list_open) o << "</tbody></table>\n";
-      list_open = false;
-      o << "<div class=\"check\">\n<div><span class=\"badge " << esc(c.verdict) << "\">" << badge(c.verdict)
-        << "</span><b>" << esc(c.name) << "</b>: " << esc(c.summary);
-      if (c.seconds > 0) o << " <span class=\"secs\">" << fixed(c.seconds, 2) << " s</span>";
-      o << "</div>\n";
-      if (!c.message.empty()) {
-        const bool same = !shared.empty() && (c.message == shared || c.message == cut_text(shared));
-        o << "<pre>" << esc(same ? r.status + " (see above)" : c.message) << "</pre>\n";
-      }
-      if (!c.note.empty()) o << "<pre class=\"note\">" << esc(c.note) << "</pre>\n";
-      const json& d = c.details;
-      if (!d.is_object()) {
-        o << "</div>\n";
-        continue;
-      }
-      if (d.contains("timing") && d["timing"].is_object()) o << timing_plot(d["timing"]);
-      if (d.contains("counters") && d["counters"].is_object()) o << counters_table(d["counters"]);
-      if (d.contains("curves") && d["curves"].is_object()) {
-        for (const auto& [name, curve] : d["curves"].items()) {
-          if (!curve.is_object()) continue;
-          // "loss per step": the quantity on the y axis, the steps on the x axis. Yours first, then the
-          // series it is compared with, under whatever name the check gave it ("reference", "GradScaler").
-          const size_t per = name.find(" per ");
-          std::vector<Series> series;
-          if (curve.contains("yours")) series.push_back({"yours", kYours, false, curve_points(curve["yours"])});
-          const char* others[] = {kReference, "#8250df", "#57606a"};
-          for (const auto& [who, values] : curve.items()) {
-            if (who == "yours" || !values.is_array()) continue;
-            series.push_back({who, others[std::min<size_t>(series.size() - (curve.contains("yours") ? 1 : 0), 2)],
-                              true, curve_points(values)});
-          }
-          // "the scale after each step (an inf at step 2)": the scale against step.
-          const size_t after = per == std::string::npos ? name.find(" after each ") : std::string::npos;
-          const size_t cut = per != std::string::npos ? per : after;
-          std::string x_title = cut == std::string::npos ? "point" : name.substr(cut + (per != std::string::npos ? 5 : 12));
-          x_title = x_title.substr(0, x_title.find(" ("));
-          const std::string y_title = cut == std::string::npos ? name : name.substr(0, cut);
-          // A passing check's curve is a glance (it follows the reference's); a failing one's shows the detail.
-          o << line_plot(name, series, {}, false, false, x_title, y_title, "", c.verdict == "pass" ? 90 : 170);
-        }
-      }
-      if (d.contains("memory") && d["memory"].is_object()) o << memory_plot(d["memory"]);
-      if (d.contains("timelines") && d["timelines"].is_object()) o << timelines_section(d["timelines"]);
-      o << "</div>\n";
-    }
-    if (list_open) o << "</tbody></table>\n";
-    o << "</section>\n";
-  }
+  for (const LessonResult& r : results) write_lesson(o, r);
   o << "<p class=\"dim\">Made by the workbook grader.</p>\n</body>\n</html>\n";
   return o.str();
 }

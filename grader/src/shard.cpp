@@ -140,10 +140,10 @@ nlohmann::json shard_record(const Shard& shard, const fs::path& batch, size_t cl
   return record;
 }
 
-Merged read_shards(const std::vector<fs::path>& dirs) {
-  TINY_CHECK(!dirs.empty(), ValueError, "grade merge needs the shards' out folders: grade merge OUT/shard-0 OUT/shard-1 "
-             "... --out OUT");
-  Merged m;
+namespace {
+
+// What read_shards has gathered from the folders read so far.
+struct Gathered {
   std::map<std::string, std::string> owner;             // submission -> the folder whose gradebook has it
   std::map<std::string, std::vector<std::string>> row;  // submission -> its row
   std::map<std::string, fs::path> folder;
@@ -152,95 +152,128 @@ Merged read_shards(const std::vector<fs::path>& dirs) {
   std::string count_from, batch, batch_from;
   std::set<std::string> skipped;
   std::set<uint64_t> seeds;
+};
+
+// The first line of `csv` (whose text is `text`); the first shard's sets
+// `header`, the others' must equal it.
+void check_header(const fs::path& csv, const std::string& text, const fs::path& first_dir, std::string& header) {
+  const std::string line = text.substr(0, text.find('\n') + 1);
+  TINY_CHECK(line.rfind("submission,", 0) == 0, ValueError, csv.string(), " is not a gradebook the grader wrote "
+             "(its first line is not \"submission,total,...\")");
+  if (header.empty()) {
+    header = line;
+  } else {
+    TINY_CHECK(line == header, ValueError, csv.string(), " has other columns than ", first_dir.string(),
+               "/gradebook.csv (\"", line.substr(0, line.size() - 1), "\" against \"",
+               header.substr(0, header.size() - 1), "\"): the shards must grade the same lessons");
+  }
+}
+
+// Throws when gradebook `g` lacks a submission that shard `index`/`n` (`record`) was to grade.
+void check_complete(const fs::path& dir, const nlohmann::json& record, const Gradebook& g, int index, int n) {
+  std::vector<std::string> missing;
+  for (const auto& name : record.value("submissions", nlohmann::json::array())) {
+    if (name.is_string() && g.submissions.count(name.get<std::string>()) == 0) missing.push_back(name);
+  }
+  if (missing.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 10; ++i) names += (i ? ", " : "") + missing[i];
+  if (missing.size() > 10) names += ", ... (" + std::to_string(missing.size() - 10) + " more)";
+  TINY_THROW(ValueError, dir.string(), "'s gradebook is incomplete: shard ", index, "/", n, " has ",
+             g.submissions.size(), " of its ", record.value("submissions", nlohmann::json::array()).size(),
+             " submissions (missing: ", names, "); run that shard again with the same command and --resume, "
+             "then merge");
+}
+
+// What the shard in `dir` was to grade (shard.json), to tell a finished shard
+// from one cut short, and that it belongs to the same split as the others.
+void check_record(const fs::path& dir, const fs::path& record_file, const Gradebook& g, Gathered& seen) {
+  nlohmann::json record;
+  try {
+    record = nlohmann::json::parse(read_whole_file(record_file));
+  } catch (const std::exception& e) {
+    TINY_THROW(ValueError, record_file.string(), " cannot be read (", e.what(), "): run that shard again with "
+               "--resume, which writes it anew");
+  }
+  const int index = record.value("index", 0), n = record.value("count", 1);
+  if (seen.count == 0) {
+    seen.count = n, seen.count_from = dir.string();
+  } else {
+    TINY_CHECK(n == seen.count, ValueError, dir.string(), " is a part of ", n, " and ", seen.count_from, " a part of ",
+               seen.count, ": merge the shards of one split (each with the same --shard .../COUNT)");
+  }
+  const std::string b = record.value("batch", "");
+  if (seen.batch.empty()) {
+    seen.batch = b, seen.batch_from = dir.string();
+  } else if (b != seen.batch) {
+    std::fprintf(stderr, "note: %s graded %s and %s graded %s: merged all the same (the same class moved?)\n",
+                 seen.batch_from.c_str(), seen.batch.c_str(), dir.string().c_str(), b.c_str());
+  }
+  TINY_CHECK(seen.parts.count(index) == 0, ValueError, dir.string(), " and ", seen.parts[index], " are both shard ",
+             index, "/", n, ": give each shard's folder once");
+  seen.parts[index] = dir.string();
+  check_complete(dir, record, g, index, n);
+  for (const auto& s : record.value("skipped", nlohmann::json::array())) {
+    if (s.is_string()) seen.skipped.insert(s.get<std::string>());
+  }
+}
+
+// Takes the rows of the gradebook of the shard in `dir`; a submission must be in one shard only.
+void take_rows(const fs::path& dir, const Gradebook& g, Gathered& seen) {
+  for (const auto& r : g.rows) {
+    const std::string name = row_name(r);
+    TINY_CHECK(seen.owner.count(name) == 0, ValueError, "submission ", name, " is in two shards: ", seen.owner[name],
+               "/gradebook.csv and ", dir.string(), "/gradebook.csv (did the batch folder change between the "
+               "shards, or was a folder given twice?): grade it in one shard only, or remove its row from the other");
+    seen.owner[name] = dir.string();
+    seen.row[name] = r;
+    seen.folder[name] = dir / name;
+    try {
+      seen.seeds.insert(std::stoull(r.at(4)));
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+// Throws when a part of the split the shard.json files name is not among the `given` folders.
+void check_every_part_given(const Gathered& seen, size_t given) {
+  if (seen.count == 0) return;
+  std::string absent;
+  for (int i = 0; i < seen.count; ++i) {
+    if (seen.parts.count(i) == 0) {
+      absent += (absent.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(seen.count);
+    }
+  }
+  TINY_CHECK(absent.empty(), ValueError, "shard ", absent, " of the split is not among the folders given (", given,
+             " given): merge every shard's folder, or grade the missing one first");
+}
+
+}  // namespace
+
+Merged read_shards(const std::vector<fs::path>& dirs) {
+  TINY_CHECK(!dirs.empty(), ValueError, "grade merge needs the shards' out folders: grade merge OUT/shard-0 OUT/shard-1 "
+             "... --out OUT");
+  Merged m;
+  Gathered seen;
   for (const fs::path& dir : dirs) {
     const fs::path csv = dir / "gradebook.csv";
     TINY_CHECK(fs::is_regular_file(csv), ValueError, dir.string(), " holds no gradebook.csv: give the folders each "
                "shard's grade --batch wrote (its --out), e.g. OUT/shard-0 OUT/shard-1");
     const std::string text = read_whole_file(csv);
-    const std::string header = text.substr(0, text.find('\n') + 1);
-    TINY_CHECK(header.rfind("submission,", 0) == 0, ValueError, csv.string(), " is not a gradebook the grader wrote "
-               "(its first line is not \"submission,total,...\")");
-    if (m.header.empty()) {
-      m.header = header;
-    } else {
-      TINY_CHECK(header == m.header, ValueError, csv.string(), " has other columns than ", dirs[0].string(),
-                 "/gradebook.csv (\"", header.substr(0, header.size() - 1), "\" against \"",
-                 m.header.substr(0, m.header.size() - 1), "\"): the shards must grade the same lessons");
-    }
-    const Gradebook g = read_gradebook(csv, header);
-    // What this shard was to grade (shard.json), to tell a finished shard from one cut short.
+    check_header(csv, text, dirs[0], m.header);
+    const Gradebook g = read_gradebook(csv, m.header);
     const fs::path record_file = dir / "shard.json";
-    if (fs::is_regular_file(record_file)) {
-      nlohmann::json record;
-      try {
-        record = nlohmann::json::parse(read_whole_file(record_file));
-      } catch (const std::exception& e) {
-        TINY_THROW(ValueError, record_file.string(), " cannot be read (", e.what(), "): run that shard again with "
-                   "--resume, which writes it anew");
-      }
-      const int index = record.value("index", 0), n = record.value("count", 1);
-      if (count == 0) {
-        count = n, count_from = dir.string();
-      } else {
-        TINY_CHECK(n == count, ValueError, dir.string(), " is a part of ", n, " and ", count_from, " a part of ", count,
-                   ": merge the shards of one split (each with the same --shard .../COUNT)");
-      }
-      const std::string b = record.value("batch", "");
-      if (batch.empty()) {
-        batch = b, batch_from = dir.string();
-      } else if (b != batch) {
-        std::fprintf(stderr, "note: %s graded %s and %s graded %s: merged all the same (the same class moved?)\n",
-                     batch_from.c_str(), batch.c_str(), dir.string().c_str(), b.c_str());
-      }
-      TINY_CHECK(parts.count(index) == 0, ValueError, dir.string(), " and ", parts[index], " are both shard ", index,
-                 "/", n, ": give each shard's folder once");
-      parts[index] = dir.string();
-      std::vector<std::string> missing;
-      for (const auto& name : record.value("submissions", nlohmann::json::array())) {
-        if (name.is_string() && g.submissions.count(name.get<std::string>()) == 0) missing.push_back(name);
-      }
-      if (!missing.empty()) {
-        std::string names;
-        for (size_t i = 0; i < missing.size() && i < 10; ++i) names += (i ? ", " : "") + missing[i];
-        if (missing.size() > 10) names += ", ... (" + std::to_string(missing.size() - 10) + " more)";
-        TINY_THROW(ValueError, dir.string(), "'s gradebook is incomplete: shard ", index, "/", n, " has ",
-                   g.submissions.size(), " of its ", record.value("submissions", nlohmann::json::array()).size(),
-                   " submissions (missing: ", names, "); run that shard again with the same command and --resume, "
-                   "then merge");
-      }
-      for (const auto& s : record.value("skipped", nlohmann::json::array())) {
-        if (s.is_string()) skipped.insert(s.get<std::string>());
-      }
-    }
-    for (const auto& r : g.rows) {
-      const std::string name = row_name(r);
-      TINY_CHECK(owner.count(name) == 0, ValueError, "submission ", name, " is in two shards: ", owner[name],
-                 "/gradebook.csv and ", dir.string(), "/gradebook.csv (did the batch folder change between the "
-                 "shards, or was a folder given twice?): grade it in one shard only, or remove its row from the other");
-      owner[name] = dir.string();
-      row[name] = r;
-      folder[name] = dir / name;
-      try {
-        seeds.insert(std::stoull(r.at(4)));
-      } catch (const std::exception&) {
-      }
-    }
+    if (fs::is_regular_file(record_file)) check_record(dir, record_file, g, seen);
+    take_rows(dir, g, seen);
   }
-  if (count > 0) {
-    std::string absent;
-    for (int i = 0; i < count; ++i) {
-      if (parts.count(i) == 0) absent += (absent.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(count);
-    }
-    TINY_CHECK(absent.empty(), ValueError, "shard ", absent, " of the split is not among the folders given (",
-               dirs.size(), " given): merge every shard's folder, or grade the missing one first");
-  }
+  check_every_part_given(seen, dirs.size());
   // The batch's own order: by submission name (std::map), as a batch with --jobs 1 appends its rows.
-  for (const auto& [name, r] : row) {
+  for (const auto& [name, r] : seen.row) {
     m.rows.push_back(r);
-    m.folders.push_back(folder.at(name));
+    m.folders.push_back(seen.folder.at(name));
   }
-  m.skipped.assign(skipped.begin(), skipped.end());
-  m.seeds.assign(seeds.begin(), seeds.end());
+  m.skipped.assign(seen.skipped.begin(), seen.skipped.end());
+  m.seeds.assign(seen.seeds.begin(), seen.seeds.end());
   return m;
 }
 

@@ -67,30 +67,79 @@ std::string clean_path(const char* raw, std::string& why) {
   return clean;
 }
 
+[[noreturn]] void refuse(const std::string& shown, const std::string& why, const std::string& fix) {
+  TINY_THROW(ValueError, shown, " was refused: ", why, "; ", fix);
+}
+
+[[noreturn]] void unreadable(archive* a, const std::string& shown, const std::string& when) {
+  const char* msg = archive_error_string(a);
+  TINY_THROW(ValueError, shown, " cannot be read as a .zip or .tar.gz archive (", when, ": ",
+             msg != nullptr ? msg : "no reason given", "): make it again with zip -r or tar czf, or submit the "
+             "folder itself");
+}
+
+const std::string kRemake = "make the archive again from the lessons folder itself (zip -r NAME.zip lessons)";
+
+// Refuses an entry that is not a plain file or folder: a link, a device, a FIFO or a socket.
+void check_entry_type(archive_entry* entry, const std::string& path, const std::string& shown) {
+  if (archive_entry_hardlink(entry) != nullptr) {
+    refuse(shown, "the entry \"" + path + "\" is a hard link (to \"" + archive_entry_hardlink(entry) +
+           "\"); links are not unpacked", "submit the files themselves, not links");
+  }
+  const mode_t type = archive_entry_filetype(entry);
+  if (type == AE_IFLNK) {
+    const char* target = archive_entry_symlink(entry);
+    refuse(shown, "the entry \"" + path + "\" is a symbolic link (to \"" + (target != nullptr ? target : "") +
+           "\"); links are not unpacked (one could point at any file of the grading machine)",
+           "submit the files themselves, not links");
+  }
+  if (type != AE_IFREG && type != AE_IFDIR) {
+    refuse(shown, "the entry \"" + path + "\" is not a file or a folder (a device, FIFO or socket)", kRemake);
+  }
+}
+
+// Reads the data of file entry `e` into `sink`, adding it to `total` (the archive's unpacked bytes so far)
+// within the limits on the total and on the compression ratio.
+void read_file(archive* a, ArchiveEntry& e, uint64_t& total, uint64_t packed, const std::string& shown,
+               const ArchiveLimits& limits, const Sink& sink) {
+  const std::string& path = e.path;
+  if (sink.open_file) sink.open_file(path);
+  char buf[64 * 1024];
+  for (;;) {
+    const la_ssize_t got = archive_read_data(a, buf, sizeof buf);
+    if (got == 0) break;
+    if (got < 0) unreadable(a, shown, "reading \"" + path + "\"");
+    total += static_cast<uint64_t>(got);
+    e.size += static_cast<uint64_t>(got);
+    if (total > limits.max_total_bytes) {
+      refuse(shown, "it unpacks to more than " + mib(limits.max_total_bytes) + " (the limit on the total unpacked "
+             "size, against archive bombs; passed in \"" + path + "\")", "submit only the lessons' exercise.cpp files");
+    }
+    if (total > limits.ratio_floor_bytes && static_cast<double>(total) > limits.max_ratio * static_cast<double>(packed)) {
+      refuse(shown, "its " + std::to_string(packed) + " bytes unpack to more than " + std::to_string(total) + " (over " +
+             std::to_string(static_cast<long long>(limits.max_ratio)) + " times its size: the limit on the "
+             "compression ratio, against archive bombs; passed in \"" + path + "\")",
+             "submit source files, which do not compress that well");
+    }
+    if (sink.write) sink.write(buf, static_cast<size_t>(got));
+  }
+  if (sink.close_file) sink.close_file();
+}
+
 // Reads every entry of the opened archive `a` (of `packed` bytes) into `sink`, applying the rules and
 // limits; throws ValueError naming the archive (`shown`), the entry and the rule.
 std::vector<ArchiveEntry> walk(archive* a, uint64_t packed, const std::string& shown, const ArchiveLimits& limits,
                                const Sink& sink) {
-  auto refuse = [&](const std::string& why, const std::string& fix) {
-    TINY_THROW(ValueError, shown, " was refused: ", why, "; ", fix);
-  };
-  auto unreadable = [&](const std::string& when) {
-    const char* msg = archive_error_string(a);
-    TINY_THROW(ValueError, shown, " cannot be read as a .zip or .tar.gz archive (", when, ": ",
-               msg != nullptr ? msg : "no reason given", "): make it again with zip -r or tar czf, or submit the "
-               "folder itself");
-  };
-  const std::string remake = "make the archive again from the lessons folder itself (zip -r NAME.zip lessons)";
   std::vector<ArchiveEntry> entries;
   uint64_t total = 0;
   archive_entry* entry = nullptr;
   for (;;) {
     const int rc = archive_read_next_header(a, &entry);
     if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) unreadable("reading entry " + std::to_string(entries.size() + 1));
+    if (rc < ARCHIVE_WARN) unreadable(a, shown, "reading entry " + std::to_string(entries.size() + 1));
     if (entries.size() >= limits.max_entries) {
-      refuse("it holds more than " + std::to_string(limits.max_entries) + " entries (the limit on the file count, "
-             "against archive bombs)", "submit only the lessons folder");
+      refuse(shown, "it holds more than " + std::to_string(limits.max_entries) + " entries (the limit on the file "
+             "count, against archive bombs)", "submit only the lessons folder");
     }
     std::string why;
     const char* raw = archive_entry_pathname(entry);
@@ -100,22 +149,9 @@ std::vector<ArchiveEntry> walk(archive* a, uint64_t packed, const std::string& s
         archive_entry_filetype(entry) == AE_IFDIR && std::string(raw).find_first_not_of("./") == std::string::npos) {
       continue;
     }
-    if (path.empty()) refuse(why, remake);
-    if (archive_entry_hardlink(entry) != nullptr) {
-      refuse("the entry \"" + path + "\" is a hard link (to \"" + archive_entry_hardlink(entry) +
-             "\"); links are not unpacked", "submit the files themselves, not links");
-    }
-    const mode_t type = archive_entry_filetype(entry);
-    if (type == AE_IFLNK) {
-      const char* target = archive_entry_symlink(entry);
-      refuse("the entry \"" + path + "\" is a symbolic link (to \"" + (target != nullptr ? target : "") +
-             "\"); links are not unpacked (one could point at any file of the grading machine)",
-             "submit the files themselves, not links");
-    }
-    if (type != AE_IFREG && type != AE_IFDIR) {
-      refuse("the entry \"" + path + "\" is not a file or a folder (a device, FIFO or socket)", remake);
-    }
-    ArchiveEntry e{path, 0, type == AE_IFDIR};
+    if (path.empty()) refuse(shown, why, kRemake);
+    check_entry_type(entry, path, shown);
+    ArchiveEntry e{path, 0, archive_entry_filetype(entry) == AE_IFDIR};
     if (e.folder) {
       if (sink.folder) sink.folder(path);
       entries.push_back(e);
@@ -123,31 +159,11 @@ std::vector<ArchiveEntry> walk(archive* a, uint64_t packed, const std::string& s
     }
     if (archive_entry_size_is_set(entry) &&
         static_cast<uint64_t>(archive_entry_size(entry)) > limits.max_total_bytes - total) {
-      refuse("the entry \"" + path + "\" says it is " + std::to_string(archive_entry_size(entry)) + " bytes, more "
-             "than the limit on the total unpacked size (" + mib(limits.max_total_bytes) + ", against archive bombs)",
-             "submit only the lessons' exercise.cpp files");
+      refuse(shown, "the entry \"" + path + "\" says it is " + std::to_string(archive_entry_size(entry)) + " bytes, "
+             "more than the limit on the total unpacked size (" + mib(limits.max_total_bytes) + ", against archive "
+             "bombs)", "submit only the lessons' exercise.cpp files");
     }
-    if (sink.open_file) sink.open_file(path);
-    char buf[64 * 1024];
-    for (;;) {
-      const la_ssize_t got = archive_read_data(a, buf, sizeof buf);
-      if (got == 0) break;
-      if (got < 0) unreadable("reading \"" + path + "\"");
-      total += static_cast<uint64_t>(got);
-      e.size += static_cast<uint64_t>(got);
-      if (total > limits.max_total_bytes) {
-        refuse("it unpacks to more than " + mib(limits.max_total_bytes) + " (the limit on the total unpacked size, "
-               "against archive bombs; passed in \"" + path + "\")", "submit only the lessons' exercise.cpp files");
-      }
-      if (total > limits.ratio_floor_bytes && static_cast<double>(total) > limits.max_ratio * static_cast<double>(packed)) {
-        refuse("its " + std::to_string(packed) + " bytes unpack to more than " + std::to_string(total) + " (over " +
-               std::to_string(static_cast<long long>(limits.max_ratio)) + " times its size: the limit on the "
-               "compression ratio, against archive bombs; passed in \"" + path + "\")",
-               "submit source files, which do not compress that well");
-      }
-      if (sink.write) sink.write(buf, static_cast<size_t>(got));
-    }
-    if (sink.close_file) sink.close_file();
+    read_file(a, e, total, packed, shown, limits, sink);
     entries.push_back(e);
   }
   return entries;

@@ -31,15 +31,12 @@ void add_into(Tensor& slot, const Tensor& grad) {
   slot = slot.defined() ? slot + grad : grad;
 }
 
-// Runs the graph. With `captures`, gradients reaching those (node, input)
-// slots are stored there and leaves' .grad() is left alone.
-void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
-             std::map<CaptureKey, Tensor>* captures) {
-  NoGradGuard no_grad;
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<std::shared_ptr<Node>> starts;
+using GradBuffers = std::unordered_map<Node*, std::vector<Tensor>>;  // the gradients summed for each node's outputs
 
+// Puts each root's gradient in its node's buffer; the nodes the pass starts from.
+std::vector<std::shared_ptr<Node>> seed_roots(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                                              GradBuffers& buffers) {
+  std::vector<std::shared_ptr<Node>> starts;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
     TINY_CHECK(root.defined() && root.requires_grad(), Error, "element ", i,
@@ -51,8 +48,12 @@ void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_g
     add_into(buffer[edge.input_nr], root_grads[i]);
     starts.push_back(edge.function);
   }
+  return starts;
+}
 
-  // Count, for every reachable node, how many edges lead into it.
+// Counts, for every node reachable from `starts`, how many edges lead into it.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_ptr<Node>>& starts) {
+  std::unordered_map<Node*, int> dependencies;
   std::vector<Node*> stack;
   std::unordered_map<Node*, bool> seen;
   for (const auto& s : starts) {
@@ -73,6 +74,48 @@ void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_g
       }
     }
   }
+  return dependencies;
+}
+
+// Runs one node's backward on the gradients of its outputs (after its hooks,
+// and storing those `captures` asks for); the gradients of its inputs, none
+// when it did not run.
+std::vector<Tensor> run_node(Node& node, std::vector<Tensor> grads, bool retain_graph,
+                             std::map<CaptureKey, Tensor>* captures) {
+  grads.resize(node.num_outputs());
+  for (auto& [output_nr, id_hook] : node.pre_hooks()) {
+    if (output_nr < grads.size() && grads[output_nr].defined()) {
+      Tensor replaced = id_hook.second(grads[output_nr]);
+      if (replaced.defined()) grads[output_nr] = replaced;
+    }
+  }
+  bool any_defined = false;
+  for (const Tensor& g : grads) any_defined = any_defined || g.defined();
+
+  std::vector<Tensor> input_grads;
+  if (captures != nullptr) {
+    for (uint32_t k = 0; k < grads.size(); ++k) {
+      auto it = captures->find({&node, k});
+      if (it != captures->end() && grads[k].defined()) add_into(it->second, grads[k]);
+    }
+  }
+  const bool is_accumulator = dynamic_cast<AccumulateGrad*>(&node) != nullptr;
+  if (any_defined && !(captures != nullptr && is_accumulator)) {
+    gpu::model::host_advance_autograd();  // running a node's backward costs the host, as recording it did
+    input_grads = node.apply(std::move(grads));
+  }
+  if (!retain_graph) node.release_variables();
+  return input_grads;
+}
+
+// Runs the graph. With `captures`, gradients reaching those (node, input)
+// slots are stored there and leaves' .grad() is left alone.
+void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
+             std::map<CaptureKey, Tensor>* captures) {
+  NoGradGuard no_grad;
+  GradBuffers buffers;
+  const std::vector<std::shared_ptr<Node>> starts = seed_roots(roots, root_grads, buffers);
+  std::unordered_map<Node*, int> dependencies = count_dependencies(starts);
 
   std::priority_queue<NodeTask> ready;
   for (const auto& s : starts) {
@@ -87,30 +130,9 @@ void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_g
     ready.pop();
     std::vector<Tensor> grads = std::move(buffers[node.get()]);
     buffers.erase(node.get());
-    grads.resize(node->num_outputs());
-    for (auto& [output_nr, id_hook] : node->pre_hooks()) {
-      if (output_nr < grads.size() && grads[output_nr].defined()) {
-        Tensor replaced = id_hook.second(grads[output_nr]);
-        if (replaced.defined()) grads[output_nr] = replaced;
-      }
-    }
-    bool any_defined = false;
-    for (const Tensor& g : grads) any_defined = any_defined || g.defined();
+    const std::vector<Tensor> input_grads = run_node(*node, std::move(grads), retain_graph, captures);
 
-    std::vector<Tensor> input_grads;
-    if (captures != nullptr) {
-      for (uint32_t k = 0; k < grads.size(); ++k) {
-        auto it = captures->find({node.get(), k});
-        if (it != captures->end() && grads[k].defined()) add_into(it->second, grads[k]);
-      }
-    }
-    const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
-    if (any_defined && !(captures != nullptr && is_accumulator)) {
-      gpu::model::host_advance_autograd();  // running a node's backward costs the host, as recording it did
-      input_grads = node->apply(std::move(grads));
-    }
-    if (!retain_graph) node->release_variables();
-
+    // Into the buffers of the nodes it feeds; a node whose every input has come is ready.
     const auto& edges = node->next_edges();
     TINY_CHECK(input_grads.empty() || input_grads.size() == edges.size(), Error, "internal: ", node->name(),
                " returned ", input_grads.size(), " gradients for ", edges.size(), " inputs");

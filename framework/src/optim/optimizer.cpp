@@ -95,6 +95,89 @@ double parse_double(const std::string& key, const std::string& text) {
   return value;
 }
 
+// The options saved under `prefix` (param_groups.G.) but its parameter list.
+OptionMap saved_options(const StateDict& sd, const std::string& prefix) {
+  OptionMap saved;
+  for (auto it = sd.metadata.lower_bound(prefix); it != sd.metadata.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    const std::string option = it->first.substr(prefix.size());
+    if (option == "params") continue;
+    saved[option] = parse_double(it->first, it->second);
+  }
+  return saved;
+}
+
+// Throws, naming what is missing or unexpected, when group g's saved options
+// have other names than `ours` in optimizer `optimizer`.
+void check_option_names(const OptionMap& saved, const OptionMap& ours, size_t g, const std::string& optimizer) {
+  std::vector<std::string> missing, unknown;
+  for (const auto& [name, value] : ours)
+    if (!saved.count(name)) missing.push_back(name);
+  for (const auto& [name, value] : saved)
+    if (!ours.count(name)) unknown.push_back(name);
+  if (missing.empty() && unknown.empty()) return;
+  std::ostringstream msg;
+  msg << "load_state_dict: the options of param group " << g << " differ: the state dict has " << join_names(saved)
+      << " but this " << optimizer << " has " << join_names(ours);
+  if (!missing.empty()) {
+    msg << " (missing:";
+    for (const auto& m : missing) msg << " " << m;
+    msg << ")";
+  }
+  if (!unknown.empty()) {
+    msg << " (unexpected:";
+    for (const auto& u : unknown) msg << " " << u;
+    msg << ")";
+  }
+  throw ValueError(msg.str());
+}
+
+void check_param_shapes(const StateDict& sd, const std::vector<Tensor>& params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string key = "params." + std::to_string(i) + ".shape";
+    const std::string& saved_shape = metadata_at(sd, key);
+    TINY_CHECK(saved_shape == shape_str(params[i].sizes()), ValueError, "load_state_dict: parameter ", i,
+               " has shape ", saved_shape, " in the state dict but ", shape_str(params[i].sizes()),
+               " in this optimizer (were the parameters passed in a different order?)");
+  }
+}
+
+// The state tensors (each named in `allowed`, of its parameter's shape) and
+// step counts saved, per parameter of `params`.
+std::vector<ParamState> saved_state(const StateDict& sd, const std::vector<Tensor>& params,
+                                    const std::vector<std::string>& allowed, const std::string& optimizer) {
+  std::vector<ParamState> new_state(params.size());
+  for (const auto& [key, tensor] : sd) {
+    const size_t dot = key.find('.', 6);
+    TINY_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, ValueError,
+               "load_state_dict: unexpected tensor '", key, "' (optimizer state tensors are named "
+               "state.<param index>.<name>)");
+    const int64_t i = parse_int(key, key.substr(6, dot - 6));
+    const std::string buffer = key.substr(dot + 1);
+    TINY_CHECK(i >= 0 && i < static_cast<int64_t>(params.size()), ValueError, "load_state_dict: tensor '", key,
+               "' refers to parameter ", i, " but there are ", params.size(), " parameters");
+    TINY_CHECK(std::find(allowed.begin(), allowed.end(), buffer) != allowed.end(), ValueError,
+               "load_state_dict: tensor '", key, "': ", optimizer, " keeps no state named '", buffer, "'");
+    const Tensor& p = params[static_cast<size_t>(i)];
+    TINY_CHECK(tensor.sizes() == p.sizes(), ValueError, "load_state_dict: '", key, "' has shape ",
+               shape_str(tensor.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
+    TINY_CHECK(tensor.is_floating_point(), ValueError, "load_state_dict: '", key, "' is ", dtype_name(tensor.dtype()),
+               "; state tensors are floating point");
+    // Like PyTorch: floating-point state takes the parameter's device and dtype.
+    Tensor copy = empty_like(p);
+    copy.copy_(tensor.detach().to(p.device()).to(p.dtype()));
+    new_state[static_cast<size_t>(i)].buffers[buffer] = copy;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string key = "state." + std::to_string(i) + ".step";
+    auto it = sd.metadata.find(key);
+    if (it == sd.metadata.end()) continue;
+    const int64_t step = parse_int(key, it->second);
+    TINY_CHECK(step >= 0, ValueError, "load_state_dict: ", key, " = ", step, " is negative");
+    new_state[i].step = step;
+  }
+  return new_state;
+}
+
 }  // namespace
 
 double ParamGroup::option(const std::string& name) const { return detail::get_option(options, name); }
@@ -237,76 +320,15 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     TINY_CHECK(saved_indices == join_indices(indices), ValueError, "loaded state dict contains a parameter group "
                "that doesn't match the size of optimizer's group: group ", g, " holds parameters [", saved_indices,
                "] in the state dict but [", join_indices(indices), "] in this optimizer");
-    OptionMap saved;
-    for (auto it = sd.metadata.lower_bound(prefix); it != sd.metadata.end() && it->first.rfind(prefix, 0) == 0; ++it) {
-      const std::string option = it->first.substr(prefix.size());
-      if (option == "params") continue;
-      saved[option] = parse_double(it->first, it->second);
-    }
-    std::vector<std::string> missing, unknown;
-    for (const auto& [name, value] : groups_[g].options)
-      if (!saved.count(name)) missing.push_back(name);
-    for (const auto& [name, value] : saved)
-      if (!groups_[g].options.count(name)) unknown.push_back(name);
-    if (!missing.empty() || !unknown.empty()) {
-      std::ostringstream msg;
-      msg << "load_state_dict: the options of param group " << g << " differ: the state dict has "
-          << join_names(saved) << " but this " << name() << " has " << join_names(groups_[g].options);
-      if (!missing.empty()) {
-        msg << " (missing:";
-        for (const auto& m : missing) msg << " " << m;
-        msg << ")";
-      }
-      if (!unknown.empty()) {
-        msg << " (unexpected:";
-        for (const auto& u : unknown) msg << " " << u;
-        msg << ")";
-      }
-      throw ValueError(msg.str());
-    }
+    OptionMap saved = saved_options(sd, prefix);
+    check_option_names(saved, groups_[g].options, g, name());
     check_options(saved);
     new_options[g] = std::move(saved);
   }
 
   // Parameter shapes, then the state tensors and step counts.
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string key = "params." + std::to_string(i) + ".shape";
-    const std::string& saved_shape = metadata_at(sd, key);
-    TINY_CHECK(saved_shape == shape_str(params[i].sizes()), ValueError, "load_state_dict: parameter ", i,
-               " has shape ", saved_shape, " in the state dict but ", shape_str(params[i].sizes()),
-               " in this optimizer (were the parameters passed in a different order?)");
-  }
-  const std::vector<std::string> allowed = state_names();
-  std::vector<ParamState> new_state(params.size());
-  for (const auto& [key, tensor] : sd) {
-    const size_t dot = key.find('.', 6);
-    TINY_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, ValueError,
-               "load_state_dict: unexpected tensor '", key, "' (optimizer state tensors are named "
-               "state.<param index>.<name>)");
-    const int64_t i = parse_int(key, key.substr(6, dot - 6));
-    const std::string buffer = key.substr(dot + 1);
-    TINY_CHECK(i >= 0 && i < static_cast<int64_t>(params.size()), ValueError, "load_state_dict: tensor '", key,
-               "' refers to parameter ", i, " but there are ", params.size(), " parameters");
-    TINY_CHECK(std::find(allowed.begin(), allowed.end(), buffer) != allowed.end(), ValueError,
-               "load_state_dict: tensor '", key, "': ", name(), " keeps no state named '", buffer, "'");
-    const Tensor& p = params[static_cast<size_t>(i)];
-    TINY_CHECK(tensor.sizes() == p.sizes(), ValueError, "load_state_dict: '", key, "' has shape ",
-               shape_str(tensor.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
-    TINY_CHECK(tensor.is_floating_point(), ValueError, "load_state_dict: '", key, "' is ", dtype_name(tensor.dtype()),
-               "; state tensors are floating point");
-    // Like PyTorch: floating-point state takes the parameter's device and dtype.
-    Tensor copy = empty_like(p);
-    copy.copy_(tensor.detach().to(p.device()).to(p.dtype()));
-    new_state[static_cast<size_t>(i)].buffers[buffer] = copy;
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string key = "state." + std::to_string(i) + ".step";
-    auto it = sd.metadata.find(key);
-    if (it == sd.metadata.end()) continue;
-    const int64_t step = parse_int(key, it->second);
-    TINY_CHECK(step >= 0, ValueError, "load_state_dict: ", key, " = ", step, " is negative");
-    new_state[i].step = step;
-  }
+  check_param_shapes(sd, params);
+  std::vector<ParamState> new_state = saved_state(sd, params, state_names(), name());
 
   // Everything checked: commit.
   for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(new_options[g]);

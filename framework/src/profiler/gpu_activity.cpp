@@ -77,45 +77,31 @@ std::pair<int64_t, int> issue_order(const TraceEvent& e) {
   return {e.launch_known ? e.host_end_ns : e.start_ns, 0};
 }
 
-}  // namespace
-
-std::vector<TraceEvent> merge_gpu_activities(std::vector<TraceEvent> host, const GpuActivities& gpu,
-                                             const ClockMap& clock) {
-  std::unordered_map<uint32_t, const ApiCall*> runtime_call, driver_call;
-  for (const ApiCall& c : gpu.calls) (c.runtime ? runtime_call : driver_call)[c.correlation] = &c;
-  std::unordered_map<uint32_t, uint64_t> op_id_of_call;
-  for (const ExternalLink& l : gpu.links) op_id_of_call[l.correlation] = l.op_id;
-  // The ops by id (copied: `host` grows below).
+// What the merge looks up: the calls by correlation id, the ops by id, and the
+// trace's host thread of each CUPTI thread id.
+struct Links {
   struct Op {
     const char* name;
     int thread;
   };
-  std::unordered_map<uint64_t, Op> ops;
+  std::unordered_map<uint32_t, const ApiCall*> runtime_call, driver_call;
+  std::unordered_map<uint32_t, uint64_t> op_id_of_call;
+  std::unordered_map<uint64_t, Op> ops;  // copied: the host's events grow during the merge
+  std::map<uint32_t, int> thread_of_id;
   int next_thread = 0;
-  for (const TraceEvent& e : host) {
-    if (e.kind == TraceEvent::Kind::cpu_op && e.correlation != 0) ops[e.correlation] = {e.name, e.thread};
-    next_thread = std::max(next_thread, e.thread + 1);
-  }
-  auto op_of = [&](uint32_t correlation) -> const Op* {
+
+  const Op* op_of(uint32_t correlation) const {
     const auto id = op_id_of_call.find(correlation);
     if (id == op_id_of_call.end()) return nullptr;
     const auto op = ops.find(id->second);
     return op == ops.end() ? nullptr : &op->second;
-  };
-  // CUPTI's thread ids as the trace's host threads: the thread of an op that
-  // made a call on it; a thread that made calls outside every op gets a track
-  // of its own after tiny's threads.
-  std::map<uint32_t, int> thread_of_id;
-  for (const ApiCall& c : gpu.calls) {
-    if (const Op* op = op_of(c.correlation)) thread_of_id.emplace(c.thread, op->thread);
   }
-  auto thread_of = [&](const ApiCall& c) {
+  int thread_of(const ApiCall& c) {
     const auto found = thread_of_id.find(c.thread);
     return found != thread_of_id.end() ? found->second : (thread_of_id[c.thread] = next_thread++);
-  };
-
-  for (const GpuWork& w : gpu.work) {
-    if (w.end_ns < w.start_ns) continue;  // never completed (the recorder waits for the GPU: not expected)
+  }
+  // The call that launched `w`: the runtime's, else the driver's.
+  const ApiCall* call_of(const GpuWork& w) const {
     const ApiCall* call = nullptr;
     if (w.runtime_correlation != 0) {
       const auto found = runtime_call.find(w.runtime_correlation);
@@ -125,47 +111,86 @@ std::vector<TraceEvent> merge_gpu_activities(std::vector<TraceEvent> host, const
       const auto found = calls->find(w.correlation);
       if (call == nullptr && found != calls->end()) call = found->second;
     }
-    const Op* op = call != nullptr ? op_of(call->correlation) : nullptr;
-    if (op == nullptr) op = op_of(w.correlation);
-    TraceEvent e;
-    e.kind = event_kind(w.kind);
-    e.name = work_name(w);
-    e.op = op != nullptr ? op->name : "";
-    e.device = w.device;
-    e.stream = static_cast<int64_t>(w.stream);
-    e.start_ns = clock.to_host(w.start_ns);
-    e.end_ns = clock.to_host(w.end_ns);
-    e.bytes = w.bytes;
-    e.pinned = w.pinned;
-    if (call != nullptr) {
-      e.host_start_ns = clock.to_host(call->start_ns);
-      e.host_end_ns = clock.to_host(call->end_ns);
-      e.call = intern(call->name);
-      e.correlation = call->correlation;
-      e.thread = op != nullptr ? op->thread : thread_of(*call);
-    } else {
-      e.launch_known = false;
-      e.host_start_ns = e.host_end_ns = e.start_ns;
-      e.correlation = w.correlation;
-      e.thread = op != nullptr ? op->thread : 0;
-    }
-    host.push_back(std::move(e));
+    return call;
+  }
+};
+
+Links links_of(const std::vector<TraceEvent>& host, const GpuActivities& gpu) {
+  Links l;
+  for (const ApiCall& c : gpu.calls) (c.runtime ? l.runtime_call : l.driver_call)[c.correlation] = &c;
+  for (const ExternalLink& x : gpu.links) l.op_id_of_call[x.correlation] = x.op_id;
+  for (const TraceEvent& e : host) {
+    if (e.kind == TraceEvent::Kind::cpu_op && e.correlation != 0) l.ops[e.correlation] = {e.name, e.thread};
+    l.next_thread = std::max(l.next_thread, e.thread + 1);
+  }
+  // CUPTI's thread ids as the trace's host threads: the thread of an op that
+  // made a call on it; a thread that made calls outside every op gets a track
+  // of its own after tiny's threads.
+  for (const ApiCall& c : gpu.calls) {
+    if (const Links::Op* op = l.op_of(c.correlation)) l.thread_of_id.emplace(c.thread, op->thread);
+  }
+  return l;
+}
+
+// GPU work as the trace's event: on the host's clock, with the call that
+// launched it and the op that made the call, where CUPTI says.
+TraceEvent work_event(const GpuWork& w, Links& links, const ClockMap& clock) {
+  const ApiCall* call = links.call_of(w);
+  const Links::Op* op = call != nullptr ? links.op_of(call->correlation) : nullptr;
+  if (op == nullptr) op = links.op_of(w.correlation);
+  TraceEvent e;
+  e.kind = event_kind(w.kind);
+  e.name = work_name(w);
+  e.op = op != nullptr ? op->name : "";
+  e.device = w.device;
+  e.stream = static_cast<int64_t>(w.stream);
+  e.start_ns = clock.to_host(w.start_ns);
+  e.end_ns = clock.to_host(w.end_ns);
+  e.bytes = w.bytes;
+  e.pinned = w.pinned;
+  if (call != nullptr) {
+    e.host_start_ns = clock.to_host(call->start_ns);
+    e.host_end_ns = clock.to_host(call->end_ns);
+    e.call = intern(call->name);
+    e.correlation = call->correlation;
+    e.thread = op != nullptr ? op->thread : links.thread_of(*call);
+  } else {
+    e.launch_known = false;
+    e.host_start_ns = e.host_end_ns = e.start_ns;
+    e.correlation = w.correlation;
+    e.thread = op != nullptr ? op->thread : 0;
+  }
+  return e;
+}
+
+// A synchronize call as the trace's event, in the thread of its op.
+TraceEvent synchronize_event(const ApiCall& c, Links& links, const ClockMap& clock) {
+  TraceEvent e;
+  e.kind = TraceEvent::Kind::synchronize;
+  e.name = intern(c.name);
+  const Links::Op* op = links.op_of(c.correlation);
+  e.op = op != nullptr ? op->name : "";
+  e.device = -1;  // CUPTI's API records do not say which device a call waited for
+  e.stream = -1;
+  e.start_ns = e.host_start_ns = clock.to_host(c.start_ns);
+  e.end_ns = e.host_end_ns = clock.to_host(c.end_ns);
+  e.call = e.name;
+  e.correlation = c.correlation;
+  e.thread = op != nullptr ? op->thread : links.thread_of(c);
+  return e;
+}
+
+}  // namespace
+
+std::vector<TraceEvent> merge_gpu_activities(std::vector<TraceEvent> host, const GpuActivities& gpu,
+                                             const ClockMap& clock) {
+  Links links = links_of(host, gpu);
+  for (const GpuWork& w : gpu.work) {
+    if (w.end_ns < w.start_ns) continue;  // never completed (the recorder waits for the GPU: not expected)
+    host.push_back(work_event(w, links, clock));
   }
   for (const ApiCall& c : gpu.calls) {
-    if (!is_synchronize(c)) continue;
-    TraceEvent e;
-    e.kind = TraceEvent::Kind::synchronize;
-    e.name = intern(c.name);
-    const Op* op = op_of(c.correlation);
-    e.op = op != nullptr ? op->name : "";
-    e.device = -1;  // CUPTI's API records do not say which device a call waited for
-    e.stream = -1;
-    e.start_ns = e.host_start_ns = clock.to_host(c.start_ns);
-    e.end_ns = e.host_end_ns = clock.to_host(c.end_ns);
-    e.call = e.name;
-    e.correlation = c.correlation;
-    e.thread = op != nullptr ? op->thread : thread_of(c);
-    host.push_back(std::move(e));
+    if (is_synchronize(c)) host.push_back(synchronize_event(c, links, clock));
   }
   std::stable_sort(host.begin(), host.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return issue_order(a) < issue_order(b); });

@@ -232,67 +232,65 @@ std::string modelled_devices(const std::vector<TraceEvent>& recorded) {
   return out;
 }
 
-}  // namespace
-
-std::string profile::chrome_trace() const {
+// A host-side event as Kineto writes it: prof.step()'s range (the `step`th),
+// an op's range or a synchronize call; false for work on a GPU.
+bool add_host_event(nlohmann::json& events, const TraceEvent& e, int64_t& step) {
   using json = nlohmann::json;
-  json events = json::array();
-  int64_t step = 0;
-  std::map<std::pair<int, int64_t>, bool> tracks;  // (pid, tid) seen
-  std::map<int, bool> threads;
-  int64_t flow = 0;
-  const bool real = recording_->real_gpu;
-  for (const TraceEvent& e : recording_->events) {
-    threads[e.thread] = true;
-    if (e.kind == Kind::cpu_op && e.name == kProfilerStep) {  // prof.step()'s range, as Kineto writes it
-      events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(step++)},
-                        {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
-                        {"dur", us(e.host_end_ns - e.host_start_ns)}});
-      continue;
-    }
-    if (e.kind == Kind::cpu_op) {  // an op's host range, around the launches it made
-      json op = {{"ph", "X"}, {"cat", "cpu_op"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
-                 {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}};
-      json args = json::object();
-      add_inputs(e, args);
-      if (e.correlation != 0) args["External id"] = e.correlation;  // what its launches carry in CUPTI
-      if (!args.empty()) op["args"] = args;
-      events.push_back(std::move(op));
-      continue;
-    }
-    if (e.kind == Kind::synchronize) {
-      json args = json::object();
-      if (e.device >= 0) args["device"] = e.device;  // (a real GPU's synchronize calls do not say)
-      if (e.correlation != 0) args["correlation"] = e.correlation;
-      events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
-                        {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
-      continue;
-    }
-    const int pid = device_pid(e.device);
-    const int64_t tid = device_track(e, real);
-    tracks[{pid, tid}] = true;
-    ++flow;
-    // The flow's id is the trace's own count; "correlation" is CUPTI's id of the call on a real GPU.
-    const uint64_t correlation = e.correlation != 0 ? e.correlation : static_cast<uint64_t>(flow);
-    json args = {{"device", e.device}, {"stream", e.stream}, {"correlation", correlation}, {"bytes", e.bytes}};
-    if (e.op[0] != '\0') args["op"] = e.op;
-    if (e.flops > 0) args["flops"] = e.flops;
-    if (e.kind == Kind::memcpy_to_device || e.kind == Kind::memcpy_to_host) args["pinned"] = e.pinned;
-    if (e.launch_known) {
-      events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.call != nullptr ? e.call : runtime_call(e.kind)},
-                        {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
-                        {"dur", us(e.host_end_ns - e.host_start_ns)}, {"args", {{"correlation", correlation}}}});
-    }
-    events.push_back({{"ph", "X"}, {"cat", category(e.kind)}, {"name", e.name}, {"pid", pid}, {"tid", tid},
-                      {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
-    if (!e.launch_known) continue;  // CUPTI reported the work without its call: no launch to draw an arrow from
-    // The arrow from the launch to the work (Kineto's "ac2g" flow).
-    events.push_back({{"ph", "s"}, {"cat", "ac2g"}, {"name", "ac2g"}, {"id", flow}, {"pid", kHostPid},
-                      {"tid", e.thread}, {"ts", us(e.host_start_ns)}});
-    events.push_back({{"ph", "f"}, {"bp", "e"}, {"cat", "ac2g"}, {"name", "ac2g"}, {"id", flow}, {"pid", pid},
-                      {"tid", tid}, {"ts", us(e.start_ns)}});
+  if (e.kind == Kind::cpu_op && e.name == kProfilerStep) {  // prof.step()'s range, as Kineto writes it
+    events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(step++)},
+                      {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
+                      {"dur", us(e.host_end_ns - e.host_start_ns)}});
+    return true;
   }
-  // Names of the processes and tracks, as Perfetto shows them.
+  if (e.kind == Kind::cpu_op) {  // an op's host range, around the launches it made
+    json op = {{"ph", "X"}, {"cat", "cpu_op"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
+               {"ts", us(e.host_start_ns)}, {"dur", us(e.host_end_ns - e.host_start_ns)}};
+    json args = json::object();
+    add_inputs(e, args);
+    if (e.correlation != 0) args["External id"] = e.correlation;  // what its launches carry in CUPTI
+    if (!args.empty()) op["args"] = args;
+    events.push_back(std::move(op));
+    return true;
+  }
+  if (e.kind == Kind::synchronize) {
+    json args = json::object();
+    if (e.device >= 0) args["device"] = e.device;  // (a real GPU's synchronize calls do not say)
+    if (e.correlation != 0) args["correlation"] = e.correlation;
+    events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.name}, {"pid", kHostPid}, {"tid", e.thread},
+                      {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
+    return true;
+  }
+  return false;
+}
+
+// Work on a GPU, on track (pid, tid): the runtime call that launched it (when
+// known), the work, and the arrow between them, the trace's `flow`th.
+void add_device_event(nlohmann::json& events, const TraceEvent& e, int pid, int64_t tid, int64_t flow) {
+  using json = nlohmann::json;
+  // The flow's id is the trace's own count; "correlation" is CUPTI's id of the call on a real GPU.
+  const uint64_t correlation = e.correlation != 0 ? e.correlation : static_cast<uint64_t>(flow);
+  json args = {{"device", e.device}, {"stream", e.stream}, {"correlation", correlation}, {"bytes", e.bytes}};
+  if (e.op[0] != '\0') args["op"] = e.op;
+  if (e.flops > 0) args["flops"] = e.flops;
+  if (e.kind == Kind::memcpy_to_device || e.kind == Kind::memcpy_to_host) args["pinned"] = e.pinned;
+  if (e.launch_known) {
+    events.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", e.call != nullptr ? e.call : runtime_call(e.kind)},
+                      {"pid", kHostPid}, {"tid", e.thread}, {"ts", us(e.host_start_ns)},
+                      {"dur", us(e.host_end_ns - e.host_start_ns)}, {"args", {{"correlation", correlation}}}});
+  }
+  events.push_back({{"ph", "X"}, {"cat", category(e.kind)}, {"name", e.name}, {"pid", pid}, {"tid", tid},
+                    {"ts", us(e.start_ns)}, {"dur", us(e.end_ns - e.start_ns)}, {"args", args}});
+  if (!e.launch_known) return;  // CUPTI reported the work without its call: no launch to draw an arrow from
+  // The arrow from the launch to the work (Kineto's "ac2g" flow).
+  events.push_back({{"ph", "s"}, {"cat", "ac2g"}, {"name", "ac2g"}, {"id", flow}, {"pid", kHostPid},
+                    {"tid", e.thread}, {"ts", us(e.host_start_ns)}});
+  events.push_back({{"ph", "f"}, {"bp", "e"}, {"cat", "ac2g"}, {"name", "ac2g"}, {"id", flow}, {"pid", pid},
+                    {"tid", tid}, {"ts", us(e.start_ns)}});
+}
+
+// Names of the processes and tracks, as Perfetto shows them.
+void add_track_names(nlohmann::json& events, const std::map<int, bool>& threads,
+                     const std::map<std::pair<int, int64_t>, bool>& tracks, bool real) {
   events.push_back(
       {{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"args", {{"name", real ? "host" : "host (modelled)"}}}});
   for (const auto& [thread, seen] : threads) {
@@ -313,6 +311,27 @@ std::string profile::chrome_trace() const {
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.first}, {"tid", track.second},
                       {"args", {{"name", track_name(track.second)}}}});
   }
+}
+
+}  // namespace
+
+std::string profile::chrome_trace() const {
+  using json = nlohmann::json;
+  json events = json::array();
+  int64_t step = 0;
+  std::map<std::pair<int, int64_t>, bool> tracks;  // (pid, tid) seen
+  std::map<int, bool> threads;
+  int64_t flow = 0;
+  const bool real = recording_->real_gpu;
+  for (const TraceEvent& e : recording_->events) {
+    threads[e.thread] = true;
+    if (add_host_event(events, e, step)) continue;
+    const int pid = device_pid(e.device);
+    const int64_t tid = device_track(e, real);
+    tracks[{pid, tid}] = true;
+    add_device_event(events, e, pid, tid, ++flow);
+  }
+  add_track_names(events, threads, tracks, real);
   json other = {{"clock", "modelled (tiny's emulated GPU: docs/performance_model.md)"}};
   const std::string modelled = real ? real_devices(recording_->events) : modelled_devices(recording_->events);
   if (!modelled.empty()) other["devices"] = modelled;

@@ -116,78 +116,83 @@ constexpr const char* kFix =
     "; give the file that tiny::profiler::profile::export_chrome_trace (or PyTorch's prof.export_chrome_trace) "
     "wrote";
 
-Trace parse(const std::string& text, const TimelineOptions& options) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
-    TINY_THROW(ValueError, "timeline: the trace is not valid JSON (", e.what(), ")", kFix);
+// The array of events in a Chrome trace document; throws when there is none.
+const json& trace_events(const json& doc) {
+  if (doc.is_array()) return doc;  // Chrome's other format: a bare array of events
+  if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) return doc["traceEvents"];
+  TINY_THROW(ValueError, "timeline: the trace has no \"traceEvents\" array (found ",
+             doc.is_object() ? "an object without it" : std::string("a JSON ") + doc.type_name(), ")", kFix);
+}
+
+// The names that metadata events ("ph": "M") give to processes and threads.
+struct TrackNames {
+  std::map<std::string, std::string> process;                       // pid -> name
+  std::map<std::pair<std::string, std::string>, std::string> thread;  // (pid, tid) -> name
+};
+
+void note_track_name(const json& e, const json& pid, const json& tid, TrackNames& names) {
+  if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("name") || !e["args"]["name"].is_string()) {
+    return;
   }
-  const json* events = nullptr;
-  if (doc.is_array()) {
-    events = &doc;  // Chrome's other format: a bare array of events
-  } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
-    events = &doc["traceEvents"];
-  } else {
-    TINY_THROW(ValueError, "timeline: the trace has no \"traceEvents\" array (found ",
-               doc.is_object() ? "an object without it" : std::string("a JSON ") + doc.type_name(), ")", kFix);
+  const std::string what = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+  if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) return;
+  if (what == "process_name") names.process[id_text(pid)] = e["args"]["name"];
+  if (what == "thread_name") names.thread[{id_text(pid), id_text(tid)}] = e["args"]["name"];
+}
+
+// The slice that complete event `e` (traceEvents[i], "ph": "X") draws; throws
+// when its start, duration, pid or tid is not one.
+Slice complete_event(const json& e, size_t i, const json& pid, const json& tid) {
+  if (!e.contains("ts") || !e["ts"].is_number() || !std::isfinite(e["ts"].get<double>())) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] (a complete event, \"ph\": \"X\") has \"ts\": ",
+               e.contains("ts") ? shown(e["ts"]) : std::string("(missing)"),
+               "; its start must be a number of microseconds", kFix);
   }
-  Trace trace;
-  if (doc.is_object() && doc.contains("otherData") && doc["otherData"].is_object()) {
-    const json& other = doc["otherData"];
-    if (other.contains("clock") && other["clock"].is_string()) trace.clock = other["clock"];
-    if (other.contains("devices") && other["devices"].is_string()) trace.devices = other["devices"];
+  if (e.contains("dur") && (!e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
+                            !std::isfinite(e["dur"].get<double>()))) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"dur\": ", shown(e["dur"]),
+               "; a duration must be a number of microseconds, 0 or more", kFix);
   }
-  std::map<std::string, std::string> process_names;                       // pid -> name
-  std::map<std::pair<std::string, std::string>, std::string> thread_names;  // (pid, tid) -> name
+  if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) {
+    TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"pid\": ", shown(pid), " and \"tid\": ", shown(tid),
+               "; each must be a number or a string", kFix);
+  }
+  Slice s;
+  s.ts = e["ts"].get<double>();
+  s.dur = e.contains("dur") ? e["dur"].get<double>() : 0.0;
+  s.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "(unnamed)";
+  s.cat = e.contains("cat") && e["cat"].is_string() ? e["cat"].get<std::string>() : "";
+  std::string details = s.name + "\n" + (s.cat.empty() ? "" : s.cat + ", ") + duration(s.dur);
+  if (e.contains("args") && e["args"].is_object()) {
+    for (const auto& [key, value] : e["args"].items()) {
+      details += "\n" + key + ": " + (value.is_string() ? value.get<std::string>() : shown(value));
+    }
+  }
+  s.details = std::move(details);
+  return s;
+}
+
+// Puts each complete event in the lane of its (pid, tid), lanes in the order
+// they first appear, and sets the trace's span; returns the names the
+// metadata events gave.
+TrackNames read_events(const json& events, Trace& trace) {
+  TrackNames names;
   std::map<std::pair<std::string, std::string>, size_t> lane_of;
   double t0 = INFINITY, t1 = -INFINITY;
-  for (size_t i = 0; i < events->size(); ++i) {
-    const json& e = (*events)[i];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
     if (!e.is_object()) {
       TINY_THROW(ValueError, "timeline: traceEvents[", i, "] is not an object but ", shown(e), kFix);
     }
     const std::string ph = e.contains("ph") && e["ph"].is_string() ? e["ph"].get<std::string>() : "";
     const json pid = e.contains("pid") ? e["pid"] : json(0), tid = e.contains("tid") ? e["tid"] : json(0);
     if (ph == "M") {
-      if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("name") ||
-          !e["args"]["name"].is_string()) {
-        continue;
-      }
-      const std::string what = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
-      if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) continue;
-      if (what == "process_name") process_names[id_text(pid)] = e["args"]["name"];
-      if (what == "thread_name") thread_names[{id_text(pid), id_text(tid)}] = e["args"]["name"];
+      note_track_name(e, pid, tid, names);
       continue;
     }
     if (ph != "X") continue;  // flow arrows, counters, instants: not drawn
-    if (!e.contains("ts") || !e["ts"].is_number() || !std::isfinite(e["ts"].get<double>())) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] (a complete event, \"ph\": \"X\") has \"ts\": ",
-                 e.contains("ts") ? shown(e["ts"]) : std::string("(missing)"),
-                 "; its start must be a number of microseconds", kFix);
-    }
-    if (e.contains("dur") && (!e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
-                              !std::isfinite(e["dur"].get<double>()))) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"dur\": ", shown(e["dur"]),
-                 "; a duration must be a number of microseconds, 0 or more", kFix);
-    }
-    if (!(pid.is_number() || pid.is_string()) || !(tid.is_number() || tid.is_string())) {
-      TINY_THROW(ValueError, "timeline: traceEvents[", i, "] has \"pid\": ", shown(pid), " and \"tid\": ", shown(tid),
-                 "; each must be a number or a string", kFix);
-    }
-    Slice s;
-    s.ts = e["ts"].get<double>();
-    s.dur = e.contains("dur") ? e["dur"].get<double>() : 0.0;
-    s.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "(unnamed)";
-    s.cat = e.contains("cat") && e["cat"].is_string() ? e["cat"].get<std::string>() : "";
+    Slice s = complete_event(e, i, pid, tid);
     t0 = std::min(t0, s.ts), t1 = std::max(t1, s.ts + s.dur);
-    std::string details = s.name + "\n" + (s.cat.empty() ? "" : s.cat + ", ") + duration(s.dur);
-    if (e.contains("args") && e["args"].is_object()) {
-      for (const auto& [key, value] : e["args"].items()) {
-        details += "\n" + key + ": " + (value.is_string() ? value.get<std::string>() : shown(value));
-      }
-    }
-    s.details = std::move(details);
     if (s.cat == "user_annotation" && s.name.rfind("ProfilerStep#", 0) == 0) trace.steps.push_back(s);
     const std::pair<std::string, std::string> key{id_text(pid), id_text(tid)};
     auto [it, added] = lane_of.emplace(key, trace.lanes.size());
@@ -201,16 +206,23 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     lane.slices.push_back(std::move(s));
     ++trace.slices;
   }
+  trace.t0 = std::isfinite(t0) ? t0 : 0.0;
+  trace.t1 = std::isfinite(t1) ? t1 : 0.0;
+  return names;
+}
+
+// Labels each lane "process / thread" and sorts them: the host's first, then by pid and tid.
+void label_and_sort_lanes(Trace& trace, const TrackNames& names) {
   // A pid is the host's when any of its tracks holds host work.
   std::map<std::string, bool> host_pid;
   for (const Lane& lane : trace.lanes) host_pid[id_text(lane.pid)] = host_pid[id_text(lane.pid)] || lane.host;
   for (Lane& lane : trace.lanes) {
     const std::string p = id_text(lane.pid), t = id_text(lane.tid);
     lane.host = host_pid[p];
-    const auto process = process_names.find(p);
-    const auto thread = thread_names.find({p, t});
-    lane.process = process != process_names.end() ? process->second : "process " + p;
-    lane.thread = thread != thread_names.end() ? thread->second : "thread " + t;
+    const auto process = names.process.find(p);
+    const auto thread = names.thread.find({p, t});
+    lane.process = process != names.process.end() ? process->second : "process " + p;
+    lane.thread = thread != names.thread.end() ? thread->second : "thread " + t;
     lane.label = lane.process + " / " + lane.thread;
   }
   std::stable_sort(trace.lanes.begin(), trace.lanes.end(), [](const Lane& a, const Lane& b) {
@@ -223,14 +235,12 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     if (id_text(a.pid) != id_text(b.pid)) return less(a.pid, b.pid);
     return less(a.tid, b.tid);
   });
-  trace.t0 = std::isfinite(t0) ? t0 : 0.0;
-  trace.t1 = std::isfinite(t1) ? t1 : 0.0;
-  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
-  const double to = options.to_us >= 0 ? options.to_us : trace.t1;
-  TINY_CHECK(!(options.from_us >= 0 && options.to_us >= 0) || from < to, ValueError, "timeline: the window [",
-             options.from_us, ", ", options.to_us, "] us is empty; give from_us < to_us (or -1 for the whole trace)");
-  // Nested slices stacked in rows, as Perfetto draws them: a slice goes one row below
-  // every slice still open when it starts.
+}
+
+// Keeps in each lane the slices that reach into [from, to] and stacks nested
+// slices in rows, as Perfetto draws them: a slice goes one row below every
+// slice still open when it starts.
+void stack_rows(Trace& trace, double from, double to) {
   for (Lane& lane : trace.lanes) {
     std::vector<Slice> kept;
     for (Slice& s : lane.slices) {
@@ -254,6 +264,28 @@ Trace parse(const std::string& text, const TimelineOptions& options) {
     }
     lane.slices = std::move(kept);
   }
+}
+
+Trace parse(const std::string& text, const TimelineOptions& options) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
+    TINY_THROW(ValueError, "timeline: the trace is not valid JSON (", e.what(), ")", kFix);
+  }
+  const json& events = trace_events(doc);
+  Trace trace;
+  if (doc.is_object() && doc.contains("otherData") && doc["otherData"].is_object()) {
+    const json& other = doc["otherData"];
+    if (other.contains("clock") && other["clock"].is_string()) trace.clock = other["clock"];
+    if (other.contains("devices") && other["devices"].is_string()) trace.devices = other["devices"];
+  }
+  label_and_sort_lanes(trace, read_events(events, trace));
+  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
+  const double to = options.to_us >= 0 ? options.to_us : trace.t1;
+  TINY_CHECK(!(options.from_us >= 0 && options.to_us >= 0) || from < to, ValueError, "timeline: the window [",
+             options.from_us, ", ", options.to_us, "] us is empty; give from_us < to_us (or -1 for the whole trace)");
+  stack_rows(trace, from, to);
   return trace;
 }
 
@@ -276,13 +308,68 @@ std::string step_summary(const Trace& trace) {
          " (mean of " + std::to_string(trace.steps.size()) + " ProfilerStep ranges)";
 }
 
+// The drawing's sizes in px, and the window [from, to] in us that its plot shows.
+struct Frame {
+  double W, label_w, right = 12, row_h = 16, lane_gap = 6;
+  double from, to, plot_w;
+  double px(double us) const { return label_w + (std::clamp(us, from, to) - from) / (to - from) * plot_w; }
+};
+
+// The time axis: milliseconds from the trace's first event, a line at each tick down to `bottom`.
+void write_axis(std::ostringstream& o, const Trace& trace, const Frame& f, double axis_y, double bottom) {
+  const double span_ms = (f.to - f.from) / 1000;
+  const double step = tick_step(span_ms, std::clamp(f.plot_w / 80, 2.0, 10.0));  // room for "0.125 ms"
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
+  o << "<g class=\"axis\"><path d=\"M" << fixed(f.label_w, 1) << " " << fixed(axis_y, 1) << "H"
+    << fixed(f.W - f.right, 1) << "\" stroke=\"#57606a\"/>";
+  // Tick k is at k x step ms from the trace's start; counted in integers, so that a
+  // window far from the start (a trace whose first event is at -1e308) cannot loop forever.
+  const double first = std::ceil(((f.from - trace.t0) / 1000) / step - 1e-9);
+  const double last = std::floor(((f.to - trace.t0) / 1000) / step + 1e-9);
+  const bool countable = std::isfinite(first) && std::isfinite(last) && last - first < 100;
+  const int ticks = countable ? static_cast<int>(last - first) + 1 : 0;
+  for (int k = 0; k < ticks; ++k) {
+    double t = (first + k) * step;
+    if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
+    const double x = f.px(trace.t0 + t * 1000);
+    o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
+      << "\" y2=\"" << fixed(bottom, 1) << "\" stroke=\"#d8dee4\"/><text x=\"" << fixed(x, 1) << "\" y=\""
+      << fixed(axis_y - 7, 1) << "\" text-anchor=\"middle\">" << fixed(t, decimals) << " ms</text>";
+  }
+  o << "</g>";
+}
+
+// One lane at height y: its background, its name and its slices, a row each level of nesting.
+void write_lane(std::ostringstream& o, const Lane& lane, const Frame& f, double y) {
+  const double h = lane.rows * f.row_h;
+  const std::string shown_name = lane.thread.size() > 34 ? lane.thread.substr(0, 33) + "\xE2\x80\xA6" : lane.thread;
+  o << "<g class=\"lane\" data-lane=\"" << esc(lane.label) << "\"><rect class=\"lane-bg\" x=\"0\" y=\"" << fixed(y, 1)
+    << "\" width=\"" << fixed(f.W, 0) << "\" height=\"" << fixed(h, 1) << "\" fill=\""
+    << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"12\" y=\"" << fixed(y + 12, 1) << "\">"
+    << esc(shown_name) << "<title>" << esc(lane.label) << "</title></text>";
+  for (const Slice& s : lane.slices) {
+    const double x0 = f.px(s.ts), x1 = f.px(s.ts + s.dur), w = std::max(x1 - x0, 0.6);
+    const double sy = y + s.row * f.row_h + 1;
+    o << "<g class=\"slice\"><title>" << esc(s.details) << "</title><rect x=\"" << fixed(x0, 2) << "\" y=\""
+      << fixed(sy, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << fixed(f.row_h - 2, 1) << "\" fill=\""
+      << color(s.cat) << "\"" << (w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "") << "/>";
+    const size_t fits = w > 14 ? static_cast<size_t>((w - 4) / 6) : 0;  // about 6 px a character
+    if (fits >= 2) {
+      const std::string label = s.name.size() <= fits ? s.name : s.name.substr(0, fits - 1) + "\xE2\x80\xA6";
+      o << "<text x=\"" << fixed(x0 + 2, 2) << "\" y=\"" << fixed(sy + f.row_h - 5, 1) << "\">" << esc(label)
+        << "</text>";
+    }
+    o << "</g>";
+  }
+  o << "</g>";
+}
+
 std::string draw(const Trace& trace, const TimelineOptions& options) {
-  const double W = std::max(400.0, options.width_px), label_w = std::min(210.0, 0.22 * W), right = 12, row_h = 16,
-               lane_gap = 6;
-  const double from = options.from_us >= 0 ? options.from_us : trace.t0;
-  const double to = std::max({options.to_us >= 0 ? options.to_us : trace.t1, from + 1e-3, from + options.min_span_us});
-  const double plot_w = W - label_w - right;
-  auto px = [&](double us) { return label_w + (std::clamp(us, from, to) - from) / (to - from) * plot_w; };
+  Frame f;
+  f.W = std::max(400.0, options.width_px), f.label_w = std::min(210.0, 0.22 * f.W);
+  f.from = options.from_us >= 0 ? options.from_us : trace.t0;
+  f.to = std::max({options.to_us >= 0 ? options.to_us : trace.t1, f.from + 1e-3, f.from + options.min_span_us});
+  f.plot_w = f.W - f.label_w - f.right;
   std::vector<std::string> head{options.title};
   const std::string steps = step_summary(trace);
   if (!steps.empty()) head.push_back(steps);
@@ -292,49 +379,30 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
   const double process_h = 15;  // a process's name above its lanes, as Perfetto groups them
   double lanes_h = 0;
   for (size_t i = 0; i < trace.lanes.size(); ++i) {
-    lanes_h += trace.lanes[i].rows * row_h + lane_gap;
+    lanes_h += trace.lanes[i].rows * f.row_h + f.lane_gap;
     if (i == 0 || trace.lanes[i].process != trace.lanes[i - 1].process) lanes_h += process_h;
   }
-  const double H = head_h + axis_h + std::max(lanes_h, row_h) + 8;
+  const double H = head_h + axis_h + std::max(lanes_h, f.row_h) + 8;
   std::ostringstream o;
-  o << "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << fixed(W, 0) << " "
-    << fixed(H, 0) << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(H, 0)
+  o << "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << fixed(f.W, 0) << " "
+    << fixed(H, 0) << "\" width=\"" << fixed(f.W, 0) << "\" height=\"" << fixed(H, 0)
     << "\" role=\"img\" font-family=\"sans-serif\" font-size=\"10\"><title>" << esc(options.title) << "</title>";
   for (size_t i = 0; i < head.size(); ++i) {
     o << "<text x=\"4\" y=\"" << fixed(18 + 16.0 * i, 0) << "\""
       << (i == 0 ? " font-size=\"13\" font-weight=\"bold\"" : " font-size=\"11\"") << ">" << esc(head[i]) << "</text>";
   }
-  // The time axis: milliseconds from the trace's first event.
-  const double axis_y = head_h + axis_h - 6, span_ms = (to - from) / 1000;
-  const double step = tick_step(span_ms, std::clamp(plot_w / 80, 2.0, 10.0));  // room for "0.125 ms"
-  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step)) + 0.5));
-  o << "<g class=\"axis\"><path d=\"M" << fixed(label_w, 1) << " " << fixed(axis_y, 1) << "H" << fixed(W - right, 1)
-    << "\" stroke=\"#57606a\"/>";
-  // Tick k is at k x step ms from the trace's start; counted in integers, so that a
-  // window far from the start (a trace whose first event is at -1e308) cannot loop forever.
-  const double first = std::ceil(((from - trace.t0) / 1000) / step - 1e-9);
-  const double last = std::floor(((to - trace.t0) / 1000) / step + 1e-9);
-  const bool countable = std::isfinite(first) && std::isfinite(last) && last - first < 100;
-  const int ticks = countable ? static_cast<int>(last - first) + 1 : 0;
-  for (int k = 0; k < ticks; ++k) {
-    double t = (first + k) * step;
-    if (std::fabs(t) < step * 1e-6) t = 0;  // not "-0 ms"
-    const double x = px(trace.t0 + t * 1000);
-    o << "<line x1=\"" << fixed(x, 1) << "\" x2=\"" << fixed(x, 1) << "\" y1=\"" << fixed(axis_y - 4, 1)
-      << "\" y2=\"" << fixed(H - 4, 1) << "\" stroke=\"#d8dee4\"/><text x=\"" << fixed(x, 1) << "\" y=\""
-      << fixed(axis_y - 7, 1) << "\" text-anchor=\"middle\">" << fixed(t, decimals) << " ms</text>";
-  }
-  o << "</g>";
+  const double axis_y = head_h + axis_h - 6;
+  write_axis(o, trace, f, axis_y, H - 4);
   if (trace.lanes.empty()) {
-    o << "<text x=\"" << fixed(label_w, 0) << "\" y=\"" << fixed(axis_y + 16, 0)
+    o << "<text x=\"" << fixed(f.label_w, 0) << "\" y=\"" << fixed(axis_y + 16, 0)
       << "\">no complete events (\"ph\": \"X\") in this trace</text></svg>";
     return o.str();
   }
   // Step boundaries across every lane.
   if (trace.steps.size() <= 60) {
     for (const Slice& s : trace.steps) {
-      if (s.ts < from || s.ts > to) continue;
-      o << "<line class=\"step\" x1=\"" << fixed(px(s.ts), 1) << "\" x2=\"" << fixed(px(s.ts), 1) << "\" y1=\""
+      if (s.ts < f.from || s.ts > f.to) continue;
+      o << "<line class=\"step\" x1=\"" << fixed(f.px(s.ts), 1) << "\" x2=\"" << fixed(f.px(s.ts), 1) << "\" y1=\""
         << fixed(axis_y, 1) << "\" y2=\"" << fixed(H - 4, 1) << "\" stroke=\"#8c959f\" stroke-dasharray=\"3 3\"/>";
     }
   }
@@ -346,28 +414,8 @@ std::string draw(const Trace& trace, const TimelineOptions& options) {
         << esc(lane.process) << "</text>";
       y += process_h;
     }
-    const double h = lane.rows * row_h;
-    const std::string shown_name = lane.thread.size() > 34 ? lane.thread.substr(0, 33) + "\xE2\x80\xA6" : lane.thread;
-    o << "<g class=\"lane\" data-lane=\"" << esc(lane.label) << "\"><rect class=\"lane-bg\" x=\"0\" y=\"" << fixed(y, 1)
-      << "\" width=\"" << fixed(W, 0) << "\" height=\"" << fixed(h, 1) << "\" fill=\""
-      << (lane.host ? "#f6f8fa" : "#eef6ee") << "\"/><text x=\"12\" y=\"" << fixed(y + 12, 1) << "\">"
-      << esc(shown_name) << "<title>" << esc(lane.label) << "</title></text>";
-    for (const Slice& s : lane.slices) {
-      const double x0 = px(s.ts), x1 = px(s.ts + s.dur), w = std::max(x1 - x0, 0.6);
-      const double sy = y + s.row * row_h + 1;
-      o << "<g class=\"slice\"><title>" << esc(s.details) << "</title><rect x=\"" << fixed(x0, 2) << "\" y=\""
-        << fixed(sy, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << fixed(row_h - 2, 1) << "\" fill=\""
-        << color(s.cat) << "\"" << (w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "") << "/>";
-      const size_t fits = w > 14 ? static_cast<size_t>((w - 4) / 6) : 0;  // about 6 px a character
-      if (fits >= 2) {
-        const std::string label = s.name.size() <= fits ? s.name : s.name.substr(0, fits - 1) + "\xE2\x80\xA6";
-        o << "<text x=\"" << fixed(x0 + 2, 2) << "\" y=\"" << fixed(sy + row_h - 5, 1) << "\">" << esc(label)
-          << "</text>";
-      }
-      o << "</g>";
-    }
-    o << "</g>";
-    y += h + lane_gap;
+    write_lane(o, lane, f, y);
+    y += lane.rows * f.row_h + f.lane_gap;
   }
   o << "</svg>";
   return o.str();
