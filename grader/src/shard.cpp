@@ -152,6 +152,7 @@ struct Gathered {
   std::string count_from, batch, batch_from;
   std::set<std::string> skipped;
   std::set<uint64_t> seeds;
+  std::vector<std::string> incomplete;  // one line per shard cut short, all named at once
 };
 
 // The first line of `csv` (whose text is `text`); the first shard's sets
@@ -169,8 +170,9 @@ void check_header(const fs::path& csv, const std::string& text, const fs::path& 
   }
 }
 
-// Throws when gradebook `g` lacks a submission that shard `index`/`n` (`record`) was to grade.
-void check_complete(const fs::path& dir, const nlohmann::json& record, const Gradebook& g, int index, int n) {
+// Notes in `seen` when gradebook `g` lacks a submission that shard `index`/`n` (`record`) was to grade.
+void check_complete(const fs::path& dir, const nlohmann::json& record, const Gradebook& g, int index, int n,
+                    Gathered& seen) {
   std::vector<std::string> missing;
   for (const auto& name : record.value("submissions", nlohmann::json::array())) {
     if (name.is_string() && g.submissions.count(name.get<std::string>()) == 0) missing.push_back(name);
@@ -179,10 +181,21 @@ void check_complete(const fs::path& dir, const nlohmann::json& record, const Gra
   std::string names;
   for (size_t i = 0; i < missing.size() && i < 10; ++i) names += (i ? ", " : "") + missing[i];
   if (missing.size() > 10) names += ", ... (" + std::to_string(missing.size() - 10) + " more)";
-  TINY_THROW(ValueError, dir.string(), "'s gradebook is incomplete: shard ", index, "/", n, " has ",
-             g.submissions.size(), " of its ", record.value("submissions", nlohmann::json::array()).size(),
-             " submissions (missing: ", names, "); run that shard again with the same command and --resume, "
-             "then merge");
+  seen.incomplete.push_back(tiny::detail::concat(
+      dir.string(), "'s gradebook is incomplete: shard ", index, "/", n, " has ", g.submissions.size(), " of its ",
+      record.value("submissions", nlohmann::json::array()).size(), " submissions (missing: ", names, ")"));
+}
+
+// Throws naming every shard cut short, so that all of them can be resumed before one more merge.
+void check_every_shard_complete(const Gathered& seen) {
+  if (seen.incomplete.empty()) return;
+  if (seen.incomplete.size() == 1) {
+    TINY_THROW(ValueError, seen.incomplete[0], "; run that shard again with the same command and --resume, then merge");
+  }
+  std::string lines;
+  for (const std::string& line : seen.incomplete) lines += "\n  " + line;
+  TINY_THROW(ValueError, seen.incomplete.size(), " shards were cut short:", lines,
+             "\nrun each of them again with the same command and --resume, then merge");
 }
 
 // What the shard in `dir` was to grade (shard.json), to tell a finished shard
@@ -212,7 +225,7 @@ void check_record(const fs::path& dir, const fs::path& record_file, const Gradeb
   TINY_CHECK(seen.parts.count(index) == 0, ValueError, dir.string(), " and ", seen.parts[index], " are both shard ",
              index, "/", n, ": give each shard's folder once");
   seen.parts[index] = dir.string();
-  check_complete(dir, record, g, index, n);
+  check_complete(dir, record, g, index, n, seen);
   for (const auto& s : record.value("skipped", nlohmann::json::array())) {
     if (s.is_string()) seen.skipped.insert(s.get<std::string>());
   }
@@ -267,6 +280,7 @@ Merged read_shards(const std::vector<fs::path>& dirs) {
     take_rows(dir, g, seen);
   }
   check_every_part_given(seen, dirs.size());
+  check_every_shard_complete(seen);
   // The batch's own order: by submission name (std::map), as a batch with --jobs 1 appends its rows.
   for (const auto& [name, r] : seen.row) {
     m.rows.push_back(r);

@@ -216,6 +216,19 @@ TEST_F(Merge, AShardCutShortIsNamedWithWhatItLacks) {
   EXPECT_NE(e.find("--resume"), std::string::npos) << e;
 }
 
+TEST_F(Merge, EveryShardCutShortIsNamedAtOnce) {
+  // Two of three shards were killed: one merge attempt must name both, so the
+  // instructor resumes both before merging again.
+  const fs::path a = shard("shard-0", 0, 3, {"ada"}, {"ada", "cy"}), b = shard("shard-1", 1, 3, {"ben"});
+  const fs::path c = shard("shard-2", 2, 3, {}, {"dee", "eve"});
+  const std::string e = error_of([&]() { read_shards({a, b, c}); });
+  EXPECT_NE(e.find("2 shards were cut short"), std::string::npos) << e;
+  EXPECT_NE(e.find(a.string() + "'s gradebook is incomplete: shard 0/3 has 1 of its 2"), std::string::npos) << e;
+  EXPECT_NE(e.find(c.string() + "'s gradebook is incomplete: shard 2/3 has 0 of its 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing: dee, eve"), std::string::npos) << e;
+  EXPECT_EQ(e.find(b.string() + "'s gradebook"), std::string::npos) << "a finished shard named as cut short:\n" << e;
+}
+
 TEST_F(Merge, AMissingShardDifferentSplitsAndOtherColumnsAreRefused) {
   const fs::path a = shard("shard-0", 0, 2, {"ada"});
   std::string e = error_of([&]() { read_shards({a}); });
