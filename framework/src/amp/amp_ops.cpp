@@ -1,10 +1,10 @@
 // The two device-side ops of GradScaler, checked here and run by a kernel per
 // backend (backend/cpu/amp_kernels.cpp; the emulator queues the same kernel).
+#include "backend/define_dispatch.h"
+#include "backend/stubs/amp.h"
 #include "tiny/amp.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
-#include "backend/define_dispatch.h"
-#include "backend/stubs/amp.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

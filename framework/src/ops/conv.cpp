@@ -17,11 +17,11 @@
 #include <string>
 
 #include "amp/autocast_policy.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/conv.h"
 #include "ops/op_helpers.h"
 #include "tiny/nn/conv.h"
 #include "tiny/nn/init.h"
-#include "backend/define_dispatch.h"
-#include "backend/stubs/conv.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

@@ -2,12 +2,12 @@
 // cpu, pin_memory, and copy_'s data path (copy_values), with their autograd
 // rules. The bytes between devices travel through gpu/device_copy.h.
 #include "autograd/function.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/pointwise.h"
 #include "gpu/device_copy.h"
 #include "gpu/pinned_allocator.h"
 #include "ops/op_helpers.h"
 #include "tiny/cuda.h"
-#include "backend/define_dispatch.h"
-#include "backend/stubs/pointwise.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

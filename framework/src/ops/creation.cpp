@@ -2,11 +2,11 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/philox.h"
-#include "ops/op_helpers.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/pointwise.h"
 #include "backend/stubs/random.h"
+#include "kernels/philox.h"
+#include "ops/op_helpers.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

@@ -1,8 +1,8 @@
 // tiny::nn::functional::embedding: a row gather with a deterministic scatter-add backward.
-#include "ops/op_helpers.h"
-#include "tiny/nn/functional.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/embedding.h"
+#include "ops/op_helpers.h"
+#include "tiny/nn/functional.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

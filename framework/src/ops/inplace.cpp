@@ -7,9 +7,9 @@
 // their result (the tensor itself, at its new version); mul_/div_ by a tensor
 // save the other tensor and, when it needs a gradient, a clone of self's old
 // values; clamp_ saves a clone of self's old values.
-#include "ops/op_helpers.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/pointwise.h"
+#include "ops/op_helpers.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

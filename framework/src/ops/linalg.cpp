@@ -2,10 +2,10 @@
 // column-major arguments, so C = A @ B is computed as C^T = B^T @ A^T, and a
 // transposed view is passed as a transpose flag rather than copied.
 #include "amp/autocast_policy.h"
-#include "ops/op_helpers.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/gemm.h"
 #include "core/matmul_precision.h"
+#include "ops/op_helpers.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

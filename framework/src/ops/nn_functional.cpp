@@ -1,12 +1,12 @@
 // tiny::nn::functional: softmax, dropout, linear and the losses.
 #include "amp/autocast_policy.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/loss.h"
+#include "backend/stubs/random.h"
+#include "backend/stubs/softmax.h"
 #include "kernels/philox.h"
 #include "ops/op_helpers.h"
 #include "tiny/nn/functional.h"
-#include "backend/define_dispatch.h"
-#include "backend/stubs/softmax.h"
-#include "backend/stubs/random.h"
-#include "backend/stubs/loss.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

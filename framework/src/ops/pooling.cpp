@@ -4,10 +4,10 @@
 #include <string>
 #include <utility>
 
-#include "ops/op_helpers.h"
-#include "tiny/nn/pooling.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/conv.h"
+#include "ops/op_helpers.h"
+#include "tiny/nn/pooling.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "amp/autocast_policy.h"
-#include "ops/op_helpers.h"
 #include "backend/define_dispatch.h"
 #include "backend/stubs/reduce.h"
+#include "ops/op_helpers.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {

@@ -1,13 +1,13 @@
 // tiny::optim::Adam and AdamW: option checks and the step, one fused kernel per parameter.
 #include "tiny/optim/adam.h"
 
-#include "core/tensor_impl.h"
+#include "backend/define_dispatch.h"
+#include "backend/stubs/optimizer.h"
 #include "core/op_scope.h"
+#include "core/tensor_impl.h"
 #include "optim/optim_helpers.h"
 #include "tiny/autograd.h"
 #include "tiny/ops.h"
-#include "backend/define_dispatch.h"
-#include "backend/stubs/optimizer.h"
 
 // The kernels these ops call, each with the work of one call on the modelled GPU.
 namespace tiny {
