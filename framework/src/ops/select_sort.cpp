@@ -235,7 +235,7 @@ Tensor either(const Tensor& p, const Tensor& q, const Tensor& yes) { return wher
 // comparisons a row, from the cache), the rows read and the indices written once.
 KernelWork sort_work(const Tensor& indices, const Tensor& rows, bool) {
   KernelWork w{"sort", cost_of({rows, indices})};
-  w.cost.flops = static_cast<double>(rows.numel()) * static_cast<double>(rows.dim() == 2 ? rows.size(1) : 1);
+  w.cost.flops = static_cast<double>(rows.numel()) * static_cast<double>(rows.size(1));
   return w;
 }
 
