@@ -19,7 +19,8 @@
 //   LaunchRate/add_/1000           1000 x.add_(1) then one synchronize(): host time per op (counter us/op)
 //   LaunchRate/add/1000            the same with y = x + 1 (allocates through the caching allocator)
 //   Kernel/<op>/<n>                device time of one op on n float32 elements (add: a + b, relu,
-//                                  sum, clone, zero_, to_bf16, adam: one Adam step of one parameter)
+//                                  sum, clone, zero_ (cudaMemsetAsync), fill_ (a kernel), to_bf16,
+//                                  adam: one Adam step of one parameter)
 //   Gemm/<dtype>/<m>/<n>/<k>       device time of one [m,k] x [k,n] product (float32 without TF32)
 //   MatmulSync/<dtype>/<n>         one n^3 product then synchronize() (host time: bench_gpu's row)
 //   CopyToGpu/<kind>/<KiB>         a host tensor to cuda:0 and a synchronize (pinned: non_blocking)
@@ -39,6 +40,7 @@
 #include "tiny/optim/adam.h"
 #include "tiny/tensor.h"
 #include "../real_gpu.h"
+#include "gemm_shapes.h"
 #include "backend/stubs/gemm.h"  // tiny's cuBLAS call, for MatmulRate's split
 #include "core/tensor_impl.h"    // the device pointers the GEMM stub takes
 
@@ -218,6 +220,9 @@ void kernel_row(benchmark::State& state, const std::string& op) {
   } else if (op == "zero_") {
     fn = [&] { b.zero_(); };
     bytes = 4 * n;
+  } else if (op == "fill_") {
+    fn = [&] { b.fill_(1.5); };
+    bytes = 4 * n;
   } else if (op == "to_bf16") {
     fn = [&] { benchmark::DoNotOptimize(a.to(tiny::kBFloat16)); };
     bytes = 6 * n;
@@ -260,26 +265,12 @@ const bool registered = [] {
   host("LaunchRate/add_", [](benchmark::State& s) { launch_rate(s, true); })->Arg(1000);
   host("LaunchRate/add", [](benchmark::State& s) { launch_rate(s, false); })->Arg(1000);
 
-  for (const char* op : {"add", "relu", "sum", "clone", "zero_", "to_bf16", "adam"}) {
+  for (const char* op : {"add", "relu", "sum", "clone", "zero_", "fill_", "to_bf16", "adam"}) {
     auto* b = device(std::string("Kernel/") + op, [op](benchmark::State& s) { kernel_row(s, op); });
     for (int64_t n : {1, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25, 1 << 26}) b->Arg(n);
   }
 
-  // Square sizes, sizes that are not multiples of 8 (no tensor-core alignment),
-  // and the linear layers of the training cases A, B, C (bench/training_cases.h):
-  // forward [batch, in] x [in, out], input gradient [batch, out] x [out, in],
-  // weight gradient [in, batch] x [batch, out].
-  std::vector<std::vector<int64_t>> shapes;
-  for (int64_t n : {256, 512, 1024, 2048, 4096, 8192}) shapes.push_back({n, n, n});
-  for (int64_t n : {1000, 1023, 4095}) shapes.push_back({n, n, n});
-  const std::vector<std::vector<int64_t>> layers = {  // {batch, in, out}
-      {64, 784, 512}, {64, 512, 256}, {64, 256, 10}, {128, 1024, 2048}, {128, 2048, 512}, {128, 512, 10},
-      {32, 784, 256}, {32, 256, 10}};
-  for (const auto& l : layers) {
-    shapes.push_back({l[0], l[2], l[1]});
-    shapes.push_back({l[0], l[1], l[2]});
-    shapes.push_back({l[1], l[2], l[0]});
-  }
+  const std::vector<std::vector<int64_t>> shapes = bench::calibration_gemm_shapes();
   for (tiny::Dtype dtype : {tiny::kFloat32, tiny::kFloat16, tiny::kBFloat16}) {
     auto* b = device(std::string("Gemm/") + dtype_name(dtype), [dtype](benchmark::State& s) { gemm_row(s, dtype); });
     for (const auto& s : shapes) b->Args(s);

@@ -3,6 +3,10 @@
 
     bench/gpu/collect.py RUN_DIR --model h100-sxm [--out data/gpu_measurements/NAME.json]
 
+Where RUN_DIR holds kernel_choices.jsonl (bench/gpu/kernel_choices.cpp), it
+also writes NAME-kernels.json beside: for each case, the kernels CUPTI saw
+(full names) with each one's device times in microseconds.
+
 Every row keeps the minimum, median and maximum over its repetitions, in
 microseconds (Google Benchmark's per-iteration time: host rows are wall time
 per call, device rows CUDA-event time per op). Rows are named
@@ -31,6 +35,19 @@ def benchmark_rows(path, peer):
         time = b["real_time"] * UNIT_TO_US[b["time_unit"]]
         rows.setdefault(f"{peer}/{name}", []).append(time)
     return rows, data.get("context", {})
+
+
+def kernel_choices(path):
+    """kernel_choices.jsonl -> {case: [{"kernel": name, "us": [device times]}]} in launch order."""
+    cases = {}
+    for line in path.read_text().splitlines():
+        case = json.loads(line)
+        kernels = {}
+        for e in case["trace"]["traceEvents"]:
+            if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"):
+                kernels.setdefault(e["name"], []).append(round(e["dur"], 3))
+        cases[case["case"]] = [{"kernel": name, "us": us} for name, us in kernels.items()]
+    return cases
 
 
 def main():
@@ -76,6 +93,16 @@ def main():
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(rows)} rows from {gpu_line or 'the GPU'} -> {target}")
+    choices_path = args.run_dir / "kernel_choices.jsonl"
+    if choices_path.exists():
+        choices = {key: out[key] for key in ("model", "date", "machine")}
+        choices["command"] = "bench/gpu/on_device.sh OUT_DIR (kernel_choices OUT_DIR/kernel_choices.jsonl); " + \
+            "bench/gpu/collect.py OUT_DIR --model " + args.model
+        choices["unit"] = "us, per kernel, as CUPTI timed it (three calls per case after a warm-up)"
+        choices["cases"] = kernel_choices(choices_path)
+        kernels_target = target.with_name(target.stem + "-kernels.json")
+        kernels_target.write_text(json.dumps(choices, indent=1) + "\n")
+        print(f"{len(choices['cases'])} kernel-choice cases -> {kernels_target}")
 
 
 if __name__ == "__main__":

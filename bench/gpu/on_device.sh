@@ -2,16 +2,19 @@
 # The one command a lent GPU machine runs (docs/gpu_testing.md), after
 # bench/gpu/pack.sh made .gpu/ here and the device tool carried it there:
 #
-#   bench/gpu/on_device.sh OUT_DIR                (everything below: about 4 minutes on an H200)
+#   bench/gpu/on_device.sh OUT_DIR                (everything below: about 5 minutes on an H200)
 #   bench/gpu/on_device.sh OUT_DIR --tests-only   (ctest -L gpu and the memcheck only: about a
 #                                                  minute, for a session with little device time left)
 #
 # It unpacks the build, then runs bench/gpu/run.sh (the GPU-only tests, the
 # calibration rows through tiny and PyTorch, the training and AMP steps), the
-# new kernels under compute-sanitizer, and lessons 2, 4 and 7's demos on the
-# real GPU. It writes at most eight files into OUT_DIR (the device tool brings
-# back eight): machine.txt, log.txt, calibration.json, steps.json, amp.json,
-# torch_calibration.json, sanitizer.txt and demos.txt.
+# new kernels under compute-sanitizer, the kernels each calibration case
+# launches (bench/gpu/kernel_choices.cpp), lessons 2, 4 and 7's demos and
+# train_mlp's profiled steps on the real GPU. It writes into OUT_DIR:
+# machine.txt, log.txt, calibration.json, steps.json, amp.json,
+# torch_calibration.json, sanitizer.txt, kernel_choices.jsonl, demos.txt and
+# train_mlp_trace.json/.html: more than the device tool brings back (eight
+# files), so tar OUT_DIR into its $OUT.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT_DIR=${1:?usage: bench/gpu/on_device.sh OUT_DIR [--tests-only]}
@@ -41,22 +44,26 @@ fi
 {
   echo "== compute-sanitizer memcheck ($(date -u +%H:%M:%S))"
   timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/tiny_gpu_tests" \
-    --gtest_filter="${MEMCHECK_FILTER:-CudaBackend.Conv2d*:CudaBackend.Pooling*:CudaBackend.BatchNorm*:CudaBackend.Cnn*:MatmulPrecision.*}"
+    --gtest_filter="${MEMCHECK_FILTER:-CudaBackend.SelectSort*:CudaBackend.MathAndIndexing*:CudaBackend.Reductions*}"
   echo "exit status $?"
 } >"$OUT_DIR/sanitizer.txt" 2>&1 || true
 tail -3 "$OUT_DIR/sanitizer.txt"
 grep -q '^exit status 0$' "$OUT_DIR/sanitizer.txt" || status=1
 
 [[ $tests_only == 1 ]] && exit $status
+echo "== kernel choices ($(date -u +%H:%M:%S))" | tee -a "$OUT_DIR/log.txt"
+timeout 120 "$BUILD/bench/kernel_choices" "$OUT_DIR/kernel_choices.jsonl" 2>&1 | tee -a "$OUT_DIR/log.txt" || status=1
 # The demos, on the real GPU, for the figures the lessons quote.
 {
-  for demo in "solution_2_demo" "solution_4_demo --dataset digits --epochs 5" "solution_7_demo"; do
+  for demo in "tests/lessons/solution_2_demo" "tests/lessons/solution_4_demo --dataset digits --epochs 5" \
+              "tests/lessons/solution_7_demo" \
+              "framework/examples/train_mlp --dataset digits --epochs 1 --device cuda --profile $OUT_DIR/train_mlp_trace.json"; do
     echo "== $demo ($(date -u +%H:%M:%S))"
     # shellcheck disable=SC2086
-    timeout 120 "$BUILD/tests/lessons/"$demo
+    timeout 120 "$BUILD/"$demo
     echo "exit status $?"
   done
 } >"$OUT_DIR/demos.txt" 2>&1
-grep -c '^exit status 0$' "$OUT_DIR/demos.txt" | grep -qx 3 || status=1
+grep -c '^exit status 0$' "$OUT_DIR/demos.txt" | grep -qx 4 || status=1
 grep -E '^(==|exit status|!!)' "$OUT_DIR/log.txt" "$OUT_DIR/demos.txt"
 exit $status

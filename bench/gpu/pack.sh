@@ -18,7 +18,8 @@ cd "$ROOT"
 grep -q 'CMAKE_CUDA_ARCHITECTURES[^=]*=.*90' "$BUILD_DIR/CMakeCache.txt" ||
   { echo "pack.sh: $BUILD_DIR is not built for architecture 90 (H100/H200): cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=90" >&2; exit 1; }
 programs=(tests/tiny_gpu_tests tests/tiny_dist_worker framework/libtiny.so
-          bench/bench_calibration bench/bench_training_step bench/bench_half)
+          bench/bench_calibration bench/bench_training_step bench/bench_half bench/kernel_choices
+          framework/examples/train_mlp)
 for n in 2 4 7; do programs+=("tests/lessons/solution_${n}_demo"); done
 rel=$(realpath --relative-to="$ROOT" "$BUILD_DIR")
 files=()
