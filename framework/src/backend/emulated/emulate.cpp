@@ -35,6 +35,7 @@ KernelCost cost_of(const TensorIter& iter, Work work) {
   KernelCost c;
   c.work = work;
   for (int k = 0; k < iter.num_operands; ++k) c.bytes += moved_bytes(iter.operands[k]);
+  c.threads = iter.numel;  // the CUDA backend's pointwise launch: one thread per element
   return c;
 }
 

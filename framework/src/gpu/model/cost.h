@@ -30,6 +30,11 @@ struct KernelCost {
   // element per thread, so an element narrower than 4 bytes costs 4
   // (element_bytes below).
   int64_t bytes = 0;
+  // Threads the kernel runs, one per element of its output (tiny's pointwise
+  // and fill kernels), up to tiny's grid cap (gpu/cuda/launch.cuh: 65536
+  // blocks of 256, kMaxThreads below): past it each thread loops over several
+  // elements. 0: not modelled (GEMMs, reductions, optimizer steps, memsets).
+  int64_t threads = 0;
   double flops = 0;  // float32 vector FLOPs for non-GEMM work
   // GEMMs only: C[m, n] += A[m, k] B[k, n] in `dtype`.
   Dtype dtype = Dtype::Float32;
@@ -38,6 +43,10 @@ struct KernelCost {
   // "high" or "medium"); used where the modelled GPU has them.
   bool allow_tf32 = false;
 };
+
+// The most threads one of tiny's kernels launches: grid_size()'s cap in
+// gpu/cuda/launch.cuh (kMaxGridBlocks x kBlockSize).
+inline constexpr int64_t kMaxThreads = int64_t{65536} * 256;
 
 // The bytes one element of `dtype` costs a tiny kernel: its size, at least 4.
 inline int64_t element_bytes(Dtype dtype) {

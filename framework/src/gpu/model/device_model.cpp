@@ -78,6 +78,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   d.major = cc[0];
   d.minor = cc[1];
   d.sm_count = field<int>(m, defaults, "sm_count", at);
+  d.boost_clock_hz = field<double>(m, defaults, "boost_clock_mhz", at) * 1e6;
   d.memory_gb = field<double>(m, defaults, "memory_gb", at);
   d.memory_bandwidth = field<double>(m, defaults, "memory_bandwidth_gbps", at) * 1e9;
   d.pcie_generation = field<int>(m, defaults, "pcie_generation", at);
@@ -99,6 +100,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   d.memset_efficiency = field<double>(m, defaults, "memset_bandwidth_efficiency", at);
   d.optimizer_efficiency = field<double>(m, defaults, "optimizer_bandwidth_efficiency", at);
   d.reduction_efficiency = field<double>(m, defaults, "reduction_bandwidth_efficiency", at);
+  d.threads_per_sm_cycle = field<double>(m, defaults, "pointwise_threads_per_sm_cycle", at);
   d.gemm_k_overhead = field<double>(m, defaults, "gemm_k_overhead", at);
   for (const auto& [shape, efficiency] : field<std::map<std::string, double>>(m, defaults, "gemm_tile_efficiency", at)) {
     Tile t;
@@ -116,8 +118,11 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   d.pageable_to_device_fixed_ns = field<int64_t>(m, defaults, "pageable_to_device_fixed_ns", at);
   d.pageable_to_host_fixed_ns = field<int64_t>(m, defaults, "pageable_to_host_fixed_ns", at);
   parse_collective(m, defaults, at, d.collective);
-  TINY_CHECK(d.sm_count > 0 && d.memory_bandwidth > 0 && !d.tiles.empty() && d.peak_of("float32") > 0, ValueError, at,
-             ": sm_count, memory_bandwidth_gbps, tflops.float32 and gemm_tile_efficiency must be positive");
+  TINY_CHECK(d.sm_count > 0 && d.boost_clock_hz > 0 && d.memory_bandwidth > 0 && !d.tiles.empty() &&
+                 d.peak_of("float32") > 0 && d.threads_per_sm_cycle > 0,
+             ValueError, at,
+             ": sm_count, boost_clock_mhz, memory_bandwidth_gbps, tflops.float32, gemm_tile_efficiency and "
+             "pointwise_threads_per_sm_cycle must be positive");
   for (double e : {d.pointwise_efficiency, d.memset_efficiency, d.optimizer_efficiency, d.reduction_efficiency,
                    d.unaligned_tensor_core_efficiency, d.pinned_efficiency}) {
     TINY_CHECK(e > 0 && e <= 1, ValueError, at, ": every efficiency must be in (0, 1], got ", e);

@@ -35,6 +35,7 @@ struct DeviceModel {
   std::string fitted_on;     // which measurements fitted the factors
   int major = 0, minor = 0;  // compute capability
   int sm_count = 1;
+  double boost_clock_hz = 0;
   double memory_gb = 0;
   double memory_bandwidth = 0;  // bytes/s
   int pcie_generation = 4, pcie_lanes = 16;
@@ -54,6 +55,9 @@ struct DeviceModel {
   int64_t copy_fixed_ns = 0;      // a copy's set-up on its engine
   // Efficiencies (share of the peak reached) and fitted rates.
   double pointwise_efficiency = 1, memset_efficiency = 1, optimizer_efficiency = 1, reduction_efficiency = 1;
+  // Threads a kernel of one element per thread retires per SM per clock cycle
+  // (launching a block of threads, a load or store each, and retiring it).
+  double threads_per_sm_cycle = 0;
   double gemm_k_overhead = 0;  // extra k steps of each GEMM tile (pipeline fill, epilogue)
   std::vector<Tile> tiles;
   double unaligned_tensor_core_efficiency = 1;  // float16/bfloat16 GEMMs with a dimension not a multiple of 8
@@ -65,6 +69,8 @@ struct DeviceModel {
 
   // The peak for `math`, or 0 when the GPU has no such unit.
   double peak_of(const std::string& math) const;
+  // Threads per second a kernel of one element per thread retires.
+  double thread_rate() const { return threads_per_sm_cycle * sm_count * boost_clock_hz; }
   // PCIe bandwidth per direction in bytes/s (the link's raw rate).
   double pcie_bandwidth() const;
 };
