@@ -114,7 +114,7 @@ TEST(EmulatedBackend, TrainingOnTheDeviceFollowsTheCpu) {
   }
 }
 
-// Each device runs its kernels on its own share of the threads (see
+// Each device runs its kernels on threads of its own (see
 // EmulatedRuntime's tests), and tiny's kernels chunk their work by a fixed
 // grain, never by thread count: so ops with many chunks, run on two devices at
 // the same time, give the CPU's bits, whether a device has 1 thread or several.

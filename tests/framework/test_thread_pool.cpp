@@ -471,6 +471,51 @@ TEST(ThreadPool, TwoPoolsServeTwoCallersAtOnce) {
   EXPECT_EQ(seen[1].names.count("tiny-second-1"), 1u);
 }
 
+// The emulated GPUs' pools: one busy alone runs on every core, not on its
+// share; two busy at once still each run on threads of their own.
+TEST(ThreadPool, PoolsOfAGroupLendTheirThreadsToTheOneThatIsBusy) {
+  ThreadCount count(4);
+  std::atomic<int> group{0};
+  rt::ThreadPool first(2, "tiny-first", &group), second(2, "tiny-second", &group);
+  EXPECT_EQ(first.size(), 2) << "size() stays the fair share (the multiprocessor_count reported)";
+  tiny_test::Rendezvous four(4);
+  std::atomic<int> met{0};
+  SeenThreads alone;
+  first.parallel_for(0, 4, 1, [&](int64_t, int64_t) {
+    alone.add();
+    if (four.arrive_and_wait()) ++met;
+  });
+  EXPECT_EQ(met.load(), 4) << "a pool busy alone did not run 4 chunks at once on 4 threads";
+  EXPECT_EQ(alone.ids.size(), 4u);
+  EXPECT_EQ(group.load(), 0) << "the call no longer counts as running";
+  SeenThreads many;
+  first.parallel_for(0, 64, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    many.add();
+  });
+  EXPECT_LE(many.ids.size(), 4u) << "never more threads than num_threads()";
+
+  // Both busy: the one that starts second gets num_threads() / 2 of its own.
+  std::atomic<bool> release{false};
+  std::thread holder([&] {
+    first.parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (group.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  SeenThreads shared;
+  tiny_test::Rendezvous two(2);
+  std::atomic<int> both{0};
+  second.parallel_for(0, 8, 1, [&](int64_t, int64_t) {
+    shared.add();
+    if (two.arrive_and_wait(std::chrono::seconds(2))) ++both;
+  });
+  release = true;
+  holder.join();
+  EXPECT_EQ(shared.ids.size(), 2u) << "with the other pool running, a call gets half the threads";
+  for (const std::string& name : shared.names) EXPECT_EQ(name.rfind("tiny-first", 0), std::string::npos) << name;
+}
+
 TEST(ThreadPool, OwnPoolKeepsTheContract) {
   ThreadCount count(4);
   rt::ThreadPool pool(2, "tiny-contract");

@@ -163,16 +163,16 @@ class WorkerSet {
     done_cv_.wait(lock, [&] { return started_ == count; });
   }
 
-  // Runs every chunk of `job` on the workers and the calling thread. Caller
-  // holds call_mutex.
-  void run(Job& job) {
+  // Runs every chunk of `job` on at most `helpers` workers and the calling
+  // thread. Caller holds call_mutex.
+  void run(Job& job, int64_t helpers) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
       ++generation_;
     }
     // Wake only as many workers as there are chunks beyond the caller's first.
-    const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), job.chunks - 1);
+    helpers = std::min({helpers, static_cast<int64_t>(workers_.size()), job.chunks - 1});
     if (helpers == static_cast<int64_t>(workers_.size())) {
       work_cv_.notify_all();
     } else {
@@ -295,7 +295,8 @@ int64_t num_chunks(int64_t begin, int64_t end, int64_t grain) {
   return (length - 1) / grain + 1;
 }
 
-ThreadPool::ThreadPool(int share, std::string name) : share_(share), name_(std::move(name)) {
+ThreadPool::ThreadPool(int share, std::string name, std::atomic<int>* group)
+    : share_(share), name_(std::move(name)), group_(group) {
   TINY_CHECK(share >= 1, ValueError, "ThreadPool: share must be at least 1 (the pool uses num_threads() / share "
              "threads), got ", share);
   register_fork_handler();
@@ -325,11 +326,33 @@ WorkerSet& ThreadPool::workers() {
   return *current;
 }
 
+namespace {
+
+// Counts one call among its group's running ones for the call's duration.
+class GroupMember {
+ public:
+  explicit GroupMember(std::atomic<int>* group)
+      : group_(group), running_(group == nullptr ? 0 : group->fetch_add(1, std::memory_order_acq_rel) + 1) {}
+  ~GroupMember() {
+    if (group_ != nullptr) group_->fetch_sub(1, std::memory_order_acq_rel);
+  }
+  GroupMember(const GroupMember&) = delete;
+  GroupMember& operator=(const GroupMember&) = delete;
+  int running() const { return running_; }
+
+ private:
+  std::atomic<int>* group_;
+  int running_;
+};
+
+}  // namespace
+
 void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t chunks = num_chunks(begin, end, grain);
   if (chunks == 0) return;
-  const int threads = size();
+  const GroupMember member(chunks > 1 && !t_in_parallel_region ? group_ : nullptr);
+  const int threads = group_ == nullptr ? size() : std::max(1, num_threads() / std::max(1, member.running()));
   if (chunks == 1 || threads == 1 || t_in_parallel_region) {
     run_inline(begin, end, grain, fn);
     return;
@@ -340,7 +363,9 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
     run_inline(begin, end, grain, fn);
     return;
   }
-  set.ensure_workers(threads - 1);
+  // A grouped pool keeps the workers of its largest call, so lending threads
+  // back and forth starts and stops none.
+  set.ensure_workers((group_ == nullptr ? threads : num_threads()) - 1);
 
   Job job;
   job.fn = &fn;
@@ -348,7 +373,7 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
   job.end = end;
   job.grain = grain;
   job.chunks = chunks;
-  set.run(job);
+  set.run(job, threads - 1);
   if (job.error) std::rethrow_exception(job.error);
 }
 

@@ -13,10 +13,11 @@
 //
 // Which pool: parallel_for runs on the pool bound to the calling thread
 // (bind_thread_pool), else on the global pool. Each emulated GPU owns a pool of
-// its own, sized to its share of the cores (num_threads() / devices), and its
-// stream workers are bound to it: two devices running kernels at once each use
-// their own threads, as two GPUs each use their own multiprocessors. Every
-// other thread uses the global pool (num_threads() threads).
+// its own, its fair share being num_threads() / devices, and its stream
+// workers are bound to it: two devices running kernels at once each use their
+// own threads, as two GPUs each use their own multiprocessors, and a device
+// running alone borrows the idle ones' (a group, below). Every other thread
+// uses the global pool (num_threads() threads).
 #pragma once
 
 #include <atomic>
@@ -60,6 +61,13 @@ class WorkerSet;  // the workers themselves (thread_pool.cpp)
 // A pool serves one parallel_for at a time; a second thread calling in while
 // it is busy runs its chunks inline (the contract of parallel_for).
 //
+// Pools of one group (the emulated GPUs' pools: one group per process) lend
+// each other their threads: a call on a grouped pool uses
+// max(1, num_threads() / k) threads, k being the group's pools running a
+// parallel_for at that moment, itself included. A device busy alone runs on
+// every core; two busy at once share them (the one that started first keeps
+// its threads until its call ends). size() stays the fair share.
+//
 // Fork: a child made by fork() has none of the parent's workers. A pool used
 // in the child forgets them (leaking them: they cannot be joined there) and
 // starts fresh ones on its next parallel_for, as the global pool always has.
@@ -67,7 +75,9 @@ class ThreadPool {
  public:
   // share >= 1 (else tiny::ValueError). `name` prefixes the workers' thread
   // names (shown by top -H and gdb; Linux keeps the first 15 characters).
-  ThreadPool(int share, std::string name);
+  // `group`, when given, counts the group's pools running a parallel_for
+  // (above); it must outlive the pool.
+  ThreadPool(int share, std::string name, std::atomic<int>* group = nullptr);
   // Joins the workers. No parallel_for may be running on the pool, and no
   // thread may still be bound to it. (The global pool and the process-wide
   // emulator's pools are never destroyed.)
@@ -91,6 +101,7 @@ class ThreadPool {
 
   int share_;
   std::string name_;
+  std::atomic<int>* group_;
   std::atomic<WorkerSet*> workers_{nullptr};
 };
 

@@ -5,9 +5,10 @@
 // OpenBLAS runs single-threaded (runtime::num_threads() sets it so); a large
 // GEMM is cut into blocks of C that run on tiny's pool, each one OpenBLAS
 // call. Two things follow. The GEMM uses the calling thread's pool, so on an
-// emulated GPU it uses that device's share of the cores, not every core of
-// the process (OpenBLAS's own thread count is process-wide, and two devices'
-// GEMMs once fought over it). And the block boundaries depend on the shape
+// emulated GPU it uses that device's threads (its share of the cores, or every
+// core while the other devices are idle), never another busy device's
+// (OpenBLAS's own thread count is process-wide, and two devices' GEMMs once
+// fought over it). And the block boundaries depend on the shape
 // only, never on the thread count, so the results are bitwise the same with
 // 1 thread or 64, as every other reduction of tiny.
 #include <cblas.h>

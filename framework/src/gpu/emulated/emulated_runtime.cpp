@@ -83,7 +83,8 @@ struct StreamState {
 struct DeviceState {
   int index = 0;
   std::unique_ptr<DeviceMemory> memory;
-  // The device's share of the cores: its stream workers are bound to it.
+  // The device's threads (its share of the cores, or more while the other
+  // devices are idle: runtime::ThreadPool's group): its stream workers are bound to it.
   std::unique_ptr<runtime::ThreadPool> pool;
   // Modelled time (DESIGN.md section 4a), guarded by EmulatedRuntime::mutex_:
   // the schedule of the device's engines and streams, and where the window of
@@ -295,7 +296,7 @@ EmulatedRuntime::EmulatedRuntime()
     auto device = std::make_unique<DeviceState>();
     device->index = i;
     device->memory = std::make_unique<emulated::DeviceMemory>(i, capacity);
-    device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i));
+    device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i), &pools_running_);
     device->timeline = std::make_unique<model::DeviceTimeline>(model::selected_model());
     auto stream = std::make_shared<StreamState>();
     stream->device = i;
@@ -346,8 +347,8 @@ DeviceProperties EmulatedRuntime::properties(int index) const {
   DeviceProperties p;
   p.name = "tiny emulated GPU " + std::to_string(index) + " (EMULATED on your CPU)";
   p.total_memory = d.memory->capacity();
-  // Each device owns an equal share of the cores tiny uses (its thread pool),
-  // the way each GPU owns its own streaming multiprocessors.
+  // Each device owns an equal share of the cores tiny uses (its thread pool's
+  // fair share), the way each GPU owns its own streaming multiprocessors.
   p.multiprocessor_count = d.pool->size();
   p.major = 8;  // an A100's compute capability: what the lessons' CUDA build targets
   p.minor = 0;

@@ -42,8 +42,10 @@
 // cores tiny uses (tiny::get_num_threads() / devices, at least 1), reported as
 // its multiprocessor_count: a runtime::ThreadPool of its own, to which its
 // stream workers are bound, so the parallel_for of its kernels runs on its
-// threads (the stream worker and share - 1 pool workers), whatever the other
-// devices are running. The share follows tiny::set_num_threads. (OpenBLAS's
+// threads. The devices' pools form one group that lends idle threads: a
+// device running kernels while the others are idle uses every core (one
+// emulated GPU of two is not held to half the CPU), and devices busy at once
+// share the cores. The share follows tiny::set_num_threads. (OpenBLAS's
 // thread count is process-wide: a GEMM may use more than the share.)
 //
 // The runtime is created on first use and never destroyed: tensors freed during
@@ -52,6 +54,7 @@
 // throws, as CUDA refuses to run in a forked child.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -231,6 +234,8 @@ class EmulatedRuntime : public Runtime {
   // Checks [ptr, ptr + nbytes) is inside one live raw allocation.
   void check_device_range(const void* ptr, size_t nbytes, const char* what, const char* which) const;
 
+  // The devices' pools' group (runtime::ThreadPool): those running a parallel_for.
+  std::atomic<int> pools_running_{0};
   std::vector<std::unique_ptr<emulated::DeviceState>> devices_;
   Mode mode_;
   bool host_clock_events_;  // TINY_EMULATED_GPU_CLOCK=host: events stamp host time
