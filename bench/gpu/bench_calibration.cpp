@@ -21,6 +21,8 @@
 //   Kernel/<op>/<n>                device time of one op on n float32 elements (add: a + b, relu,
 //                                  sum, clone, zero_ (cudaMemsetAsync), fill_ (a kernel), to_bf16,
 //                                  adam: one Adam step of one parameter)
+//   KernelCold/<op>/<n>            the same (add, relu, zero_, adam), each call on the next of enough
+//                                  tensors to pass 256 MiB: inputs out of the L2 cache
 //   Gemm/<dtype>/<m>/<n>/<k>       device time of one [m,k] x [k,n] product (float32 without TF32)
 //   MatmulSync/<dtype>/<n>         one n^3 product then synchronize() (host time: bench_gpu's row)
 //   CopyToGpu/<kind>/<KiB>         a host tensor to cuda:0 and a synchronize (pinned: non_blocking)
@@ -238,6 +240,38 @@ void kernel_row(benchmark::State& state, const std::string& op) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
+// The same kernels with their inputs out of the L2 cache: each call takes the
+// next of enough tensors (or Adam parameters) to pass 256 MiB, four times an
+// H100's 50 MB of L2, where Kernel/ repeats one set that a small n keeps in it.
+void cold_kernel_row(benchmark::State& state, const std::string& op) {
+  if (!real_gpu(state)) return;
+  const int64_t n = state.range(0);
+  const int64_t per_call = (op == "add" ? 12 : op == "relu" ? 8 : op == "zero_" ? 4 : 28) * n;
+  const int64_t sets = std::min<int64_t>(1024, std::max<int64_t>(1, ((int64_t{256} << 20) + per_call - 1) / per_call));
+  std::vector<Tensor> a, b;
+  std::vector<std::shared_ptr<tiny::optim::Adam>> adams;
+  for (int64_t i = 0; i < sets; ++i) {
+    a.push_back(tiny::randn({n}, kGpu));
+    b.push_back(tiny::randn({n}, kGpu));
+    if (op == "adam") {
+      a.back().requires_grad_(true);
+      a.back().set_grad(b.back());
+      adams.push_back(std::make_shared<tiny::optim::Adam>(std::vector<Tensor>{a.back()}));
+    }
+  }
+  size_t next = 0;
+  const std::function<void()> fn = [&] {
+    const size_t i = next++ % a.size();
+    if (op == "add") benchmark::DoNotOptimize(a[i] + b[i]);
+    if (op == "relu") benchmark::DoNotOptimize(a[i].relu());
+    if (op == "zero_") b[i].zero_();
+    if (op == "adam") adams[i]->step();
+  };
+  device_rows(state, fn, n >= (1 << 24) ? 5 : 50);
+  state.SetBytesProcessed(state.iterations() * per_call);
+  state.counters["sets"] = static_cast<double>(sets);
+}
+
 void gemm_row(benchmark::State& state, tiny::Dtype dtype) {
   if (!real_gpu(state)) return;
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -268,6 +302,11 @@ const bool registered = [] {
   for (const char* op : {"add", "relu", "sum", "clone", "zero_", "fill_", "to_bf16", "adam"}) {
     auto* b = device(std::string("Kernel/") + op, [op](benchmark::State& s) { kernel_row(s, op); });
     for (int64_t n : {1, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25, 1 << 26}) b->Arg(n);
+  }
+
+  for (const char* op : {"add", "relu", "zero_", "adam"}) {
+    auto* b = device(std::string("KernelCold/") + op, [op](benchmark::State& s) { cold_kernel_row(s, op); });
+    for (int64_t n : {1 << 16, 1 << 18, 1 << 20, 1 << 22}) b->Arg(n);
   }
 
   const std::vector<std::vector<int64_t>> shapes = bench::calibration_gemm_shapes();

@@ -867,12 +867,12 @@ TEST(EmulatedRuntime, TwoDevicesRunParallelKernelsOnTheirOwnThreads) {
   for (int d = 0; d < 2; ++d) {
     EXPECT_EQ(seen[d].ids.size(), 2u) << "cuda:" << d;
     EXPECT_EQ(seen[d].ids.count(stream_worker[d]), 1u) << "cuda:" << d << ": the stream worker takes part";
-    const std::string own = "tiny-gpu" + std::to_string(d) + "-";  // its pool's workers: -1, -2, ... (its stream's: -s0)
-    EXPECT_EQ(std::count_if(seen[d].names.begin(), seen[d].names.end(),
-                            [&](const std::string& name) {
-                              return name.rfind(own, 0) == 0 && std::isdigit(static_cast<unsigned char>(name[own.size()]));
-                            }),
-              1)
+    // Its pool's workers are tiny-gpuD-1, -2, ...; its stream's worker is tiny-gpuD-s0.
+    const std::string own = "tiny-gpu" + std::to_string(d) + "-";
+    const auto pool_worker = [&](const std::string& name) {
+      return name.rfind(own, 0) == 0 && std::isdigit(static_cast<unsigned char>(name[own.size()]));
+    };
+    EXPECT_EQ(std::count_if(seen[d].names.begin(), seen[d].names.end(), pool_worker), 1)
         << "cuda:" << d << ": the other chunk ran on one of the device's own pool workers";
   }
   for (const auto& id : seen[0].ids) EXPECT_EQ(seen[1].ids.count(id), 0u) << "a thread ran chunks of both devices";

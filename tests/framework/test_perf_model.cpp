@@ -145,7 +145,7 @@ TEST(PerfModel, OneElementPerThreadKernelsAreBoundByTheThreadRateUpToTheGridCap)
     return c;
   };
   const int64_t cap = int64_t{1} << 24;
-  EXPECT_EQ(kMaxThreads, cap) << "gpu/cuda/launch.cuh: 65536 blocks of 256";
+  EXPECT_EQ(kMaxKernelThreads, cap) << "gpu/cuda/launch.cuh: 65536 blocks of 256";
   EXPECT_NEAR(kernel_ns(m, fill(cap)), cap / rate * 1e9, 1.0) << "thread-bound: 16M threads";
   EXPECT_NEAR(kernel_ns(m, fill(2 * cap)), cap / rate * 1e9, 1.0) << "still 16M threads, each writing two floats";
   const int64_t big = 4 * cap;
@@ -675,7 +675,8 @@ CalibrationSummary calibration_table(const std::string& file, const std::set<std
   char line[200];
   std::snprintf(line, sizeof line,
                 "predicted rows: %d, max error %.1f%%, mean error %.1f%%, %d over 20%%; fitted rows: max error %.1f%%",
-                sum.predicted_rows, 100 * sum.predicted_max, 100 * sum.predicted_mean, sum.over_20, 100 * sum.fitted_max);
+                sum.predicted_rows, 100 * sum.predicted_max, 100 * sum.predicted_mean, sum.over_20,
+                100 * sum.fitted_max);
   sum.line = line;
   std::printf("%s\n", line);
   return sum;

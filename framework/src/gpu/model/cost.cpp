@@ -92,7 +92,7 @@ int64_t kernel_ns(const DeviceModel& m, const KernelCost& c) {
     seconds = std::max(seconds, c.flops / m.peak_of("float32"));
   }
   if (c.threads > 0) {  // one element per thread: the SMs retire threads no faster than thread_rate
-    seconds = std::max(seconds, static_cast<double>(std::min(c.threads, kMaxThreads)) / m.thread_rate());
+    seconds = std::max(seconds, static_cast<double>(std::min(c.threads, kMaxKernelThreads)) / m.thread_rate());
   }
   return std::max(m.min_kernel_ns, to_ns(seconds));
 }

@@ -32,7 +32,7 @@ struct KernelCost {
   int64_t bytes = 0;
   // Threads the kernel runs, one per element of its output (tiny's pointwise
   // and fill kernels), up to tiny's grid cap (gpu/cuda/launch.cuh: 65536
-  // blocks of 256, kMaxThreads below): past it each thread loops over several
+  // blocks of 256, kMaxKernelThreads below): past it each thread loops over several
   // elements. 0: not modelled (GEMMs, reductions, optimizer steps, memsets).
   int64_t threads = 0;
   double flops = 0;  // float32 vector FLOPs for non-GEMM work
@@ -46,7 +46,7 @@ struct KernelCost {
 
 // The most threads one of tiny's kernels launches: grid_size()'s cap in
 // gpu/cuda/launch.cuh (kMaxGridBlocks x kBlockSize).
-inline constexpr int64_t kMaxThreads = int64_t{65536} * 256;
+inline constexpr int64_t kMaxKernelThreads = int64_t{65536} * 256;
 
 // The bytes one element of `dtype` costs a tiny kernel: its size, at least 4.
 inline int64_t element_bytes(Dtype dtype) {
