@@ -19,7 +19,7 @@
 //   LaunchRate/add_/1000           1000 x.add_(1) then one synchronize(): host time per op (counter us/op)
 //   LaunchRate/add/1000            the same with y = x + 1 (allocates through the caching allocator)
 //   Kernel/<op>/<n>                device time of one op on n float32 elements (add: a + b, relu,
-//                                  sum, clone, zero_ (cudaMemsetAsync), fill_ (a kernel), to_bf16,
+//                                  sum, clone, zero_ and fill_ (both tiny's fill kernel), to_bf16,
 //                                  adam: one Adam step of one parameter)
 //   KernelCold/<op>/<n>            the same (add, relu, zero_, adam), each call on the next of enough
 //                                  tensors to pass 256 MiB: inputs out of the L2 cache
@@ -200,44 +200,45 @@ void overlap(benchmark::State& state, bool side_stream) {
 
 // ---------------------------------------------------------------- device rows
 
+// The bytes one element costs each Kernel/ op (reads and writes, float32;
+// Adam reads param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq).
+int64_t bytes_per_element(const std::string& op) {
+  if (op == "add") return 12;
+  if (op == "relu" || op == "clone") return 8;
+  if (op == "to_bf16") return 6;
+  if (op == "adam") return 28;
+  return 4;  // sum, zero_, fill_
+}
+
 void kernel_row(benchmark::State& state, const std::string& op) {
   if (!real_gpu(state)) return;
   const int64_t n = state.range(0);
   const Tensor a = tiny::randn({n}, kGpu), b = tiny::randn({n}, kGpu);
   std::function<void()> fn;
-  int64_t bytes = 0;
   std::shared_ptr<tiny::optim::Adam> adam;
   if (op == "add") {
     fn = [&] { benchmark::DoNotOptimize(a + b); };
-    bytes = 12 * n;
   } else if (op == "relu") {
     fn = [&] { benchmark::DoNotOptimize(a.relu()); };
-    bytes = 8 * n;
   } else if (op == "sum") {
     fn = [&] { benchmark::DoNotOptimize(a.sum()); };
-    bytes = 4 * n;
   } else if (op == "clone") {
     fn = [&] { benchmark::DoNotOptimize(a.clone()); };
-    bytes = 8 * n;
   } else if (op == "zero_") {
     fn = [&] { b.zero_(); };
-    bytes = 4 * n;
   } else if (op == "fill_") {
     fn = [&] { b.fill_(1.5); };
-    bytes = 4 * n;
   } else if (op == "to_bf16") {
     fn = [&] { benchmark::DoNotOptimize(a.to(tiny::kBFloat16)); };
-    bytes = 6 * n;
   } else if (op == "adam") {
     Tensor p = tiny::randn({n}, kGpu);
     p.requires_grad_(true);
     p.set_grad(tiny::randn({n}, kGpu));
     adam = std::make_shared<tiny::optim::Adam>(std::vector<Tensor>{p});
     fn = [&] { adam->step(); };
-    bytes = 28 * n;  // reads param, grad, exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq
   }
   device_rows(state, fn, n >= (1 << 24) ? 5 : 50);
-  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetBytesProcessed(state.iterations() * bytes_per_element(op) * n);
 }
 
 // The same kernels with their inputs out of the L2 cache: each call takes the
@@ -246,7 +247,7 @@ void kernel_row(benchmark::State& state, const std::string& op) {
 void cold_kernel_row(benchmark::State& state, const std::string& op) {
   if (!real_gpu(state)) return;
   const int64_t n = state.range(0);
-  const int64_t per_call = (op == "add" ? 12 : op == "relu" ? 8 : op == "zero_" ? 4 : 28) * n;
+  const int64_t per_call = bytes_per_element(op) * n;
   const int64_t sets = std::min<int64_t>(1024, std::max<int64_t>(1, ((int64_t{256} << 20) + per_call - 1) / per_call));
   std::vector<Tensor> a, b;
   std::vector<std::shared_ptr<tiny::optim::Adam>> adams;

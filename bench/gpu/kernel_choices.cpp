@@ -2,7 +2,7 @@
 // as CUPTI records them through tiny's profiler: the evidence the GEMM and
 // memset models need beyond a row's total (which cuBLAS kernel a small or
 // unaligned product gets, whether it splits K and sums the parts in a second
-// kernel; whether zero_'s cudaMemsetAsync runs at the rate of a fill kernel).
+// kernel; whether zero_ runs as a memset or as tiny's fill kernel, and at what rate).
 //
 //   kernel_choices OUT.jsonl
 //
