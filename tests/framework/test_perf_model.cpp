@@ -184,6 +184,34 @@ TEST(PerfModel, LargeGemmsRunInWavesOfTilesOverTheSms) {
   EXPECT_NEAR(two_waves, std::max<double>(2 * per_tile, m.min_kernel_ns), 2.0);
 }
 
+// cuBLAS's float32 products (SIMT units) with a small output split K over the
+// SMs and sum the partial products in a second kernel; a large output, or a
+// tensor-core product, runs one kernel (cost.cpp, from the H100's kernel trace).
+TEST(PerfModel, SmallFloat32GemmsSplitKAndPayForASecondKernel) {
+  DeviceModel m = h100();
+  m.tiles = {Tile{64, 64, 1.0}};
+  m.gemm_k_overhead = 0;
+  m.gemm_fixed_ns = 0;
+  m.memory_bandwidth = 1e18;  // the arithmetic and the second kernel's start alone
+  ASSERT_GE(m.gemm_split_k_max_output, 64 * 64);
+  const double k_step = 2.0 * 64 * 64 / (m.peak_of("float32") / m.sm_count) * 1e9;  // one tile, one k, in ns
+  const auto ns = [&](Dtype dtype, int64_t rows, int64_t cols, int64_t k) {
+    return static_cast<double>(kernel_ns(m, gemm_cost(dtype, rows, cols, k, false)));
+  };
+  // One 64x64 tile, K = 4096: split 32 ways (4096 / 32 = 128 >= 64) onto 32 SMs, then the reduction kernel.
+  EXPECT_NEAR(ns(Dtype::Float32, 64, 64, 4096), 128 * k_step + m.min_kernel_ns, 2.0);
+  // K = 10 is too short to split, but not a multiple of 4: cuBLASLt's unaligned kernel still ends in a reduction.
+  EXPECT_NEAR(ns(Dtype::Float32, 64, 64, 10), 10 * k_step + m.min_kernel_ns, 2.0);
+  // K = 64, aligned: not worth splitting, one kernel.
+  EXPECT_NEAR(ns(Dtype::Float32, 64, 64, 64), std::max<double>(64 * k_step, m.min_kernel_ns), 2.0);
+  // A large output (12 x 12 = 144 tiles, two waves over 132 SMs, 589824 elements): one kernel, K whole.
+  ASSERT_LT(m.gemm_split_k_max_output, 768 * 768);
+  EXPECT_NEAR(ns(Dtype::Float32, 768, 768, 4096), 2 * 4096 * k_step, 2.0);
+  // bfloat16 on the tensor cores: one kernel, however small the output.
+  const double bf16_k_step = 2.0 * 64 * 64 / (m.peak_of("bfloat16_tensor") / m.sm_count) * 1e9;
+  EXPECT_NEAR(ns(Dtype::BFloat16, 64, 64, 4096), std::max<double>(4096 * bf16_k_step, m.min_kernel_ns), 2.0);
+}
+
 TEST(PerfModel, TensorCoresOnlyWhereTheGpuAndTheShapeAllowThem) {
   const DeviceModel& m = h100();
   const int64_t fp32 = kernel_ns(m, gemm_cost(Dtype::Float32, 4096, 4096, 4096, false));
@@ -696,7 +724,7 @@ TEST(PerfModel, Calibration) {
   // Where the model stands (docs/performance_model.md lists the rows that
   // miss and why): the target is every predicted row within 20%.
   EXPECT_LT(sum.predicted_mean, 0.15);
-  EXPECT_LE(sum.over_20, 27);
+  EXPECT_LE(sum.over_20, 15);
   EXPECT_LT(sum.predicted_max, 0.8);
   expect_quoted_by_the_model_page(sum.line);
 }
@@ -708,7 +736,7 @@ TEST(PerfModel, CalibrationOnASecondH100) {
   const CalibrationSummary sum = calibration_table("h100-sxm-2026-11-27.json", {});
   ASSERT_GT(sum.predicted_rows, 150);
   EXPECT_LT(sum.predicted_mean, 0.15);
-  EXPECT_LE(sum.over_20, 45);
+  EXPECT_LE(sum.over_20, 33);
   EXPECT_LT(sum.predicted_max, 0.8);
   expect_quoted_by_the_model_page(sum.line);
   // The same machine's kernels with their inputs in the L2 cache (Kernel/) and
@@ -726,7 +754,7 @@ TEST(PerfModel, CalibrationOnAGpuItWasNotFittedOn) {
   const CalibrationSummary sum = calibration_table("h200-2026-11-26.json", {});
   ASSERT_GT(sum.predicted_rows, 150);
   EXPECT_LT(sum.predicted_mean, 0.20);
-  EXPECT_LE(sum.over_20, 50);
+  EXPECT_LE(sum.over_20, 37);
   EXPECT_LT(sum.predicted_max, 0.8);
   if (tiny::cuda::get_device_properties(0).modelled_gpu == load_model("h200").display_name) {
     expect_quoted_by_the_model_page(sum.line);  // the training steps were predicted too, as under ctest

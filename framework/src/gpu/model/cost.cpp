@@ -25,27 +25,38 @@ double efficiency_of(const DeviceModel& m, Work work) {
 
 bool tensor_core_math(const char* math) { return std::string(math).find("_tensor") != std::string::npos; }
 
-// The arithmetic of a GEMM in seconds: the best of a few tile shapes and
-// split-K factors, as cuBLAS's heuristics pick among its kernels. Each tile
-// runs on one SM at `efficiency` of its share of the peak; tiles run in
-// waves of sm_count (the last wave may be partly idle: wave quantization);
-// every tile pays gemm_k_overhead extra k steps. Split-K adds a kernel that
-// sums the partial products.
+// The arithmetic of a GEMM in seconds: the best of a few tile shapes, as
+// cuBLAS's heuristics pick among its kernels. Each tile runs on one SM at
+// `efficiency` of its share of the peak; tiles run in waves of sm_count (the
+// last wave may be partly idle: wave quantization); every tile pays
+// gemm_k_overhead extra k steps.
+//
+// Split-K, as the H100's kernel trace shows cuBLAS choosing it
+// (data/gpu_measurements/h100-sxm-2026-11-27-kernels.json): only float32 on
+// the SIMT units, and there whenever the output is small (at most
+// gemm_split_k_max_output elements, too few tiles to fill the SMs) and K is
+// worth splitting (over 64) or a dimension is not a multiple of 4 (cuBLASLt's
+// unaligned kernels always finish in a reduction kernel). Such a product runs
+// two kernels: the partial products, written out, then their sum. Tensor-core
+// products (float16, bfloat16, TF32) of the training shapes run one kernel.
 double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
   const char* math = gemm_math(m, c.dtype, c.allow_tf32);
   double rate = m.peak_of(math) / m.sm_count;  // FLOP/s of one SM
   if (tensor_core_math(math) && (c.m % 8 != 0 || c.n % 8 != 0 || c.k % 8 != 0)) {
     rate *= m.unaligned_tensor_core_efficiency;  // no aligned 16-byte loads: the slow kernels
   }
+  const bool unaligned = c.m % 4 != 0 || c.n % 4 != 0 || c.k % 4 != 0;
+  const bool split_k = std::string(math) == "float32" && c.m * c.n <= m.gemm_split_k_max_output &&
+                       (c.k > 64 || unaligned);
   double best = std::numeric_limits<double>::infinity();
   for (const Tile& tile : m.tiles) {
     const int64_t tiles = ceil_div(c.m, tile.m) * ceil_div(c.n, tile.n);
-    for (int64_t split = 1; split <= 32; split *= 2) {
+    for (int64_t split = 1; split <= (split_k ? 32 : 1); split *= 2) {
       if (split > 1 && c.k / split < 64) break;
       const int64_t waves = ceil_div(tiles * split, m.sm_count);
       const double k_steps = static_cast<double>(ceil_div(c.k, split)) + m.gemm_k_overhead;
       double t = static_cast<double>(waves) * 2.0 * tile.m * tile.n * k_steps / (rate * tile.efficiency);
-      if (split > 1) {  // the partial products are written, then summed by a second kernel
+      if (split_k) {  // the partial products are written, then summed by a second kernel
         const double partial_bytes = 2.0 * static_cast<double>(split) * c.m * c.n * 4;
         t += m.min_kernel_ns * 1e-9 + partial_bytes / (m.memory_bandwidth * m.pointwise_efficiency);
       }

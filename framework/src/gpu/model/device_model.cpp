@@ -111,6 +111,7 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
     t.efficiency = efficiency;
     d.tiles.push_back(t);
   }
+  d.gemm_split_k_max_output = field<int64_t>(m, defaults, "gemm_split_k_max_output", at);
   d.unaligned_tensor_core_efficiency = field<double>(m, defaults, "gemm_unaligned_tensor_core_efficiency", at);
   d.pinned_efficiency = field<double>(m, defaults, "pinned_efficiency", at);
   d.pageable_to_device = field<double>(m, defaults, "pageable_to_device_gbps", at) * 1e9;

@@ -60,6 +60,8 @@ struct DeviceModel {
   double threads_per_sm_cycle = 0;
   double gemm_k_overhead = 0;  // extra k steps of each GEMM tile (pipeline fill, epilogue)
   std::vector<Tile> tiles;
+  // float32 GEMMs on the SIMT units split K over two kernels when C has at most this many elements (cost.cpp).
+  int64_t gemm_split_k_max_output = 0;
   double unaligned_tensor_core_efficiency = 1;  // float16/bfloat16 GEMMs with a dimension not a multiple of 8
   double pinned_efficiency = 1;                 // share of the PCIe link a pinned copy reaches
   double pageable_to_device = 0, pageable_to_host = 0;  // bytes/s, staged through the host
