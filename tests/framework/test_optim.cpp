@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/optimizer_ops.h"
 #include "tiny/io.h"
 #include "tiny/nn/utils.h"
 #include "tiny/ops.h"
@@ -327,6 +328,76 @@ TEST(OptimAdam, LargeParameterSplitIntoChunks) {
     ref.step(expected, g);
   }
   expect_near_rel(p.to_vector<double>(), expected, 1e-12, 1e-14, "param");
+}
+
+// ============================================================== the CPU's vector loops
+
+// The CPU backend runs its optimizer loops in a copy compiled for the widest
+// vector unit the CPU has (AVX2 where present, backend/cpu/optimizer_kernels.cpp).
+// Every float32 element must still be exactly the per-element update
+// (kernels/optimizer_ops.h) applied one at a time, as this file compiles it for
+// baseline x86-64: no fused multiply-add, no reordering, whatever the CPU.
+std::vector<float> odd_floats(int64_t n, double phase) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(phase + 0.731 * static_cast<double>(i)));
+  return v;
+}
+
+TEST(OptimAdam, EveryFloat32ElementIsBitwiseTheOneAtATimeUpdate) {
+  const int64_t n = 1003;  // vector bodies and a scalar tail
+  std::vector<float> p_ref = odd_floats(n, 0.1), m_ref(n, 0.0f), v_ref(n, 0.0f);
+  Tensor p = tiny::from_vector(p_ref).requires_grad_(true);
+  Adam opt({p}, AdamOptions{0.01, {0.9, 0.999}, 1e-8, 0.01, false});
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::vector<float> g = odd_floats(n, 0.5 * static_cast<double>(step));
+    p.set_grad(tiny::from_vector(g));
+    opt.step();
+    tiny::kernels::AdamParams k;
+    k.lr = 0.01, k.weight_decay = 0.01, k.step = step;
+    using Update = tiny::kernels::AdamUpdate<float>;
+    const Update update(k);
+    tiny::kernels::with_flags<Update::kNumFlags>(update.flags(), [&](auto flags) {
+      constexpr int F = decltype(flags)::value;
+      for (int64_t i = 0; i < n; ++i) {
+        float scratch = 0;
+        update.template apply<F>(p_ref[i], g[i], m_ref[i], v_ref[i], scratch);
+      }
+    });
+  }
+  const std::vector<float> got = p.to_vector<float>();
+  const std::vector<float> m_got = opt.state(0).buffers.at("exp_avg").to_vector<float>();
+  const std::vector<float> v_got = opt.state(0).buffers.at("exp_avg_sq").to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[i], p_ref[i]) << "param element " << i;
+    ASSERT_EQ(m_got[i], m_ref[i]) << "exp_avg element " << i;
+    ASSERT_EQ(v_got[i], v_ref[i]) << "exp_avg_sq element " << i;
+  }
+}
+
+TEST(OptimSGD, EveryFloat32ElementIsBitwiseTheOneAtATimeUpdate) {
+  const int64_t n = 1003;
+  std::vector<float> p_ref = odd_floats(n, 0.2), b_ref(n, 0.0f);
+  Tensor p = tiny::from_vector(p_ref).requires_grad_(true);
+  SGD opt({p}, SGDOptions{0.05, 0.9, 0.0, 0.01, true});
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::vector<float> g = odd_floats(n, 0.3 * static_cast<double>(step));
+    p.set_grad(tiny::from_vector(g));
+    opt.step();
+    tiny::kernels::SgdParams k;
+    k.lr = 0.05, k.momentum = 0.9, k.weight_decay = 0.01, k.nesterov = true, k.first_step = step == 1;
+    using Update = tiny::kernels::SgdUpdate<float>;
+    const Update update(k);
+    tiny::kernels::with_flags<Update::kNumFlags>(update.flags(), [&](auto flags) {
+      constexpr int F = decltype(flags)::value;
+      for (int64_t i = 0; i < n; ++i) update.template apply<F>(p_ref[i], g[i], b_ref[i]);
+    });
+  }
+  const std::vector<float> got = p.to_vector<float>();
+  const std::vector<float> b_got = opt.state(0).buffers.at("momentum_buffer").to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[i], p_ref[i]) << "param element " << i;
+    ASSERT_EQ(b_got[i], b_ref[i]) << "momentum_buffer element " << i;
+  }
 }
 
 // ============================================================== parity with PyTorch
