@@ -26,7 +26,9 @@ double efficiency_of(const DeviceModel& m, Work work) {
 bool tensor_core_math(const char* math) { return std::string(math).find("_tensor") != std::string::npos; }
 
 // The arithmetic of a GEMM in seconds: the best of a few tile shapes, as
-// cuBLAS's heuristics pick among its kernels. Each tile runs on one SM at
+// cuBLAS's heuristics pick among its kernels (the smallest, 32x32, only where
+// the H100's trace showed cuBLAS running it: float32 on the CUDA cores, and
+// the WMMA kernels of unaligned float16/bfloat16). Each tile runs on one SM at
 // `efficiency` of its share of the peak; tiles run in waves of sm_count (the
 // last wave may be partly idle: wave quantization); every tile pays
 // gemm_k_overhead extra k steps.
@@ -44,7 +46,9 @@ bool tensor_core_math(const char* math) { return std::string(math).find("_tensor
 double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
   const char* math = gemm_math(m, c.dtype, c.allow_tf32);
   double rate = m.peak_of(math) / m.sm_count;  // FLOP/s of one SM
-  if (tensor_core_math(math) && (c.m % 8 != 0 || c.n % 8 != 0 || c.k % 8 != 0)) {
+  const bool tensor_cores = tensor_core_math(math);
+  const bool aligned8 = c.m % 8 == 0 && c.n % 8 == 0 && c.k % 8 == 0;
+  if (tensor_cores && !aligned8) {
     rate *= m.unaligned_tensor_core_efficiency;  // no aligned 16-byte loads: the slow kernels
   }
   const bool unaligned = c.m % 4 != 0 || c.n % 4 != 0 || c.k % 4 != 0;
@@ -52,6 +56,7 @@ double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
                        (c.k > 64 || unaligned);
   double best = std::numeric_limits<double>::infinity();
   for (const Tile& tile : m.tiles) {
+    if (tensor_cores && aligned8 && !tile.aligned_tensor_cores) continue;
     const int64_t tiles = ceil_div(c.m, tile.m) * ceil_div(c.n, tile.n);
     for (int64_t split = 1; split <= (split_k ? 32 : 1); split *= 2) {
       if (split > 1 && c.k / split < 64) break;

@@ -111,6 +111,14 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
     t.efficiency = efficiency;
     d.tiles.push_back(t);
   }
+  for (const std::string& shape : field<std::vector<std::string>>(m, defaults, "gemm_tiles_not_for_aligned_tensor_cores", at)) {
+    const auto it = std::find_if(d.tiles.begin(), d.tiles.end(), [&](const Tile& t) {
+      return shape == std::to_string(t.m) + "x" + std::to_string(t.n);
+    });
+    TINY_CHECK(it != d.tiles.end(), ValueError, at, ": \"gemm_tiles_not_for_aligned_tensor_cores\" names \"", shape,
+               "\", which is not a key of \"gemm_tile_efficiency\"");
+    it->aligned_tensor_cores = false;
+  }
   d.gemm_split_k_max_output = field<int64_t>(m, defaults, "gemm_split_k_max_output", at);
   d.unaligned_tensor_core_efficiency = field<double>(m, defaults, "gemm_unaligned_tensor_core_efficiency", at);
   d.pinned_efficiency = field<double>(m, defaults, "pinned_efficiency", at);

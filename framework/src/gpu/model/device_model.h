@@ -16,6 +16,9 @@ namespace tiny::gpu::model {
 struct Tile {
   int64_t m = 128, n = 128;
   double efficiency = 1.0;
+  // false: cuBLAS runs this tile only on the CUDA cores (float32) and in its
+  // kernels for unaligned tensor-core products, never for aligned ones.
+  bool aligned_tensor_cores = true;
 };
 
 // The collectives' parameters (gpu/model/collective_cost.h; sources in gpu_models.json's "collective_sources").
