@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tiny::gpu::model {
@@ -23,7 +24,7 @@ double efficiency_of(const DeviceModel& m, Work work) {
   return 1.0;
 }
 
-bool tensor_core_math(const char* math) { return std::string(math).find("_tensor") != std::string::npos; }
+bool tensor_core_math(const char* math) { return std::strstr(math, "_tensor") != nullptr; }
 
 // The arithmetic of a GEMM in seconds: the best of a few tile shapes, as
 // cuBLAS's heuristics pick among its kernels (the smallest, 32x32, only where
@@ -52,7 +53,7 @@ double gemm_seconds(const DeviceModel& m, const KernelCost& c) {
     rate *= m.unaligned_tensor_core_efficiency;  // no aligned 16-byte loads: the slow kernels
   }
   const bool unaligned = c.m % 4 != 0 || c.n % 4 != 0 || c.k % 4 != 0;
-  const bool split_k = std::string(math) == "float32" && c.m * c.n <= m.gemm_split_k_max_output &&
+  const bool split_k = std::strcmp(math, "float32") == 0 && c.m * c.n <= m.gemm_split_k_max_output &&
                        (c.k > 64 || unaligned);
   double best = std::numeric_limits<double>::infinity();
   for (const Tile& tile : m.tiles) {
