@@ -229,22 +229,25 @@ TEST_F(Io, LoadsNumpyScalarEmptyAndVector) {
   EXPECT_EQ(v.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
 }
 
-TEST_F(Io, SmallIntegerFilesWidenToInt64) {
-  for (const char* file : {"dtype_i1.npy", "dtype_i2.npy", "dtype_i4.npy", "dtype_u1.npy"}) {
+TEST_F(Io, Int8AndInt16WidenToInt64WhileInt32AndUInt8KeepTheirDtype) {
+  const std::vector<std::pair<const char*, tiny::Dtype>> files = {
+      {"dtype_i1.npy", tiny::kInt64}, {"dtype_i2.npy", tiny::kInt64},
+      {"dtype_i4.npy", tiny::kInt32}, {"dtype_u1.npy", tiny::kUInt8}};
+  for (const auto& [file, dtype] : files) {
     SCOPED_TRACE(file);
     const Tensor t = load_npy(numpy_file(file));
-    EXPECT_EQ(t.dtype(), tiny::kInt64);
+    EXPECT_EQ(t.dtype(), dtype);
     EXPECT_EQ(t.sizes(), (tiny::IntArrayRef{2, 3}));
     EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
   }
   // A version 2.0 file of int32, shape (3, 2).
   const Tensor v2 = load_npy(numpy_file("v2_i4.npy"));
-  EXPECT_EQ(v2.dtype(), tiny::kInt64);
+  EXPECT_EQ(v2.dtype(), tiny::kInt32);
   EXPECT_EQ(v2.sizes(), (tiny::IntArrayRef{3, 2}));
   EXPECT_EQ(v2.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
-TEST_F(Io, WideningKeepsSignAndRange) {
+TEST_F(Io, Int32AndUInt8KeepSignAndRange) {
   // Extreme values: numpy's header of dtype_i4.npy / dtype_u1.npy followed by our own data bytes.
   std::vector<char> bytes = slurp(numpy_file("dtype_i4.npy"));
   ASSERT_EQ(bytes.size() % 64, 24u);  // header padded to 64 bytes, then 6 * 4 data bytes
@@ -256,6 +259,9 @@ TEST_F(Io, WideningKeepsSignAndRange) {
     std::ofstream out(path("i4.npy"), std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
+  EXPECT_EQ(load_npy(path("i4.npy")).to_vector<int32_t>(),
+            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -1, 0, 1, 1 << 30,
+                                  std::numeric_limits<int32_t>::max()}));
   EXPECT_EQ(load_npy(path("i4.npy")).to_vector<int64_t>(),
             (std::vector<int64_t>{std::numeric_limits<int32_t>::min(), -1, 0, 1, 1 << 30,
                                   std::numeric_limits<int32_t>::max()}));
@@ -268,6 +274,7 @@ TEST_F(Io, WideningKeepsSignAndRange) {
     std::ofstream out(path("u1.npy"), std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
+  EXPECT_EQ(load_npy(path("u1.npy")).dtype(), tiny::kUInt8);
   EXPECT_EQ(load_npy(path("u1.npy")).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 127, 128, 200, 255}));
 }
 

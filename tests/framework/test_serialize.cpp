@@ -129,6 +129,9 @@ TEST(Serialize, RoundTripEveryDtype) {
                                               std::numeric_limits<int64_t>::max(), 1LL << 53},
                                              {3, 2}));
   s.insert("bool", tiny::from_vector<bool>({true, false, false, true, true, false}, {1, 2, 3}));
+  s.insert("i32", tiny::from_vector<int32_t>({std::numeric_limits<int32_t>::min(), -1, 0, 7,
+                                              std::numeric_limits<int32_t>::max()}, {5}));
+  s.insert("u8", tiny::from_vector<uint8_t>({0, 1, 127, 128, 255, 200}, {2, 3}));
   const StateDict back = save_and_load(s, dir);
   ASSERT_EQ(names_of(back), names_of(s));
   for (const auto& [name, t] : s) expect_same(back.at(name), t, name);
@@ -589,8 +592,8 @@ TEST_F(SafetensorsLoad, UnknownAndUnsupportedDtypes) {
                       {"tensor 't'", "unknown dtype 'F128'", "F32", "BF16"});
   expect_header_error("{" + entry("t", "\"f32\"", "[1]", "[0,4]") + "}", 4, {"unknown dtype 'f32'"});
   expect_header_error("{" + entry("h", "\"I16\"", "[2]", "[0,4]") + "}", 4,
-                      {"tensor 'h'", "dtype I16 is not supported", "F16, BF16, F32, F64, I64 and BOOL", "t.float()"});
-  expect_header_error("{" + entry("i", "\"I32\"", "[2]", "[0,8]") + "}", 8, {"dtype I32 is not supported"});
+                      {"tensor 'h'", "dtype I16 is not supported", "F16, BF16, F32, F64, I64, I32, U8 and BOOL", "t.float()"});
+  expect_header_error("{" + entry("i", "\"U32\"", "[2]", "[0,8]") + "}", 8, {"dtype U32 is not supported"});
 }
 
 TEST_F(SafetensorsLoad, DuplicateNames) {

@@ -414,6 +414,44 @@ TEST(CudaBackend, MatrixProductsMatchTheCpu) {
   EXPECT_TRUE(same(tiny::mm(ib.t().to(kGpu), ia.t().to(kGpu)), tiny::mm(ib.t(), ia.t()))) << "int64 transposed";
 }
 
+TEST(CudaBackend, Int32AndUInt8MatchTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  tiny::manual_seed(9);
+  // Float to uint8 only from values in [0, 255]: outside, C++ leaves the cast
+  // undefined and the GPU saturates (PyTorch has the same split).
+  const Tensor in_range = tiny::rand({300}) * 255.0;
+  const Tensor wide = tiny::randint(-100000, 100000, {300});
+  for (Dtype to : {tiny::kInt32, tiny::kUInt8}) {
+    for (Dtype from : {tiny::kBool, tiny::kInt64, tiny::kInt32, tiny::kUInt8, tiny::kFloat32, tiny::kFloat64,
+                       tiny::kFloat16, tiny::kBFloat16}) {
+      const Tensor src = (tiny::is_floating_point(from) && to == tiny::kUInt8 ? in_range : wide).to(from);
+      EXPECT_TRUE(same(src.to(kGpu).to(to), src.to(to))) << name_of(from) << " -> " << name_of(to);
+      EXPECT_TRUE(same(src.to(to).to(kGpu).to(from), src.to(to).to(from))) << name_of(to) << " -> " << name_of(from);
+    }
+    EXPECT_TRUE(same(tiny::arange(0.0, 200.0, 1.5, tiny::TensorOptions(to).device(kGpu)), tiny::arange(0.0, 200.0, 1.5, to)))
+        << "arange " << name_of(to);
+    EXPECT_TRUE(same(tiny::full({5}, 300, tiny::TensorOptions(to).device(kGpu)), tiny::full({5}, 300, to)))
+        << "fill " << name_of(to);
+  }
+  const Tensor u = tiny::randint(0, 256, {17, 9}).to(tiny::kUInt8), v = tiny::randint(0, 256, {17, 9}).to(tiny::kUInt8);
+  const Tensor i = tiny::randint(-1000, 1000, {17, 9}).to(tiny::kInt32);
+  const Tensor j = (tiny::randint(1, 50, {9}) * (tiny::randint(0, 2, {9}) * 2 - 1)).to(tiny::kInt32);
+  auto ops = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{x[0] + x[1], x[0] - x[1], x[0] * x[1], -x[0], x[0].pow(2), x[0] + x[2], x[2] * -3,
+                               x[2] / x[3], tiny::abs(x[2]), tiny::sign(x[2]), tiny::clamp(x[2], -20, 30),
+                               tiny::maximum(x[0], x[1]), tiny::minimum(x[2], x[3]), (x[2] < x[0]).to(tiny::kInt32),
+                               x[0].sum(), x[2].sum({1}), tiny::cumsum(x[2], 1), tiny::amax(x[0], {0}),
+                               tiny::argmax(x[2], 1), std::get<0>(tiny::sort(x[0], 1)), tiny::mm(x[0], x[1].t()),
+                               tiny::mm(x[2], x[2].t()), x[0].t().contiguous()};
+  };
+  const std::vector<Tensor> on_cpu = ops({u, v, i, j});
+  const std::vector<Tensor> on_gpu = ops({u.to(kGpu), v.to(kGpu), i.to(kGpu), j.to(kGpu)});
+  for (size_t k = 0; k < on_cpu.size(); ++k) EXPECT_TRUE(same(on_gpu[k], on_cpu[k])) << "op " << k;
+  const Tensor table = tiny::randn({6, 4}), index = tiny::from_vector<int32_t>({5, 0, 5, 2});
+  EXPECT_TRUE(same(tiny::index_select(table.to(kGpu), 0, index.to(kGpu)), tiny::index_select(table, 0, index)));
+  EXPECT_TRUE(same(F::embedding(index.to(kGpu), table.to(kGpu)), F::embedding(index, table)));
+}
+
 TEST(CudaBackend, SoftmaxAndLossesMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
   tiny::manual_seed(5);

@@ -13,7 +13,7 @@ namespace tiny {
 
 /// @brief The element type of a tensor.
 ///
-/// Type promotion is PyTorch's (promote_types): bool < int64 < any float;
+/// Type promotion is PyTorch's (promote_types): bool < uint8 < int32 < int64 < any float;
 /// among floats float16 and bfloat16 < float32 < float64, and float16 with
 /// bfloat16 gives float32 (neither holds the other). The codes are stable
 /// (they never change when a dtype is added); code switches on Dtype through
@@ -25,12 +25,20 @@ enum class Dtype : int8_t {
   Float64 = 3,   ///< `torch.float64` (`torch.double`): gradient checks
   Float16 = 4,   ///< `torch.float16` (`torch.half`): tiny::Half, IEEE binary16
   BFloat16 = 5,  ///< `torch.bfloat16`: tiny::BFloat16, the top half of a float32
+  Int32 = 6,     ///< `torch.int32` (`torch.int`): compact indices and labels
+  UInt8 = 7,     ///< `torch.uint8`: raw image pixels (0-255); arithmetic wraps modulo 256
 };
 
 /// @brief `torch.bool`.
 inline constexpr Dtype kBool = Dtype::Bool;
 /// @brief `torch.int64` / `torch.long`.
 inline constexpr Dtype kInt64 = Dtype::Int64;
+/// @brief `torch.int32` / `torch.int`.
+inline constexpr Dtype kInt32 = Dtype::Int32;
+/// @brief `torch.int`, the same dtype as kInt32.
+inline constexpr Dtype kInt = Dtype::Int32;
+/// @brief `torch.uint8`.
+inline constexpr Dtype kUInt8 = Dtype::UInt8;
 /// @brief `torch.float32` / `torch.float`, the default dtype.
 inline constexpr Dtype kFloat32 = Dtype::Float32;
 /// @brief `torch.float64` / `torch.double`.
@@ -46,12 +54,14 @@ inline constexpr Dtype kBFloat16 = Dtype::BFloat16;
 size_t element_size(Dtype dtype);
 /// @brief The name PyTorch prints, e.g. "float32".
 const char* dtype_name(Dtype dtype);
+/// @brief True for uint8, int32 and int64 (not bool, as PyTorch's `is_integral(include_bool=False)`).
+bool is_integral(Dtype dtype);
 /// @brief True for float16, bfloat16, float32 and float64.
 bool is_floating_point(Dtype dtype);
 /// @brief True for the 16-bit floats (float16, bfloat16), which compute in float32.
 bool is_reduced_floating_point(Dtype dtype);
 /// @brief The dtype of `a op b` for two tensors (PyTorch's `torch.promote_types`):
-/// float16 with bfloat16 gives float32, float16 with int64 gives float16.
+/// float16 with bfloat16 gives float32, float16 with int64 gives float16, uint8 with int32 gives int32.
 Dtype promote_types(Dtype a, Dtype b);
 /// @brief Prints `float32`, `int64`, ...
 std::ostream& operator<<(std::ostream& out, Dtype dtype);
@@ -66,6 +76,8 @@ template <> constexpr Dtype dtype_of<float>() { return Dtype::Float32; }
 template <> constexpr Dtype dtype_of<double>() { return Dtype::Float64; }
 template <> constexpr Dtype dtype_of<Half>() { return Dtype::Float16; }
 template <> constexpr Dtype dtype_of<BFloat16>() { return Dtype::BFloat16; }
+template <> constexpr Dtype dtype_of<int32_t>() { return Dtype::Int32; }
+template <> constexpr Dtype dtype_of<uint8_t>() { return Dtype::UInt8; }
 /// @endcond
 
 }  // namespace tiny

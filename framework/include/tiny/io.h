@@ -19,8 +19,9 @@ void save_npy(const std::string& path, const Tensor& tensor);
 
 /// @brief Reads a `.npy` file written by numpy or `save_npy` into a CPU tensor.
 ///
-/// Accepts float16/32/64, int8/16/32/64, uint8 and bool arrays (smaller integer
-/// types become int64, as PyTorch's indices are), in C or Fortran order.
+/// Accepts float16/32/64, int8/16/32/64, uint8 and bool arrays, in C or Fortran
+/// order. int32 and uint8 keep their dtype (as `torch.from_numpy`); int8 and
+/// int16, which tiny lacks, become int64.
 /// A uint16 `<u2` array is read as bfloat16 bit patterns, the way save_npy
 /// writes bfloat16 (tiny has no uint16 dtype), so every dtype survives a
 /// round trip; for real uint16 data convert in numpy first: `a.astype('<i8')`.

@@ -18,8 +18,8 @@ namespace tiny {
 ///
 /// Tensors are written in the StateDict's order, contiguous, device tensors
 /// copied to the CPU first; `state.metadata` becomes the header's `__metadata__`
-/// (omitted when empty). float32, float64, int64 and bool are stored as F32,
-/// F64, I64 and BOOL. The bytes go to a temporary file in the same directory,
+/// (omitted when empty). Each dtype is stored under its safetensors name (F32,
+/// F64, F16, BF16, I64, I32, U8, BOOL). The bytes go to a temporary file in the same directory,
 /// which is fsynced and renamed over `path`: a crash or an error mid-save never
 /// destroys the previous checkpoint. Throws tiny::ValueError for a state that
 /// cannot be written (an undefined tensor, a tensor named `__metadata__`, a
@@ -31,7 +31,7 @@ void save(const StateDict& state, const std::string& path);
 /// The tensors come in the order of their data in the file, which is the
 /// order `save` wrote them in. Everything is validated first; a malformed file
 /// throws tiny::IOError naming the file and what is wrong. Dtypes other than
-/// F16, BF16, F32, F64, I64 and BOOL are refused with the conversion to make.
+/// F16, BF16, F32, F64, I64, I32, U8 and BOOL are refused with the conversion to make.
 StateDict load(const std::string& path);
 
 }  // namespace tiny

@@ -21,12 +21,19 @@
   TINY_DTYPE_CASE(Float16, ::tiny::Half, __VA_ARGS__)     \
   TINY_DTYPE_CASE(BFloat16, ::tiny::BFloat16, __VA_ARGS__)
 
+// uint8, int32 and int64: C++ arithmetic on them wraps as PyTorch's does for
+// uint8 (modulo 256); signed overflow is the program's error, as in PyTorch.
+#define TINY_DTYPE_CASES_INTEGRAL(...)                    \
+  TINY_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)            \
+  TINY_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)            \
+  TINY_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)
+
 // Every dtype.
 #define TINY_DISPATCH_ALL(dtype, op_name, ...)                                                    \
   [&] {                                                                                           \
     switch (dtype) {                                                                              \
       TINY_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                                    \
-      TINY_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                                \
+      TINY_DTYPE_CASES_INTEGRAL(__VA_ARGS__)                                                      \
       TINY_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                \
       TINY_DTYPE_CASE(Float64, double, __VA_ARGS__)                                               \
       TINY_DTYPE_CASES_REDUCED_FLOAT(__VA_ARGS__)                                                 \
@@ -47,11 +54,11 @@
                "' (use a floating-point tensor: x.to(tiny::kFloat32))");                         \
   }()
 
-// int64 and every floating dtype.
+// The integers and every floating dtype.
 #define TINY_DISPATCH_NUMERIC(dtype, op_name, ...)                                               \
   [&] {                                                                                          \
     switch (dtype) {                                                                             \
-      TINY_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                               \
+      TINY_DTYPE_CASES_INTEGRAL(__VA_ARGS__)                                                     \
       TINY_DTYPE_CASE(Float32, float, __VA_ARGS__)                                               \
       TINY_DTYPE_CASE(Float64, double, __VA_ARGS__)                                              \
       TINY_DTYPE_CASES_REDUCED_FLOAT(__VA_ARGS__)                                                \

@@ -14,6 +14,8 @@ size_t element_size(Dtype dtype) {
     case Dtype::Float64: return 8;
     case Dtype::Float16: return 2;
     case Dtype::BFloat16: return 2;
+    case Dtype::Int32: return 4;
+    case Dtype::UInt8: return 1;
   }
   TINY_THROW(DtypeError, "unknown dtype code ", static_cast<int>(dtype));
 }
@@ -26,6 +28,8 @@ const char* dtype_name(Dtype dtype) {
     case Dtype::Float64: return "float64";
     case Dtype::Float16: return "float16";
     case Dtype::BFloat16: return "bfloat16";
+    case Dtype::Int32: return "int32";
+    case Dtype::UInt8: return "uint8";
   }
   return "unknown";
 }
@@ -34,19 +38,24 @@ bool is_floating_point(Dtype dtype) {
   return dtype == Dtype::Float32 || dtype == Dtype::Float64 || is_reduced_floating_point(dtype);
 }
 
+bool is_integral(Dtype dtype) { return dtype == Dtype::UInt8 || dtype == Dtype::Int32 || dtype == Dtype::Int64; }
+
 bool is_reduced_floating_point(Dtype dtype) { return dtype == Dtype::Float16 || dtype == Dtype::BFloat16; }
 
 namespace {
 
-// Rank inside a category: bool < int64 < float16 = bfloat16 < float32 < float64.
+// Rank: bool < uint8 < int32 < int64 < float16 = bfloat16 < float32 < float64.
+// (PyTorch meets uint8 and int8 in int16; tiny has neither int8 nor int16.)
 int promotion_rank(Dtype d) {
   switch (d) {
     case Dtype::Bool: return 0;
-    case Dtype::Int64: return 1;
+    case Dtype::UInt8: return 1;
+    case Dtype::Int32: return 2;
+    case Dtype::Int64: return 3;
     case Dtype::Float16:
-    case Dtype::BFloat16: return 2;
-    case Dtype::Float32: return 3;
-    case Dtype::Float64: return 4;
+    case Dtype::BFloat16: return 4;
+    case Dtype::Float32: return 5;
+    case Dtype::Float64: return 6;
   }
   TINY_THROW(DtypeError, "unknown dtype code ", static_cast<int>(d));
 }

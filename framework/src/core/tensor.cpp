@@ -64,6 +64,8 @@ Scalar Tensor::item() const {
     case Dtype::Float64: return Scalar(*reinterpret_cast<const double*>(p));
     case Dtype::Float16: return Scalar(static_cast<float>(*reinterpret_cast<const Half*>(p)));
     case Dtype::BFloat16: return Scalar(static_cast<float>(*reinterpret_cast<const BFloat16*>(p)));
+    case Dtype::Int32: return Scalar(*reinterpret_cast<const int32_t*>(p));
+    case Dtype::UInt8: return Scalar(*reinterpret_cast<const uint8_t*>(p));
   }
   TINY_THROW(DtypeError, "item(): unknown dtype");
 }
@@ -78,6 +80,8 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 template std::vector<Half> Tensor::to_vector<Half>() const;
 template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;

@@ -21,8 +21,8 @@ namespace {
 struct Staged {
   explicit Staged(const Tensor& t) : tensor(t) {
     TINY_CHECK(t.defined(), ValueError, "distributed: the tensor is undefined");
-    TINY_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64 || t.dtype() == kInt64, DtypeError,
-               "distributed: unsupported dtype ", t.dtype(), " (use float32, float64 or int64)");
+    TINY_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64 || is_integral(t.dtype()), DtypeError,
+               "distributed: unsupported dtype ", t.dtype(), " (use float32, float64, int64, int32 or uint8)");
     direct = t.is_cpu() && t.is_contiguous();
     host = direct ? t : t.detach().cpu().contiguous();
     if (host.is_same(t) && !direct) host = host.clone();

@@ -111,9 +111,9 @@ class EmulatedNcclGroup final : public NcclGroup {
   static size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
   static void check_dtype(const char* op, const Tensor& t) {
-    TINY_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64 || t.dtype() == kInt64, DtypeError, op,
+    TINY_CHECK(t.dtype() == kFloat32 || t.dtype() == kFloat64 || is_integral(t.dtype()), DtypeError, op,
                ": unsupported dtype ", t.dtype(), " on the emulated GPU (its bytes move over Gloo: use float32, "
-               "float64 or int64)");
+               "float64, int64, int32 or uint8)");
   }
 
   std::shared_ptr<NcclWork> waited(std::shared_ptr<NcclWork> work) {

@@ -314,7 +314,11 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, D
         case kFloat32: run_all_reduce<float>(context_, data, count, op, tag, timeout_); break;
         case kFloat64: run_all_reduce<double>(context_, data, count, op, tag, timeout_); break;
         case kInt64: run_all_reduce<int64_t>(context_, data, count, op, tag, timeout_); break;
-        default: TINY_THROW(DtypeError, "all_reduce: unsupported dtype ", dtype, " (use float32, float64 or int64)");
+        case kInt32: run_all_reduce<int32_t>(context_, data, count, op, tag, timeout_); break;
+        case kUInt8: run_all_reduce<uint8_t>(context_, data, count, op, tag, timeout_); break;
+        default:
+          TINY_THROW(DtypeError, "all_reduce: unsupported dtype ", dtype,
+                     " (use float32, float64, int64, int32 or uint8)");
       }
     }
     if (on_end) on_end();

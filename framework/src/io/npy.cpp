@@ -14,6 +14,8 @@ const char* descr_of(Dtype dtype) {
   switch (dtype) {
     case Dtype::Bool: return "|b1";
     case Dtype::Int64: return "<i8";
+    case Dtype::Int32: return "<i4";
+    case Dtype::UInt8: return "|u1";
     case Dtype::Float32: return "<f4";
     case Dtype::Float64: return "<f8";
     case Dtype::Float16: return "<f2";
@@ -54,14 +56,14 @@ Tensor load_npy(const std::string& path) {
   else if (d == "<u2") t = empty(array.shape, kBFloat16);
   else if (d == "<i8") t = empty(array.shape, kInt64);
   else if (d == "|b1") t = empty(array.shape, kBool);
-  else if (d == "<i4") t = widen_to_int64<int32_t>(array);
+  else if (d == "<i4") t = empty(array.shape, kInt32);
+  else if (d == "|u1") t = empty(array.shape, kUInt8);
   else if (d == "<i2") t = widen_to_int64<int16_t>(array);
   else if (d == "|i1") t = widen_to_int64<int8_t>(array);
-  else if (d == "|u1") t = widen_to_int64<uint8_t>(array);
   else
     TINY_THROW(IOError, path, ": arrays of numpy dtype '", d, "' cannot be loaded into a tensor (supported: float16, "
                "float32, float64, int8-int64, uint8, bool, and uint16 read as bfloat16 bits); convert in numpy first, e.g. arr.astype('<f4')");
-  if (d == "<f4" || d == "<f8" || d == "<i8" || d == "<f2" || d == "<u2") {
+  if (d == "<f4" || d == "<f8" || d == "<i8" || d == "<i4" || d == "|u1" || d == "<f2" || d == "<u2") {
     if (!array.data.empty()) std::memcpy(t.raw_data_ptr(), array.data.data(), array.data.size());
   } else if (d == "|b1") {
     // numpy writes 0 or 1, but the file is untrusted: any other byte would be an invalid C++ bool.

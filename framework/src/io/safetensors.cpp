@@ -46,15 +46,15 @@ namespace {
 // Every dtype of the format, with its size. Adding a tiny dtype is filling in
 // its `tiny` field here and a case in safetensors_dtype_name.
 const SafetensorsDtype kDtypes[] = {
-    {"BOOL", 1, Dtype::Bool},   {"U8", 1, std::nullopt},       {"I8", 1, std::nullopt},
+    {"BOOL", 1, Dtype::Bool},   {"U8", 1, Dtype::UInt8},       {"I8", 1, std::nullopt},
     {"F8_E5M2", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"I16", 2, std::nullopt},
     {"U16", 2, std::nullopt},   {"F16", 2, Dtype::Float16},    {"BF16", 2, Dtype::BFloat16},
-    {"I32", 4, std::nullopt},   {"U32", 4, std::nullopt},      {"F32", 4, Dtype::Float32},
+    {"I32", 4, Dtype::Int32},   {"U32", 4, std::nullopt},      {"F32", 4, Dtype::Float32},
     {"F64", 8, Dtype::Float64}, {"I64", 8, Dtype::Int64},      {"U64", 8, std::nullopt},
 };
 
 constexpr const char* kCorrupt = "the file is corrupt or not a safetensors file";
-constexpr const char* kTinyDtypes = "tiny loads F16, BF16, F32, F64, I64 and BOOL";
+constexpr const char* kTinyDtypes = "tiny loads F16, BF16, F32, F64, I64, I32, U8 and BOOL";
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -357,6 +357,8 @@ const char* safetensors_dtype_name(Dtype dtype) {
   switch (dtype) {
     case Dtype::Bool: return "BOOL";
     case Dtype::Int64: return "I64";
+    case Dtype::Int32: return "I32";
+    case Dtype::UInt8: return "U8";
     case Dtype::Float32: return "F32";
     case Dtype::Float64: return "F64";
     case Dtype::Float16: return "F16";

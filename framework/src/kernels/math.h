@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/macros.h"
 
@@ -37,16 +38,28 @@ TINY_HOST_DEVICE TINY_FORCE_INLINE float t_pow(float x, float y) { return powf(x
 TINY_HOST_DEVICE TINY_FORCE_INLINE double t_pow(double x, double y) { return ::pow(x, y); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE float t_abs(float x) { return fabsf(x); }
 TINY_HOST_DEVICE TINY_FORCE_INLINE double t_abs(double x) { return ::fabs(x); }
-TINY_HOST_DEVICE TINY_FORCE_INLINE int64_t t_abs(int64_t x) { return x < 0 ? -x : x; }
+// The integer forms (uint8, int32, int64): |x| of an unsigned value is itself.
+template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+TINY_HOST_DEVICE TINY_FORCE_INLINE T t_abs(T x) {
+  if constexpr (std::is_unsigned_v<T>) {
+    return x;
+  } else {
+    return x < 0 ? static_cast<T>(-x) : x;
+  }
+}
 
-// Integer power by squaring (PyTorch raises integers to integer powers exactly).
-TINY_HOST_DEVICE inline int64_t t_pow(int64_t base, int64_t exp) {
-  if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
-  int64_t result = 1;
+// Integer power by squaring (PyTorch raises integers to integer powers exactly,
+// wrapping as the type's own multiplication does).
+template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+TINY_HOST_DEVICE inline T t_pow(T base, T exp) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) return base == 1 ? T(1) : (base == -1 ? ((exp & 1) ? T(-1) : T(1)) : T(0));
+  }
+  T result = 1;
   while (exp) {
-    if (exp & 1) result *= base;
-    base *= base;
-    exp >>= 1;
+    if (exp & 1) result = static_cast<T>(result * base);
+    base = static_cast<T>(base * base);
+    exp = static_cast<T>(exp >> 1);
   }
   return result;
 }

@@ -70,7 +70,13 @@ template <typename T> struct FloorOp { TINY_HOST_DEVICE T operator()(T x) const 
 template <typename T> struct RoundOp { TINY_HOST_DEVICE T operator()(T x) const { return t_round(x); } };
 template <typename T> struct AbsOp { TINY_HOST_DEVICE T operator()(T x) const { return t_abs(x); } };
 template <typename T> struct SignOp {
-  TINY_HOST_DEVICE T operator()(T x) const { return static_cast<T>((T(0) < x) - (x < T(0))); }
+  TINY_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) {
+      return static_cast<T>(x != T(0));
+    } else {
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    }
+  }
 };
 template <typename T> struct ReluOp {
   // NaN stays NaN, as PyTorch's clamp_min(0) does.

@@ -185,6 +185,8 @@ Tensor from_vector(const std::vector<T>& values, const IntArrayRef& shape, Tenso
 template Tensor from_vector<float>(const std::vector<float>&, const IntArrayRef&, TensorOptions);
 template Tensor from_vector<double>(const std::vector<double>&, const IntArrayRef&, TensorOptions);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const IntArrayRef&, TensorOptions);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const IntArrayRef&, TensorOptions);
+template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const IntArrayRef&, TensorOptions);
 template Tensor from_vector<bool>(const std::vector<bool>&, const IntArrayRef&, TensorOptions);
 
 Tensor scalar_tensor(const Scalar& value, TensorOptions options) { return full({}, value, options); }

@@ -24,8 +24,9 @@ namespace tiny::nn::functional {
 Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx) {
   TINY_OP_SCOPE("embedding", indices, weight);
   TINY_CHECK(indices.defined() && weight.defined(), ValueError, "embedding: indices and weight must be defined tensors");
-  TINY_CHECK(indices.dtype() == kInt64, DtypeError, "embedding: expected indices of dtype int64 but got ",
-             dtype_name(indices.dtype()), " (convert them with indices.to(tiny::kInt64))");
+  TINY_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, DtypeError,
+             "embedding: expected indices of dtype int64 or int32 but got ", dtype_name(indices.dtype()),
+             " (convert them with indices.to(tiny::kInt64))");
   TINY_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape ",
              shape_str(weight.sizes()));
   TINY_CHECK(weight.is_floating_point(), DtypeError, "embedding: expected a floating-point weight, got ",
@@ -35,7 +36,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
   TINY_CHECK(padding_idx == -1 || (padding_idx >= 0 && padding_idx < num), ValueError, "embedding: padding_idx must be ",
              "-1 (none) or within [0, ", num, "), got ", padding_idx);
 
-  const Tensor idx = indices.contiguous();
+  const Tensor idx = indices.to(kInt64).contiguous();
   const int64_t n = idx.numel();
   Tensor out = make_tensor({n, dim}, weight.dtype(), weight.device());
   embedding_stub(weight.device())(out, weight, idx);

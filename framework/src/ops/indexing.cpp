@@ -9,8 +9,9 @@ namespace tiny {
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   TINY_OP_SCOPE("index_select", a, index);
-  TINY_CHECK(index.dtype() == kInt64, DtypeError, "index_select(): Expected dtype int64 for index, got ",
-             dtype_name(index.dtype()), " (convert it with index.to(tiny::kInt64))");
+  TINY_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, DtypeError,
+             "index_select(): Expected dtype int32 or int64 for index, got ", dtype_name(index.dtype()),
+             " (convert it with index.to(tiny::kInt64))");
   TINY_CHECK(index.dim() <= 1, IndexError, "index_select(): Index is supposed to be a vector, got shape ",
              shape_str(index.sizes()));
   TINY_CHECK(a.dim() >= 1, IndexError, "index_select(): the input is a 0-d tensor; index a tensor with at least one "
@@ -18,7 +19,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   ops::check_same_device(a, index, "index_select");
   const int64_t d = wrap_dim(dim, a.dim());
   const int64_t n = a.size(d);
-  const Tensor idx = index.reshape({-1});
+  const Tensor idx = index.reshape({-1}).to(kInt64);
   if (idx.device().is_cpu() && idx.numel() > 0) {
     // Reading a CPU index costs nothing; a device index is checked by the kernel.
     const int64_t lo = amin(idx).item<int64_t>(), hi = amax(idx).item<int64_t>();

@@ -62,6 +62,8 @@ struct HostView {
       case Dtype::Float16: e.d = static_cast<float>(t.data_ptr<Half>()[offset]); break;
       case Dtype::BFloat16: e.d = static_cast<float>(t.data_ptr<BFloat16>()[offset]); break;
       case Dtype::Int64: e.i = t.data_ptr<int64_t>()[offset]; break;
+      case Dtype::Int32: e.i = t.data_ptr<int32_t>()[offset]; break;
+      case Dtype::UInt8: e.i = t.data_ptr<uint8_t>()[offset]; break;
       case Dtype::Bool: e.i = t.data_ptr<bool>()[offset] ? 1 : 0; break;
     }
     return e;

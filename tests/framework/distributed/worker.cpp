@@ -71,6 +71,12 @@ void collectives(const std::string& kind) {
   tiny::Tensor i = tiny::full({1}, 1.0, tiny::kInt64).to(device);
   dist::all_reduce(i);
   expect(i.item<int64_t>() == world, "all_reduce int64");
+  tiny::Tensor i32 = tiny::full({2}, rank + 1, tiny::kInt32).to(device);
+  dist::all_reduce(i32, dist::ReduceOp::MAX);
+  expect(i32.dtype() == tiny::kInt32 && i32.cpu().to_vector<int32_t>()[1] == world, "all_reduce int32 MAX");
+  tiny::Tensor u8 = tiny::full({3}, 200, tiny::kUInt8).to(device);
+  dist::all_reduce(u8);  // wraps modulo 256, as NCCL and Gloo add uint8
+  expect(u8.cpu().to_vector<uint8_t>()[2] == static_cast<uint8_t>(200 * world), "all_reduce uint8 SUM");
 
   tiny::Tensor b = tiny::full({2, 2}, rank == 1 ? 7.0 : -1.0).to(device);
   dist::broadcast(b, 1 % world);
@@ -89,15 +95,15 @@ void collectives(const std::string& kind) {
   dist::barrier();
   // Each call above counted once, with its nccl-tests size (init_process_group reset the counts).
   const dist::CollectiveCounts c = dist::collective_counts();
-  expect(c.all_reduce.calls == 4 && c.all_reduce.bytes == 3 * 4 + 2 * 4 + 2 * 8 + 8,
-         "all_reduce counted 4 calls of 44 bytes, not " + std::to_string(c.all_reduce.calls) + " of " +
+  expect(c.all_reduce.calls == 6 && c.all_reduce.bytes == 3 * 4 + 2 * 4 + 2 * 8 + 8 + 2 * 4 + 3,
+         "all_reduce counted 6 calls of 55 bytes, not " + std::to_string(c.all_reduce.calls) + " of " +
              std::to_string(c.all_reduce.bytes));
   expect(c.broadcast.calls == 1 && c.broadcast.bytes == 16, "broadcast counted once, 16 bytes");
   expect(c.all_gather.calls == 1 && c.all_gather.bytes == world * 8, "all_gather counted once, world x 8 bytes");
   expect(c.reduce_scatter.calls == 1 && c.reduce_scatter.bytes == world * 8,
          "reduce_scatter counted once, world x 8 bytes");
   expect(c.barrier.calls == 1 && c.barrier.bytes == 0, "barrier counted once");
-  expect(c.total().calls == 8, "8 collectives in all, not " + std::to_string(c.total().calls));
+  expect(c.total().calls == 10, "10 collectives in all, not " + std::to_string(c.total().calls));
   dist::reset_collective_counts();
   expect(dist::collective_counts().total().calls == 0, "reset_collective_counts zeroes the counts");
   std::cout << "collectives ok on " << device << std::endl;

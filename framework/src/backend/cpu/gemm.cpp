@@ -66,8 +66,11 @@ void blas_gemm(Blas blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
 }
 
 // OpenBLAS has no integer GEMM; int64 matmul is rare (indices), so a plain loop.
-void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const int64_t* a, int64_t lda,
-                const int64_t* b, int64_t ldb, int64_t beta, int64_t* c, int64_t ldc) {
+// Integer products (uint8, int32, int64) sum in int64 and wrap to T on the store,
+// which is what PyTorch's wrapping T arithmetic gives.
+template <typename T>
+void gemm_integral(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const T* a, int64_t lda,
+                   const T* b, int64_t ldb, int64_t beta, T* c, int64_t ldc) {
   runtime::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       for (int64_t i = 0; i < m; ++i) {
@@ -77,7 +80,7 @@ void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha
           const int64_t bv = tb ? b[j + p * ldb] : b[p + j * ldb];
           acc += av * bv;
         }
-        c[i + j * ldc] = alpha * acc + (beta == 0 ? 0 : beta * c[i + j * ldc]);
+        c[i + j * ldc] = static_cast<T>(alpha * acc + (beta == 0 ? 0 : beta * static_cast<int64_t>(c[i + j * ldc])));
       }
     }
   });
@@ -132,8 +135,16 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
                 static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), ldc);
       return;
     case Dtype::Int64:
-      gemm_int64(trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int64_t*>(a), lda,
-                 static_cast<const int64_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<int64_t*>(c), ldc);
+      gemm_integral(trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int64_t*>(a), lda,
+                    static_cast<const int64_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<int64_t*>(c), ldc);
+      return;
+    case Dtype::Int32:
+      gemm_integral(trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int32_t*>(a), lda,
+                    static_cast<const int32_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<int32_t*>(c), ldc);
+      return;
+    case Dtype::UInt8:
+      gemm_integral(trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const uint8_t*>(a), lda,
+                    static_cast<const uint8_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<uint8_t*>(c), ldc);
       return;
     case Dtype::Float16:
       gemm_reduced(trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const Half*>(a), lda,

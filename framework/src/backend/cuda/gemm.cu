@@ -111,8 +111,10 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-__global__ void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const int64_t* a,
-                           int64_t lda, const int64_t* b, int64_t ldb, int64_t beta, int64_t* c, int64_t ldc) {
+// Integer products (uint8, int32, int64; cuBLAS has none) sum in int64 and wrap to T on the store.
+template <typename T>
+__global__ void gemm_integral(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const T* a,
+                              int64_t lda, const T* b, int64_t ldb, int64_t beta, T* c, int64_t ldc) {
   grid_stride_for(m * n, [&](int64_t e) {
     const int64_t i = e % m, j = e / m;
     int64_t acc = 0;
@@ -121,7 +123,7 @@ __global__ void gemm_int64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, in
       const int64_t bv = tb ? b[j + p * ldb] : b[p + j * ldb];
       acc += av * bv;
     }
-    c[i + j * ldc] = alpha * acc + (beta == 0 ? 0 : beta * c[i + j * ldc]);
+    c[i + j * ldc] = static_cast<T>(alpha * acc + (beta == 0 ? 0 : beta * static_cast<int64_t>(c[i + j * ldc])));
   });
 }
 
@@ -138,11 +140,17 @@ void gemm_kernel(Dtype dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   }
   const int device = attr.device;
   const LaunchContext ctx(device);
-  if (dtype == Dtype::Int64) {
-    gemm_int64<<<grid_size(m * n), kBlockSize, 0, ctx.stream>>>(
-        trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const int64_t*>(a), lda,
-        static_cast<const int64_t*>(b), ldb, static_cast<int64_t>(beta), static_cast<int64_t*>(c), ldc);
-    ctx.launched("gemm_int64");
+  if (is_integral(dtype)) {
+    auto launch = [&](auto* type) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      gemm_integral<T><<<grid_size(m * n), kBlockSize, 0, ctx.stream>>>(
+          trans_a, trans_b, m, n, k, static_cast<int64_t>(alpha), static_cast<const T*>(a), lda,
+          static_cast<const T*>(b), ldb, static_cast<int64_t>(beta), static_cast<T*>(c), ldc);
+    };
+    if (dtype == Dtype::Int64) launch(static_cast<int64_t*>(nullptr));
+    else if (dtype == Dtype::Int32) launch(static_cast<int32_t*>(nullptr));
+    else launch(static_cast<uint8_t*>(nullptr));
+    ctx.launched("gemm_integral");
     ctx.runtime->note_gemm(device, dtype, false);
     return;
   }

@@ -44,9 +44,11 @@ ncclDataType_t nccl_dtype(const char* op, Dtype dtype) {
     case kFloat16: return ncclFloat16;
     case kBFloat16: return ncclBfloat16;
     case kInt64: return ncclInt64;
+    case kInt32: return ncclInt32;
+    case kUInt8: return ncclUint8;
     default:
       TINY_THROW(DtypeError, op, ": backend \"nccl\" does not reduce ", dtype_name(dtype),
-                 " tensors (use float32, float64, float16, bfloat16 or int64)");
+                 " tensors (use float32, float64, float16, bfloat16, int64, int32 or uint8)");
   }
 }
 

@@ -56,6 +56,8 @@ const char* trace_type_name(Dtype d) {
   switch (d) {
     case Dtype::Bool: return "bool";
     case Dtype::Int64: return "long int";
+    case Dtype::Int32: return "int";
+    case Dtype::UInt8: return "unsigned char";
     case Dtype::Float32: return "float";
     case Dtype::Float64: return "double";
     case Dtype::Float16: return "c10::Half";
