@@ -726,8 +726,8 @@ TEST(SafetensorsParity, LoadsTheFileWrittenByPyTorch) {
   // alignment, then name); each tensor is also in from_torch_expected/<name>.npy,
   // written by numpy from the same torch tensor.
   const StateDict s = tiny::load(parity_file("from_torch.safetensors"));
-  const std::vector<std::string> order = {"labels", "steps",          "encoder.bias",  "empty",
-                                          "encoder.weight", "head.weight_t", "temperature", "mask"};
+  const std::vector<std::string> order = {"labels",        "steps",       "encoder.bias", "empty",  "encoder.weight",
+                                          "head.weight_t", "temperature", "token_ids",    "pixels", "mask"};
   EXPECT_EQ(names_of(s), order);
   for (const auto& name : order) {
     const Tensor expected = tiny::io::load_npy(parity_file("from_torch_expected/" + name + ".npy"));
@@ -740,6 +740,11 @@ TEST(SafetensorsParity, LoadsTheFileWrittenByPyTorch) {
   EXPECT_EQ(s.at("empty").sizes(), (tiny::IntArrayRef{0, 4}));
   EXPECT_EQ(s.at("temperature").item<float>(), 0.25f);
   EXPECT_EQ(s.at("head.weight_t").sizes(), (tiny::IntArrayRef{3, 4}));
+  EXPECT_EQ(s.at("token_ids").dtype(), tiny::kInt32);
+  EXPECT_EQ(s.at("token_ids").to_vector<int32_t>(),
+            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -1, 0, std::numeric_limits<int32_t>::max()}));
+  EXPECT_EQ(s.at("pixels").dtype(), tiny::kUInt8);
+  EXPECT_EQ(s.at("pixels").to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1, 127, 128, 200, 255}));
   const std::map<std::string, std::string> meta = {
       {"framework", "pt"}, {"epoch", "7"}, {"note", "written by PyTorch \xe2\x86\x92 tiny"}};
   EXPECT_EQ(s.metadata, meta);
@@ -758,6 +763,8 @@ StateDict state_for_pytorch() {
   s.insert("mask", tiny::from_vector<bool>({true, false, false, true}, {2, 2}));
   s.insert("empty", tiny::zeros({0, 3}));
   s.insert("scale", tiny::scalar_tensor(0.1, tiny::kFloat32));
+  s.insert("pixels", tiny::from_vector<uint8_t>({255, 0, 128}, {3}));
+  s.insert("counts", tiny::from_vector<int32_t>({std::numeric_limits<int32_t>::min(), 5}, {1, 2}));
   s.metadata["epoch"] = "3";
   s.metadata["note"] = "tiny \xe2\x86\x92 torch \"ok\"\n";
   return s;

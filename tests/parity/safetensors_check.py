@@ -30,11 +30,12 @@ import numpy as np
 import torch
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "safetensors")
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8,
+          "BOOL": torch.bool}
 NAMES = {v: k for k, v in DTYPES.items()}
-ITEMSIZE = {"F32": 4, "F64": 8, "I64": 8, "BOOL": 1}
+ITEMSIZE = {"F32": 4, "F64": 8, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1}
 # The reference's dtype order (safetensors/src/tensor.rs `enum Dtype`), used to sort like save_file.
-RANK = {"BOOL": 0, "F32": 11, "F64": 12, "I64": 13}
+RANK = {"BOOL": 0, "U8": 1, "I32": 9, "F32": 11, "F64": 12, "I64": 13}
 
 
 def read_safetensors(path):
@@ -104,6 +105,8 @@ def torch_source():
         ("mask", torch.rand(2, 3, generator=g) > 0.5),
         ("empty", torch.zeros(0, 4)),
         ("temperature", torch.tensor(0.25, dtype=torch.float32)),
+        ("pixels", torch.tensor([[0, 1, 127], [128, 200, 255]], dtype=torch.uint8)),
+        ("token_ids", torch.tensor([-(2 ** 31), -1, 0, 2 ** 31 - 1], dtype=torch.int32)),
     ]), {"framework": "pt", "epoch": "7", "note": "written by PyTorch \u2192 tiny"}
 
 
@@ -119,6 +122,8 @@ def tiny_expected():
         ("mask", torch.tensor([[True, False], [False, True]])),
         ("empty", torch.zeros(0, 3)),
         ("scale", torch.tensor(0.1, dtype=torch.float32)),
+        ("pixels", torch.tensor([255, 0, 128], dtype=torch.uint8)),
+        ("counts", torch.tensor([[-(2 ** 31), 5]], dtype=torch.int32)),
     ]), {"epoch": "3", "note": "tiny \u2192 torch \"ok\"\n"}
 
 

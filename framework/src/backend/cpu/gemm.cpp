@@ -65,9 +65,9 @@ void blas_gemm(Blas blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
   });
 }
 
-// OpenBLAS has no integer GEMM; int64 matmul is rare (indices), so a plain loop.
-// Integer products (uint8, int32, int64) sum in int64 and wrap to T on the store,
-// which is what PyTorch's wrapping T arithmetic gives.
+// OpenBLAS has no integer GEMM and integer products are rare (indices, counts),
+// so a plain loop. uint8, int32 and int64 sum in int64 and wrap to T on the
+// store, which is what PyTorch's wrapping T arithmetic gives.
 template <typename T>
 void gemm_integral(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t alpha, const T* a, int64_t lda,
                    const T* b, int64_t ldb, int64_t beta, T* c, int64_t ldc) {
