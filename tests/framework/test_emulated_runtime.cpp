@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -983,4 +984,26 @@ TEST(EmulatedRuntime, OwnRuntimeDrainsOnDestruction) {
     }
   }
   EXPECT_EQ(runs.load(), 10);
+}
+
+// A stream's worker and a synchronizing host poll for 30 us before they sleep
+// (runtime/spin.h); then the worker sleeps: over 200 ms idle, the runtime uses
+// almost no CPU (an unbounded poll would use all 200 ms on the worker's core).
+TEST(EmulatedRuntime, IdleStreamWorkerStopsPollingAndSleeps) {
+  ThreadedMode threaded;
+  ScopedStream stream(0);
+  std::atomic<int> ran{0};
+  runtime().launch(stream, [&] { ran.fetch_add(1); }, "count");
+  runtime().stream_synchronize(stream);
+  // Let a runtime made just now finish starting (its devices' threads and memory).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 1; i < 50; ++i) runtime().launch(stream, [&] { ran.fetch_add(1); }, "count");
+  runtime().stream_synchronize(stream);
+  EXPECT_EQ(ran.load(), 50);
+  timespec before{}, after{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &after);
+  const double idle = (after.tv_sec - before.tv_sec) + (after.tv_nsec - before.tv_nsec) * 1e-9;
+  EXPECT_LT(idle, 0.020) << "the emulated GPU used " << idle * 1000 << " ms of CPU while idle for 200 ms";
 }

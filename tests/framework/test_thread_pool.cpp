@@ -299,7 +299,9 @@ TEST(ThreadPool, SetNumThreadsInsideAChunkThrows) {
   EXPECT_EQ(rt::num_threads(), 2);
 }
 
-TEST(ThreadPool, IdleWorkersDoNotSpin) {
+// Workers poll for 30 us after a job (runtime/spin.h), then sleep: over 200 ms
+// idle the pool must use almost no CPU (an unbounded poll would use 200 ms per worker).
+TEST(ThreadPool, IdleWorkersStopPollingAndSleep) {
   ThreadCount count(std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
   rt::parallel_for(0, 100, 1, [](int64_t, int64_t) {});  // starts the workers
   // OpenBLAS's own workers spin for about 2^28 cycles after openblas_set_num_threads

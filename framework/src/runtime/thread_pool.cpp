@@ -8,9 +8,10 @@
 // How one call runs: the caller publishes a Job (on its own stack), bumps a
 // generation counter and wakes the workers with one notify. Every thread,
 // caller included, then claims chunk indices from one atomic counter until
-// none are left. The caller closes the job and sleeps until every worker that
+// none are left. The caller closes the job and waits until every worker that
 // joined it has left; workers that wake up late see the job closed and go back
-// to sleep. All waiting is on condition variables: an idle worker costs no CPU.
+// to sleep. Every wait polls for 30 us (runtime/spin.h), then sleeps on a
+// condition variable: an idle worker costs no CPU after that.
 #include "runtime/thread_pool.h"
 
 #include <cblas.h>
@@ -30,6 +31,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "runtime/spin.h"
 
 #include "tiny/error.h"
 #include "tiny/parallel.h"
@@ -166,13 +169,15 @@ class WorkerSet {
   // Runs every chunk of `job` on at most `helpers` workers and the calling
   // thread. Caller holds call_mutex.
   void run(Job& job, int64_t helpers) {
+    // Only as many workers as there are chunks beyond the caller's first join.
+    helpers = std::min({helpers, static_cast<int64_t>(workers_.size()), job.chunks - 1});
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
+      slots_ = static_cast<int>(helpers);  // a polling worker joins without a notify: it takes a slot
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
-    // Wake only as many workers as there are chunks beyond the caller's first.
-    helpers = std::min({helpers, static_cast<int64_t>(workers_.size()), job.chunks - 1});
     if (helpers == static_cast<int64_t>(workers_.size())) {
       work_cv_.notify_all();
     } else {
@@ -183,6 +188,11 @@ class WorkerSet {
 
     std::unique_lock<std::mutex> lock(mutex_);
     job_ = nullptr;  // workers that wake from now on skip this job
+    if (active_ != 0) {
+      lock.unlock();
+      spin_until([this] { return busy_.load(std::memory_order_acquire) == 0; });
+      lock.lock();
+    }
     done_cv_.wait(lock, [this] { return active_ == 0; });
   }
 
@@ -195,15 +205,26 @@ class WorkerSet {
     ++started_;
     done_cv_.notify_all();  // ensure_workers waits for every worker to get here
     for (;;) {
+      if (!stop_ && generation_ == seen_generation) {
+        lock.unlock();
+        spin_until([&] {
+          return stopping_.load(std::memory_order_relaxed) ||
+                 published_.load(std::memory_order_acquire) != seen_generation;
+        });
+        lock.lock();
+      }
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation; });
       if (stop_) return;
       seen_generation = generation_;
       Job* job = job_;
-      if (job == nullptr) continue;  // woke after the caller had finished alone
+      if (job == nullptr || slots_ == 0) continue;  // the caller finished alone, or enough workers joined
+      --slots_;
       ++active_;
+      busy_.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       run_chunks(*job);
       lock.lock();
+      busy_.fetch_sub(1, std::memory_order_release);
       if (--active_ == 0 && job_ == nullptr) done_cv_.notify_one();
     }
   }
@@ -212,12 +233,14 @@ class WorkerSet {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
+      stopping_.store(true, std::memory_order_relaxed);
     }
     work_cv_.notify_all();
     for (std::thread& worker : workers_) worker.join();
     workers_.clear();
     started_ = 0;
     stop_ = false;
+    stopping_.store(false, std::memory_order_relaxed);
   }
 
   const std::string name_;
@@ -228,6 +251,11 @@ class WorkerSet {
   uint64_t generation_ = 0;  // bumped per job (not the fork generation)
   Job* job_ = nullptr;
   int active_ = 0;   // workers inside the current job
+  int slots_ = 0;    // workers that may still join it
+  // Mirrors read without the mutex while spinning: generation_, active_, stop_.
+  std::atomic<uint64_t> published_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stopping_{false};
   int started_ = 0;  // workers that reached worker_loop
   bool stop_ = false;
 };

@@ -1,10 +1,12 @@
 // The thread pools of `tiny` (DESIGN.md section 3, "Threads").
 //
-// Why pools of our own and not OpenMP: libgomp's idle threads spin, and a
-// spinning thread steals the cores OpenBLAS needs right after (a 512^3 sgemm
-// went from 1.96 ms to 5.0 ms). Here idle workers sleep on a condition
-// variable. OpenBLAS runs single-threaded, on blocks of each GEMM that
-// parallel_for hands out (backend/cpu/gemm.cpp): one set of threads, never two.
+// Why pools of our own and not OpenMP: libgomp's idle threads spin (300,000
+// polls by default), and a spinning thread steals the cores OpenBLAS needs
+// right after (a 512^3 sgemm went from 1.96 ms to 5.0 ms). Here an idle worker
+// polls for 30 us, then sleeps on a condition variable, and a caller waiting
+// for its workers does the same (runtime/spin.h). OpenBLAS runs
+// single-threaded, on blocks of each GEMM that parallel_for hands out
+// (backend/cpu/gemm.cpp): one set of threads, never two.
 //
 // Why chunks of a fixed `grain`: a reduction that sums each chunk and then
 // combines the partial results in chunk order gives bitwise the same answer

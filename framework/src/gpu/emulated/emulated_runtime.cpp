@@ -40,6 +40,7 @@
 #include "gpu/model/trace.h"
 #include "core/op_scope.h"
 #include "runtime/cpu_allocator.h"
+#include "runtime/spin.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
 #include "tiny/distributed/store.h"
@@ -78,6 +79,15 @@ struct StreamState {
   bool worker_started = false;  // the worker reached worker_loop (see enqueue)
   bool destroyed = false;      // by destroy_stream: the worker drains the queue and exits
   std::condition_variable cv;  // the worker sleeps here until work is released
+  // Read without the lock by a thread polling before it sleeps (runtime/spin.h):
+  // bumped at every notify of cv, and `completed` as last stored.
+  std::atomic<uint64_t> notified{0};
+  std::atomic<uint64_t> completed_seen{0};
+
+  void wake_worker() {
+    notified.fetch_add(1, std::memory_order_release);
+    cv.notify_all();
+  }
 };
 
 struct DeviceState {
@@ -314,7 +324,7 @@ EmulatedRuntime::~EmulatedRuntime() {
   for (auto& device : devices_) {
     for (auto& [id, stream] : device->streams) {
       stream->destroyed = true;
-      stream->cv.notify_all();
+      stream->wake_worker();
     }
   }
   done_cv_.wait(lock, [&] {
@@ -468,7 +478,7 @@ void EmulatedRuntime::destroy_stream(Stream stream) {
   const std::shared_ptr<StreamState> s = stream_state(stream, "destroy_stream");
   s->destroyed = true;
   if (s->worker_running) {
-    s->cv.notify_all();  // the worker exits once the queue is empty, and forgets the stream
+    s->wake_worker();  // the worker exits once the queue is empty, and forgets the stream
   } else {
     devices_[stream.device]->streams.erase(stream.id);  // nothing was ever queued
   }
@@ -537,6 +547,11 @@ void EmulatedRuntime::wait_stream_locked(std::unique_lock<std::mutex>& lock, con
              ", stream ", s->id, "): that can never finish");
   if (mode_ == Mode::deferred) release_all_locked();  // a synchronization point: queued work runs now
   const uint64_t target = s->enqueued;
+  if (s->completed < target) {
+    lock.unlock();
+    runtime::spin_until([&] { return s->completed_seen.load(std::memory_order_acquire) >= target; });
+    lock.lock();
+  }
   done_cv_.wait(lock, [&] { return s->completed >= target; });
 }
 
@@ -547,7 +562,7 @@ void EmulatedRuntime::release_all_locked() {
     for (auto& [id, s] : d->streams) {
       if (s->released != s->enqueued) {
         s->released = s->enqueued;
-        s->cv.notify_one();
+        s->wake_worker();
       }
     }
   }
@@ -585,7 +600,7 @@ void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
   ++s->enqueued;
   if (mode_ != Mode::deferred) {
     s->released = s->enqueued;
-    s->cv.notify_one();
+    s->wake_worker();
   }
   if (mode_ == Mode::blocking) {
     // Like CUDA_LAUNCH_BLOCKING=1: the work has run when the call returns, so
@@ -608,8 +623,16 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
   std::unique_lock<std::mutex> lock(mutex_);
   s->worker_started = true;
   done_cv_.notify_all();  // enqueue waits for this
+  const auto ready = [&] { return !exiting_ && (s->taken < s->released || (s->destroyed && s->queue.empty())); };
   for (;;) {
-    s->cv.wait(lock, [&] { return !exiting_ && (s->taken < s->released || (s->destroyed && s->queue.empty())); });
+    if (!ready()) {
+      // The host queues the next kernel within microseconds, mostly: poll before sleeping.
+      const uint64_t seen = s->notified.load(std::memory_order_acquire);
+      lock.unlock();
+      runtime::spin_until([&] { return s->notified.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+    }
+    s->cv.wait(lock, ready);
     if (s->taken == s->released) {  // destroyed and drained: forget the stream and exit
       devices_[s->device]->streams.erase(s->id);
       s->worker_running = false;
@@ -653,6 +676,7 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
         break;
     }
     ++s->completed;
+    s->completed_seen.store(s->completed, std::memory_order_release);
     done_cv_.notify_all();
   }
 }
