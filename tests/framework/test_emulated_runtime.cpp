@@ -986,6 +986,58 @@ TEST(EmulatedRuntime, OwnRuntimeDrainsOnDestruction) {
   EXPECT_EQ(runs.load(), 10);
 }
 
+// A device's pool polls on (up to 500 us) while the device has kernels queued,
+// so that its workers are awake for the next kernel's parallel loops; a long
+// kernel without parallel loops must not keep them spinning all along.
+TEST(EmulatedRuntime, PoolOfABusyDeviceStopsPollingDuringALongKernel) {
+  ThreadedMode threaded;
+  ScopedStream stream(0);
+  std::atomic<int64_t> covered{0};
+  const auto parallel_kernel = [&] {
+    runtime().launch(stream, [&] {
+      tiny::runtime::parallel_for(0, 1 << 12, 64, [&](int64_t b, int64_t e) { covered += e - b; });
+    }, "parallel");
+  };
+  parallel_kernel();  // starts the device pool's workers
+  runtime().stream_synchronize(stream);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a runtime made just now finishes starting
+  parallel_kernel();
+  auto gate = launch_gate(stream);  // the device stays busy while the gate is closed
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  timespec before{}, after{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &after);
+  gate->open();
+  runtime().stream_synchronize(stream);
+  EXPECT_EQ(covered.load(), 2 << 12);
+  const double busy = (after.tv_sec - before.tv_sec) + (after.tv_nsec - before.tv_nsec) * 1e-9;
+  EXPECT_LT(busy, 0.020) << "the emulated GPU used " << busy * 1000 << " ms of CPU in 200 ms of a kernel that waits";
+}
+
+// A host thread waiting for a stream is woken when the work queued before its
+// call is done (not at every kernel, nor only once the stream drains).
+TEST(EmulatedRuntime, SynchronizeReturnsWhenItsWorkIsDoneWhileLaterWorkWaits) {
+  ThreadedMode threaded;
+  ScopedStream stream(0);
+  auto first = launch_gate(stream);
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    runtime().stream_synchronize(stream);  // waits for `first` only
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the waiter is inside stream_synchronize
+  auto second = launch_gate(stream);
+  first->open();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!returned && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(returned.load()) << "stream_synchronize did not return after the work queued before it was done";
+  EXPECT_FALSE(second->is_open());
+  second->open();
+  waiter.join();
+  runtime().stream_synchronize(stream);
+}
+
 // A stream's worker and a synchronizing host poll for 30 us before they sleep
 // (runtime/spin.h); then the worker sleeps: over 200 ms idle, the runtime uses
 // almost no CPU (an unbounded poll would use all 200 ms on the worker's core).

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "rendezvous.h"
+#include "runtime/fork.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
 #include "tiny/parallel.h"
@@ -70,6 +73,25 @@ double process_cpu_seconds() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
+
+// CPU time of this process's threads whose name starts with `prefix` (a
+// pool's workers: ThreadPool names them), from /proc's schedstat (nanoseconds).
+double threads_cpu_seconds(const std::string& prefix) {
+  double total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::ifstream schedstat(task.path() / "schedstat");
+    uint64_t ns = 0;
+    schedstat >> ns;
+    total += static_cast<double>(ns) * 1e-9;
+  }
+  return total;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 }  // namespace
 
@@ -315,6 +337,74 @@ TEST(ThreadPool, IdleWorkersStopPollingAndSleep) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const double idle_cpu = process_cpu_seconds() - cpu_before;
   EXPECT_LT(idle_cpu, 0.020) << "the pool used " << idle_cpu * 1000 << " ms of CPU while idle for 200 ms";
+}
+
+// An emulated GPU's pool is told when its device has kernels queued: its
+// workers then poll for the next parallel_for for up to 500 us, not 30 us,
+// and never for as long as the device stays busy (a long kernel without
+// parallel loops must not keep a core spinning).
+TEST(ThreadPool, WorkersOfABusyOwnerPollLongerButNotForever) {
+  if (access("/proc/self/schedstat", F_OK) != 0) GTEST_SKIP() << "no /proc/self/schedstat: no per-thread CPU time here";
+  ThreadCount count(2);
+  std::atomic<int64_t> busy{0};
+  rt::ThreadPool pool(1, "tpbusy", nullptr, &busy);
+  const auto job = [&] { pool.parallel_for(0, 64, 1, [](int64_t, int64_t) {}); };
+  const auto polling_after_a_job = [&](int window_ms) {
+    sleep_ms(50);  // the worker sleeps
+    const double before = threads_cpu_seconds("tpbusy");
+    job();
+    sleep_ms(window_ms);
+    return threads_cpu_seconds("tpbusy") - before;
+  };
+  job();  // starts the worker
+  const double idle_owner = polling_after_a_job(20);
+  busy = 1;
+  const double busy_owner = polling_after_a_job(200);
+  EXPECT_GT(busy_owner, 150e-6) << "a worker of a busy pool should poll about 500 us after a job";
+  EXPECT_GT(busy_owner, 2 * idle_owner) << "idle owner: " << idle_owner * 1e6 << " us, busy: " << busy_owner * 1e6
+                                        << " us of polling";
+  EXPECT_LT(busy_owner, 0.010) << "the worker polled " << busy_owner * 1e3
+                               << " ms in 200 ms while its owner stayed busy: the poll is not bounded";
+}
+
+// warm_up wakes sleeping workers to poll (for the next parallel_for) without giving them work.
+TEST(ThreadPool, WarmUpWakesSleepingWorkersToPoll) {
+  if (access("/proc/self/schedstat", F_OK) != 0) GTEST_SKIP() << "no /proc/self/schedstat: no per-thread CPU time here";
+  ThreadCount count(2);
+  rt::ThreadPool pool(1, "tpwarm");
+  pool.warm_up();  // before the first parallel_for there are no workers: nothing to do
+  std::atomic<int64_t> total{0};
+  pool.parallel_for(0, 100, 1, [&](int64_t b, int64_t e) { total += e - b; });
+  sleep_ms(50);
+  double before = threads_cpu_seconds("tpwarm");
+  for (int i = 0; i < 10; ++i) sleep_ms(2);
+  const double asleep = threads_cpu_seconds("tpwarm") - before;
+  before = threads_cpu_seconds("tpwarm");
+  for (int i = 0; i < 10; ++i) {
+    pool.warm_up();
+    sleep_ms(2);
+  }
+  const double warmed = threads_cpu_seconds("tpwarm") - before;
+  // Polling: 10 x 30 us; a wake-up alone costs a few us.
+  EXPECT_GT(warmed, 150e-6) << "10 warm_up calls made the worker use " << warmed * 1e6 << " us of CPU";
+  EXPECT_LT(asleep, 50e-6) << "a sleeping worker used " << asleep * 1e6 << " us of CPU";
+  // Work still runs exactly once after warm-ups.
+  pool.parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 1100);
+}
+
+// runtime::fork_generation tells a forked child from its parent (without
+// getpid, a system call per query).
+TEST(ForkGeneration, DiffersInAChildAndNotInTheParent) {
+  const uint64_t parent = rt::fork_generation();
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) _exit(rt::fork_generation() != parent ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child saw the parent's fork generation";
+  EXPECT_EQ(rt::fork_generation(), parent);
 }
 
 TEST(ThreadPool, WorksInAForkedChild) {

@@ -16,11 +16,19 @@
 namespace tiny::runtime {
 
 inline constexpr int64_t kSpinNs = 30000;
+// The longest a thread polls while its owner says work is coming (below).
+inline constexpr int64_t kBusySpinNs = 500000;
 
-// Polls done() until it returns true (then true) or kSpinNs have passed (then false).
-template <typename Done>
-bool spin_until(Done&& done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
+// Polls done() until it returns true (then true), or until it has polled for
+// kSpinNs (then false); while keep_polling() returns true it polls on, up to
+// kBusySpinNs in all. An emulated GPU's pool polls on while the device has
+// kernels queued: the gaps between their parallel loops are short, and a
+// worker asleep at the next one joins it tens of microseconds late.
+template <typename Done, typename KeepPolling>
+bool spin_until(Done&& done, KeepPolling&& keep_polling) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto last = start + std::chrono::nanoseconds(kBusySpinNs);
+  auto until = start + std::chrono::nanoseconds(kSpinNs);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
@@ -28,8 +36,14 @@ bool spin_until(Done&& done) {
       __builtin_ia32_pause();
 #endif
     }
-    if (std::chrono::steady_clock::now() >= until) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until && (now >= last || !keep_polling())) return false;
   }
+}
+
+template <typename Done>
+bool spin_until(Done&& done) {
+  return spin_until(done, [] { return false; });
 }
 
 }  // namespace tiny::runtime

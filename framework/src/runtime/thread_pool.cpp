@@ -3,7 +3,7 @@
 // A ThreadPool is a size rule (a share of num_threads()) and a WorkerSet, the
 // threads themselves, made on first use. After a fork the child's pools see
 // that their WorkerSet belongs to the parent (a fork generation counter,
-// bumped by a pthread_atfork child handler) and make a fresh one.
+// runtime/fork.h) and make a fresh one.
 //
 // How one call runs: the caller publishes a Job (on its own stack), bumps a
 // generation counter and wakes the workers with one notify. Every thread,
@@ -11,7 +11,9 @@
 // none are left. The caller closes the job and waits until every worker that
 // joined it has left; workers that wake up late see the job closed and go back
 // to sleep. Every wait polls for 30 us (runtime/spin.h), then sleeps on a
-// condition variable: an idle worker costs no CPU after that.
+// condition variable: an idle worker costs no CPU after that. A pool whose
+// owner signals it is busy (an emulated GPU with kernels queued) has its idle
+// workers poll on, up to 500 us, and its owner can wake them ahead of work (warm_up).
 #include "runtime/thread_pool.h"
 
 #include <cblas.h>
@@ -32,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/fork.h"
 #include "runtime/spin.h"
 
 #include "tiny/error.h"
@@ -108,17 +111,6 @@ void run_chunks(Job& job) {
   }
 }
 
-// Bumped in every child made by fork(): a WorkerSet made before the fork
-// belongs to the parent, whose worker threads do not exist in the child.
-std::atomic<uint64_t> g_fork_generation{0};
-
-void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_acq_rel); }
-
-void register_fork_handler() {
-  static const bool registered = (pthread_atfork(nullptr, nullptr, on_fork_child), true);
-  (void)registered;
-}
-
 // The pool parallel_for uses on this thread; nullptr means the global pool.
 thread_local ThreadPool* t_bound_pool = nullptr;
 
@@ -129,7 +121,8 @@ std::atomic<int> g_num_threads{0};  // 0 until the first num_threads()
 
 class WorkerSet {
  public:
-  WorkerSet(std::string name, uint64_t fork_generation) : fork_generation(fork_generation), name_(std::move(name)) {}
+  WorkerSet(std::string name, uint64_t fork_generation, const std::atomic<int64_t>* busy)
+      : fork_generation(fork_generation), name_(std::move(name)), owner_busy_(busy) {}
   // Only for a WorkerSet of this process with no call running (see ~ThreadPool).
   ~WorkerSet() { stop_workers(); }
   WorkerSet(const WorkerSet&) = delete;
@@ -137,7 +130,7 @@ class WorkerSet {
 
   // Held by the one caller the workers serve at a time.
   std::mutex call_mutex;
-  // g_fork_generation when this set was made: another value means a fork
+  // fork_generation() when this set was made: another value means a fork
   // happened since, and these workers are the parent's.
   const uint64_t fork_generation;
 
@@ -196,6 +189,15 @@ class WorkerSet {
     done_cv_.wait(lock, [this] { return active_ == 0; });
   }
 
+  // Wakes the sleeping workers to poll for a parallel_for that is coming.
+  void warm_up() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++warm_;
+    }
+    work_cv_.notify_all();
+  }
+
  private:
   void worker_loop(int index, uint64_t seen_generation) {
     const std::string name = name_ + "-" + std::to_string(index + 1);
@@ -203,18 +205,23 @@ class WorkerSet {
 
     std::unique_lock<std::mutex> lock(mutex_);
     ++started_;
+    uint64_t seen_warm = warm_;
     done_cv_.notify_all();  // ensure_workers waits for every worker to get here
     for (;;) {
       if (!stop_ && generation_ == seen_generation) {
         lock.unlock();
-        spin_until([&] {
-          return stopping_.load(std::memory_order_relaxed) ||
-                 published_.load(std::memory_order_acquire) != seen_generation;
-        });
+        spin_until(
+            [&] {
+              return stopping_.load(std::memory_order_relaxed) ||
+                     published_.load(std::memory_order_acquire) != seen_generation;
+            },
+            [&] { return owner_busy_ != nullptr && owner_busy_->load(std::memory_order_relaxed) > 0; });
         lock.lock();
       }
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation; });
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation || warm_ != seen_warm; });
       if (stop_) return;
+      seen_warm = warm_;
+      if (generation_ == seen_generation) continue;  // warm_up: back to polling
       seen_generation = generation_;
       Job* job = job_;
       if (job == nullptr || slots_ == 0) continue;  // the caller finished alone, or enough workers joined
@@ -244,6 +251,7 @@ class WorkerSet {
   }
 
   const std::string name_;
+  const std::atomic<int64_t>* owner_busy_;  // see ThreadPool's constructor
   std::mutex mutex_;  // guards everything below
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
@@ -256,6 +264,7 @@ class WorkerSet {
   std::atomic<uint64_t> published_{0};
   std::atomic<int> busy_{0};
   std::atomic<bool> stopping_{false};
+  uint64_t warm_ = 0;  // bumped by warm_up
   int started_ = 0;  // workers that reached worker_loop
   bool stop_ = false;
 };
@@ -323,31 +332,36 @@ int64_t num_chunks(int64_t begin, int64_t end, int64_t grain) {
   return (length - 1) / grain + 1;
 }
 
-ThreadPool::ThreadPool(int share, std::string name, std::atomic<int>* group)
-    : share_(share), name_(std::move(name)), group_(group) {
+ThreadPool::ThreadPool(int share, std::string name, std::atomic<int>* group, const std::atomic<int64_t>* busy)
+    : share_(share), name_(std::move(name)), group_(group), busy_(busy) {
   TINY_CHECK(share >= 1, ValueError, "ThreadPool: share must be at least 1 (the pool uses num_threads() / share "
              "threads), got ", share);
-  register_fork_handler();
+  fork_generation();  // registers the fork handler: a set made before a fork is the parent's
 }
 
 ThreadPool::~ThreadPool() {
   WorkerSet* workers = workers_.load(std::memory_order_acquire);
   // Workers made before a fork are the parent's: they cannot be joined here.
-  if (workers != nullptr && workers->fork_generation == g_fork_generation.load(std::memory_order_acquire)) {
+  if (workers != nullptr && workers->fork_generation == fork_generation()) {
     delete workers;
   }
 }
 
 int ThreadPool::size() const { return std::max(1, num_threads() / share_); }
 
+void ThreadPool::warm_up() {
+  WorkerSet* set = workers_.load(std::memory_order_acquire);
+  if (set != nullptr && set->fork_generation == fork_generation()) set->warm_up();
+}
+
 WorkerSet& ThreadPool::workers() {
-  const uint64_t generation = g_fork_generation.load(std::memory_order_acquire);
+  const uint64_t generation = fork_generation();
   WorkerSet* current = workers_.load(std::memory_order_acquire);
   while (current == nullptr || current->fork_generation != generation) {
     // First use, or first use since a fork: the parent's set is leaked, as its
     // threads cannot be joined here. No lock is taken, so none held by a
     // parent thread at fork time can block the child.
-    auto fresh = std::make_unique<WorkerSet>(name_, generation);
+    auto fresh = std::make_unique<WorkerSet>(name_, generation, busy_);
     if (workers_.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
     // Another thread installed a set first: `current` now holds it.
   }

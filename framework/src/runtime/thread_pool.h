@@ -78,8 +78,12 @@ class ThreadPool {
   // share >= 1 (else tiny::ValueError). `name` prefixes the workers' thread
   // names (shown by top -H and gdb; Linux keeps the first 15 characters).
   // `group`, when given, counts the group's pools running a parallel_for
-  // (above); it must outlive the pool.
-  ThreadPool(int share, std::string name, std::atomic<int>* group = nullptr);
+  // (above); it must outlive the pool. `busy`, when given, is the owner's
+  // count of work under way (an emulated GPU's queued kernels): while it is
+  // above 0, idle workers poll for the next parallel_for for up to
+  // 500 us (runtime/spin.h) rather than 30 us. It must outlive the pool.
+  ThreadPool(int share, std::string name, std::atomic<int>* group = nullptr,
+             const std::atomic<int64_t>* busy = nullptr);
   // Joins the workers. No parallel_for may be running on the pool, and no
   // thread may still be bound to it. (The global pool and the process-wide
   // emulator's pools are never destroyed.)
@@ -98,12 +102,19 @@ class ThreadPool {
   void parallel_for(int64_t begin, int64_t end, int64_t grain,
                     const std::function<void(int64_t, int64_t)>& fn);
 
+  // Wakes the pool's sleeping workers to poll for a parallel_for that is
+  // coming (the emulated GPU calls it when a device gets work after being
+  // idle): a worker woken at the parallel_for itself joins it tens of
+  // microseconds late. Does nothing before the pool's first parallel_for.
+  void warm_up();
+
  private:
   WorkerSet& workers();  // the current process's workers (fresh ones after a fork)
 
   int share_;
   std::string name_;
   std::atomic<int>* group_;
+  const std::atomic<int64_t>* busy_;
   std::atomic<WorkerSet*> workers_{nullptr};
 };
 

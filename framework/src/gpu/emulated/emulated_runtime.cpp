@@ -40,6 +40,7 @@
 #include "gpu/model/trace.h"
 #include "core/op_scope.h"
 #include "runtime/cpu_allocator.h"
+#include "runtime/fork.h"
 #include "runtime/spin.h"
 #include "runtime/thread_pool.h"
 #include "tiny/error.h"
@@ -83,6 +84,10 @@ struct StreamState {
   // bumped at every notify of cv, and `completed` as last stored.
   std::atomic<uint64_t> notified{0};
   std::atomic<uint64_t> completed_seen{0};
+  // The smallest `completed` a thread sleeping in wait_stream_locked waits
+  // for: the worker wakes the waiters when it gets there, not after every item
+  // (a futex wake-up per kernel cost a context switch per kernel).
+  uint64_t wake_at = UINT64_MAX;
 
   void wake_worker() {
     notified.fetch_add(1, std::memory_order_release);
@@ -93,6 +98,9 @@ struct StreamState {
 struct DeviceState {
   int index = 0;
   std::unique_ptr<DeviceMemory> memory;
+  // Items queued on the device's streams and not yet completed: while there
+  // are some, the pool's idle workers keep polling (more kernels are coming).
+  std::atomic<int64_t> queued{0};
   // The device's threads (its share of the cores, or more while the other
   // devices are idle: runtime::ThreadPool's group): its stream workers are bound to it.
   std::unique_ptr<runtime::ThreadPool> pool;
@@ -296,7 +304,7 @@ struct EmulatedRuntime::PinnedRegistry {
 EmulatedRuntime::EmulatedRuntime()
     : mode_(parse_mode()),
       host_clock_events_(parse_event_clock()),
-      creator_pid_(getpid()),
+      creator_generation_(runtime::fork_generation()),
       pinned_(std::make_unique<PinnedRegistry>()) {
   const int count = parse_device_count();
   TINY_CHECK(count > 0, Error, kEmulatedGpusVariable, "=0 turns the emulated GPU off: no EmulatedRuntime can be made");
@@ -306,7 +314,8 @@ EmulatedRuntime::EmulatedRuntime()
     auto device = std::make_unique<DeviceState>();
     device->index = i;
     device->memory = std::make_unique<emulated::DeviceMemory>(i, capacity);
-    device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i), &pools_running_);
+    device->pool = std::make_unique<runtime::ThreadPool>(count, "tiny-gpu" + std::to_string(i), &pools_running_,
+                                                          &device->queued);
     device->timeline = std::make_unique<model::DeviceTimeline>(model::selected_model());
     auto stream = std::make_shared<StreamState>();
     stream->device = i;
@@ -497,7 +506,7 @@ void EmulatedRuntime::check_stream(Stream stream, const char* what) const {
   stream_state(stream, what);
 }
 
-bool EmulatedRuntime::in_forked_child() const { return getpid() != creator_pid_; }
+bool EmulatedRuntime::in_forked_child() const { return runtime::fork_generation() != creator_generation_; }
 
 bool EmulatedRuntime::stream_query(Stream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -552,7 +561,10 @@ void EmulatedRuntime::wait_stream_locked(std::unique_lock<std::mutex>& lock, con
     runtime::spin_until([&] { return s->completed_seen.load(std::memory_order_acquire) >= target; });
     lock.lock();
   }
-  done_cv_.wait(lock, [&] { return s->completed >= target; });
+  while (s->completed < target) {
+    s->wake_at = std::min(s->wake_at, target);
+    done_cv_.wait(lock);
+  }
 }
 
 void EmulatedRuntime::release_all_locked() {
@@ -563,6 +575,7 @@ void EmulatedRuntime::release_all_locked() {
       if (s->released != s->enqueued) {
         s->released = s->enqueued;
         s->wake_worker();
+        d->pool->warm_up();
       }
     }
   }
@@ -598,6 +611,10 @@ void EmulatedRuntime::enqueue(Stream stream, WorkItem item, const char* what) {
   }
   s->queue.push_back(std::move(item));
   ++s->enqueued;
+  // A device that was idle gets work: its pool's workers start polling now,
+  // not at the kernel's first parallel loop (a sleeping one would join late).
+  DeviceState& d = *devices_[s->device];
+  if (d.queued.fetch_add(1, std::memory_order_relaxed) == 0 && mode_ != Mode::deferred) d.pool->warm_up();
   if (mode_ != Mode::deferred) {
     s->released = s->enqueued;
     s->wake_worker();
@@ -677,7 +694,13 @@ void EmulatedRuntime::worker_loop(std::shared_ptr<StreamState> s) {
     }
     ++s->completed;
     s->completed_seen.store(s->completed, std::memory_order_release);
-    done_cv_.notify_all();
+    devices_[s->device]->queued.fetch_sub(1, std::memory_order_relaxed);
+    // Wake the threads that wait for this: a host waiting for the stream (wake_at),
+    // an event's waiters (record_event), stop_workers_for_exit (exiting_).
+    if (s->completed >= s->wake_at || item.kind == ItemKind::record_event || exiting_) {
+      s->wake_at = UINT64_MAX;
+      done_cv_.notify_all();
+    }
   }
 }
 
@@ -706,8 +729,8 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
   // A GEMM counts by the math the model timed it in (TF32 only where the modelled GPU has it).
   uint64_t Counters::*gemms = nullptr;
   if (cost.work == model::Work::gemm) {
-    gemms = gemm_counter(cost.dtype, std::string(model::gemm_math(d.timeline->model(), cost.dtype, cost.allow_tf32)) ==
-                                         "tf32_tensor");
+    gemms = gemm_counter(cost.dtype,
+                         std::strcmp(model::gemm_math(d.timeline->model(), cost.dtype, cost.allow_tf32), "tf32_tensor") == 0);
   }
   d.count([busy, gemms](Counters& c) {
     ++c.kernel_launches;

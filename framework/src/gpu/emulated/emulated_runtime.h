@@ -239,14 +239,14 @@ class EmulatedRuntime : public Runtime {
   std::vector<std::unique_ptr<emulated::DeviceState>> devices_;
   Mode mode_;
   bool host_clock_events_;  // TINY_EMULATED_GPU_CLOCK=host: events stamp host time
-  int creator_pid_;  // the process that made the runtime (see in_forked_child)
+  uint64_t creator_generation_;  // runtime::fork_generation() of the process that made the runtime
 
   // One lock for streams, queues and events: it is only ever held for a few
   // instructions (closures run without it), so one is simpler than many and
   // costs nothing measurable. Memory and errors have their own locks.
   mutable std::mutex mutex_;
-  // Notified whenever any queued item completes: host waits and
-  // stream_wait_event items sleep on it.
+  // Host waits and stream_wait_event items sleep on it; a worker notifies it
+  // when what one waits for is done (a stream's wake_at, an event, exit).
   std::condition_variable done_cv_;
   bool exiting_ = false;     // set by stop_workers_for_exit: workers take no more items
   int kernels_running_ = 0;  // kernels inside item.work() now, on every stream
