@@ -1030,7 +1030,9 @@ TEST(EmulatedRuntime, SynchronizeReturnsWhenItsWorkIsDoneWhileLaterWorkWaits) {
   auto second = launch_gate(stream);
   first->open();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!returned && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!returned && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_TRUE(returned.load()) << "stream_synchronize did not return after the work queued before it was done";
   EXPECT_FALSE(second->is_open());
   second->open();

@@ -28,7 +28,7 @@ template <typename Done, typename KeepPolling>
 bool spin_until(Done&& done, KeepPolling&& keep_polling) {
   const auto start = std::chrono::steady_clock::now();
   const auto last = start + std::chrono::nanoseconds(kBusySpinNs);
-  auto until = start + std::chrono::nanoseconds(kSpinNs);
+  const auto until = start + std::chrono::nanoseconds(kSpinNs);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;

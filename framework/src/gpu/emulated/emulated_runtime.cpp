@@ -729,8 +729,8 @@ void EmulatedRuntime::launch(Stream stream, std::function<void()> work, const ch
   // A GEMM counts by the math the model timed it in (TF32 only where the modelled GPU has it).
   uint64_t Counters::*gemms = nullptr;
   if (cost.work == model::Work::gemm) {
-    gemms = gemm_counter(cost.dtype,
-                         std::strcmp(model::gemm_math(d.timeline->model(), cost.dtype, cost.allow_tf32), "tf32_tensor") == 0);
+    const char* math = model::gemm_math(d.timeline->model(), cost.dtype, cost.allow_tf32);
+    gemms = gemm_counter(cost.dtype, std::strcmp(math, "tf32_tensor") == 0);
   }
   d.count([busy, gemms](Counters& c) {
     ++c.kernel_launches;
