@@ -353,6 +353,59 @@ TEST(ConvGradcheck, OnTheEmulatedGpu) {
                         {x, w4, b}));
 }
 
+// ---- in-place ops on a convolution's output ------------------------------------------------------------
+
+// A residual block's `out += x` and `relu_` on a conv2d's output take part in
+// autograd as in PyTorch: the same gradients as the out-of-place ops, and the
+// version error when a saved output is changed. (conv2d made its output a
+// view of an internal GEMM result when the whole batch fit one chunk: an
+// in-place op then rewrote that internal tensor's history and the
+// convolution's gradient was lost without an error.)
+namespace {
+void check_inplace_on_conv_output(const tiny::Device& device) {
+  SCOPED_TRACE(device.str());
+  for (int64_t batch : {1, 2, 5}) {  // one image, and whole batches in one chunk
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const Tensor x0 = tiny_test::uniform({batch, 4, 6, 6}, -1, 1, 51).to(device);
+    const Tensor w0 = tiny_test::uniform({4, 4, 3, 3}, -1, 1, 52).to(device);
+    const Tensor b0 = tiny_test::uniform({4}, -1, 1, 53).to(device);
+    const auto grads = [&](const std::function<Tensor(const Tensor&, const Tensor&)>& block) {
+      const Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+      const Tensor b = b0.clone().requires_grad_(true);
+      const Tensor out = block(F::conv2d(x, w, b, conv_opts({1, 1}, {1, 1}, {1, 1}, 1)), x);
+      (out * out).sum().backward();
+      EXPECT_TRUE(w.grad().defined() && b.grad().defined() && x.grad().defined());
+      return std::vector<Tensor>{out.detach().cpu(), x.grad().cpu(), w.grad().cpu(), b.grad().cpu()};
+    };
+    const auto expect_same = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(got[i].defined());
+        EXPECT_TRUE(tiny::allclose(got[i], want[i], 1e-5, 1e-5)) << "output/x/w/b #" << i;
+      }
+    };
+    expect_same(grads([](const Tensor& y, const Tensor& x) { y.add_(x); return y; }),
+                grads([](const Tensor& y, const Tensor& x) { return y + x; }));
+    expect_same(grads([](const Tensor& y, const Tensor&) { y.mul_(2.0); return y; }),
+                grads([](const Tensor& y, const Tensor&) { return y * 2.0; }));
+    expect_same(grads([](const Tensor& y, const Tensor& x) { y.add_(x); y.relu_(); return y; }),
+                grads([](const Tensor& y, const Tensor& x) { return tiny::relu(y + x); }));
+    // relu_ saves its result; changing it afterwards is PyTorch's version error at backward.
+    const Tensor x = x0.clone().requires_grad_(true);
+    const Tensor y = F::conv2d(x, w0, b0, conv_opts({1, 1}, {1, 1}, {1, 1}, 1));
+    y.relu_();
+    y.mul_(2.0);
+    expect_error<tiny::Error>([&] { y.sum().backward(); }, {"modified by an inplace operation", "version"});
+  }
+}
+}  // namespace
+
+TEST(ConvInplace, OpsOnTheOutputKeepTheConvolutionsGradientOnTheCpu) { check_inplace_on_conv_output(tiny::Device()); }
+
+TEST(ConvInplace, OpsOnTheOutputKeepTheConvolutionsGradientOnTheEmulatedGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "needs an (emulated) GPU";
+  check_inplace_on_conv_output(tiny::Device("cuda:0"));
+}
+
 // ---- the emulated GPU gives the CPU's bits, and its modelled cost -------------------------------------
 
 TEST(ConvEmulated, SameBitsAsTheCpuForwardAndBackward) {
@@ -561,7 +614,10 @@ TEST(ConvErrors, BadInputsSayWhatAndHowToFix) {
   }
   expect_error<tiny::ValueError>([&] { F::batch_norm(x, Tensor(), Tensor()); },
                                  {"running_mean and running_var must be defined when training=false"});
-  expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 3, 4})); }, {"expected 4D input (got 3D input)"});
+  expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 3, 4})); },
+                                 {"expected 4D input (got 3D input)", "x.unsqueeze(0)"});
+  expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 4})); },
+                                 {"expected 4D input (got 2D input)", "BatchNorm1d takes [N, C]"});
   expect_error<tiny::ShapeError>([&] { tiny::nn::BatchNorm1d(3).forward(x); }, {"expected 2D or 3D input (got 4D input)"});
   expect_error<tiny::ShapeError>([&] { bn.forward(tiny::randn({2, 4, 3, 3})); }, {"running_mean should contain 4 elements not 3"});
   expect_error<tiny::ValueError>([&] { tiny::nn::BatchNorm1d(3).forward(tiny::randn({1, 3})); },

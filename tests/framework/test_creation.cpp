@@ -57,6 +57,26 @@ TEST(Creation, ArangeEndOnlyIsInt64) {
   EXPECT_EQ(af.to_vector<float>(), (std::vector<float>{0.0f, 1.0f, 2.0f}));
 }
 
+// Options that give only a device keep PyTorch's int64 default of arange(end)
+// and randint (torch.arange(3, device=d) is int64); a dtype given wins.
+TEST(Creation, ADeviceAloneKeepsTheInt64DefaultOfArangeAndRandint) {
+  EXPECT_FALSE(tiny::TensorOptions(tiny::Device()).has_dtype());
+  EXPECT_TRUE(tiny::TensorOptions(tiny::kFloat32).has_dtype());
+  EXPECT_EQ(tiny::TensorOptions().dtype(), tiny::kFloat32);  // what every other factory defaults to
+  std::vector<tiny::Device> devices{tiny::Device()};
+  if (tiny::cuda::device_count() > 0) devices.emplace_back("cuda:0");
+  for (const tiny::Device& d : devices) {
+    SCOPED_TRACE(d.str());
+    EXPECT_EQ(tiny::arange(3, d).dtype(), tiny::kInt64);
+    EXPECT_EQ(tiny::arange(3, d).cpu().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+    EXPECT_EQ(tiny::randint(0, 4, {8}, d).dtype(), tiny::kInt64);
+    EXPECT_EQ(tiny::randint(0, 4, {8}, tiny::TensorOptions(d).requires_grad(false)).dtype(), tiny::kInt64);
+    EXPECT_EQ(tiny::arange(3, tiny::TensorOptions(tiny::kFloat64).device(d)).dtype(), tiny::kFloat64);
+    EXPECT_EQ(tiny::randint(0, 4, {8}, tiny::TensorOptions(tiny::kInt32).device(d)).dtype(), tiny::kInt32);
+    EXPECT_EQ(tiny::zeros({2}, d).dtype(), tiny::kFloat32);
+  }
+}
+
 TEST(Creation, ArangeStartEndStepMatchesPythonRange) {
   struct Case {
     double start, end, step;

@@ -180,6 +180,9 @@ TEST(Errors, DeviceTensorElementsAreNotReadableFromHostCode) {
   EXPECT_ERROR(DeviceError, d.data_ptr<float>(), ".cpu()");
   EXPECT_ERROR(DeviceError, d + tiny::ones({2}), "Expected all tensors to be on the same device, but found at "
                                                  "least two devices, cuda:0 and cpu!");
+  // The fix named is the one GPU training wants, whichever side the CPU tensor is on.
+  EXPECT_ERROR(DeviceError, d + tiny::ones({2}), "move the cpu tensor with .to(cuda:0)");
+  EXPECT_ERROR(DeviceError, tiny::ones({2}) + d, "move the cpu tensor with .to(cuda:0)");
 }
 
 TEST(Errors, UndefinedTensor) {

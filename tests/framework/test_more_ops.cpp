@@ -185,3 +185,24 @@ TEST(MoreOps, BadInputsNameTheValuesAndTheFix) {
 }
 
 }  // namespace
+
+// x.masked_fill(...), x.flip(...), x.tril(), x.triu() are the free functions,
+// as `x.foo()` is in PyTorch; masked_fill_ changes x in place and its gradient
+// is zero where the mask is true.
+TEST(MoreOps, TensorMethodsAreTheFreeFunctions) {
+  const Tensor x = distinct({3, 4}, 61);
+  const Tensor mask = tiny::tensor({1, 0, 0, 1}).reshape({1, 4}).to(tiny::kBool);
+  EXPECT_TRUE(tiny::equal(x.masked_fill(mask, -1.0), tiny::masked_fill(x, mask, -1.0)));
+  EXPECT_TRUE(tiny::equal(x.flip({0, 1}), tiny::flip(x, {0, 1})));
+  EXPECT_TRUE(tiny::equal(x.tril(), tiny::tril(x)));
+  EXPECT_TRUE(tiny::equal(x.triu(1), tiny::triu(x, 1)));
+
+  const Tensor w = distinct({3, 4}, 62).requires_grad_(true);
+  const Tensor y = w * 2.0;
+  const Tensor& same = y.masked_fill_(mask, 0.0);
+  EXPECT_EQ(&same, &y);
+  EXPECT_TRUE(tiny::equal(y, tiny::masked_fill(w.detach() * 2.0, mask, 0.0)));
+  y.sum().backward();
+  const Tensor expected = tiny::masked_fill(tiny::full({3, 4}, 2.0), mask, 0.0);
+  EXPECT_TRUE(tiny::equal(w.grad(), expected)) << "the gradient is 2 where the mask is false, 0 where it is true";
+}

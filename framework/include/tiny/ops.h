@@ -34,15 +34,18 @@ struct TensorOptions {
   TensorOptions device(Device d) const { TensorOptions o = *this; o.device_ = d; return o; }
   /// @brief Sets requires_grad.
   TensorOptions requires_grad(bool r) const { TensorOptions o = *this; o.requires_grad_ = r; return o; }
-  /// @brief The dtype.
-  Dtype dtype() const { return dtype_; }
+  /// @brief The dtype: float32 when none was given (see has_dtype).
+  Dtype dtype() const { return dtype_.value_or(kFloat32); }
+  /// @brief Whether a dtype was given. Ops whose PyTorch default is not
+  /// float32 (`arange(end)` and `randint`: int64) use theirs only when none was.
+  bool has_dtype() const { return dtype_.has_value(); }
   /// @brief The device.
   Device device() const { return device_; }
   /// @brief Whether the new tensor tracks gradients.
   bool requires_grad() const { return requires_grad_; }
 
  private:
-  Dtype dtype_ = kFloat32;
+  std::optional<Dtype> dtype_;
   Device device_;
   bool requires_grad_ = false;
 };
@@ -56,8 +59,8 @@ Tensor zeros(const IntArrayRef& shape, TensorOptions options = {});
 Tensor ones(const IntArrayRef& shape, TensorOptions options = {});
 /// @brief Every element equal to `value`.
 Tensor full(const IntArrayRef& shape, const Scalar& value, TensorOptions options = {});
-/// @brief `[0, 1, ..., end-1]` as int64 unless options say otherwise.
-Tensor arange(int64_t end, TensorOptions options = TensorOptions(kInt64));
+/// @brief `[0, 1, ..., end-1]` as int64 unless options give a dtype (`arange(5, Device("cuda:0"))` is int64).
+Tensor arange(int64_t end, TensorOptions options = {});
 /// @brief `start, start+step, ...` below `end` (float32 unless options say otherwise).
 Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
 /// @brief `steps` points from `start` to `end`, both included, evenly spaced (`torch.linspace`; float32 by default).
@@ -68,8 +71,8 @@ Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 Tensor rand(const IntArrayRef& shape, TensorOptions options = {}, std::optional<Generator> generator = std::nullopt);
 /// @brief Standard normal.
 Tensor randn(const IntArrayRef& shape, TensorOptions options = {}, std::optional<Generator> generator = std::nullopt);
-/// @brief Integers uniform in [low, high), int64 unless options say otherwise.
-Tensor randint(int64_t low, int64_t high, const IntArrayRef& shape, TensorOptions options = TensorOptions(kInt64),
+/// @brief Integers uniform in [low, high), int64 unless options give a dtype.
+Tensor randint(int64_t low, int64_t high, const IntArrayRef& shape, TensorOptions options = {},
                std::optional<Generator> generator = std::nullopt);
 /// @brief A random permutation of `0..n-1` (int64).
 Tensor randperm(int64_t n, std::optional<Generator> generator = std::nullopt);

@@ -285,6 +285,16 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   /// @brief The elements where the bool `mask` is true, 1-D (`Tensor.masked_select`, `x[mask]`); see tiny::masked_select.
   Tensor masked_select(const Tensor& mask) const;
+  /// @brief `tiny::masked_fill(*this, mask, value)`: `value` where the bool `mask` is true (`Tensor.masked_fill`).
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  /// @brief `value` where the bool `mask` is true, in place (`Tensor.masked_fill_`).
+  const Tensor& masked_fill_(const Tensor& mask, const Scalar& value) const;
+  /// @brief `tiny::flip(*this, dims)`: reversed along each of `dims`, a copy (`Tensor.flip`).
+  Tensor flip(const IntArrayRef& dims) const;
+  /// @brief `tiny::tril(*this, diagonal)`: the lower triangle of the last two dims (`Tensor.tril`).
+  Tensor tril(int64_t diagonal = 0) const;
+  /// @brief `tiny::triu(*this, diagonal)`: the upper triangle of the last two dims (`Tensor.triu`).
+  Tensor triu(int64_t diagonal = 0) const;
   /// @brief The indices of the nonzero elements, int64 [count, dim()] (`Tensor.nonzero`); see tiny::nonzero.
   Tensor nonzero() const;
   /// @brief `tiny::repeat(*this, repeats)`: tiled copies (`x.repeat({2, 1})`).

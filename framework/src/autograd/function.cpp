@@ -114,6 +114,20 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+namespace {
+
+// True when `out` is a view of one of `inputs` (or of the base they view): a view op's output.
+bool is_view_of_an_input(const TensorImpl& out, const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    const TensorImpl* in = t.unsafe_impl();
+    if (out.view_base.get() == in || (in->view_base && out.view_base == in->view_base)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             std::vector<SavedTensor> saved, BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, static_cast<uint32_t>(outputs.size()), std::move(saved),
@@ -124,7 +138,15 @@ void record(const std::string& name, const std::vector<Tensor>& inputs, const st
   node->set_next_edges(std::move(edges));
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined()) continue;
-    AutogradMeta& meta = outputs[i].unsafe_impl()->autograd_meta();
+    TensorImpl& out = *outputs[i].unsafe_impl();
+    if (out.view_base && !is_view_of_an_input(out, inputs)) {
+      // A view made by the op's own plumbing (under NoGradGuard: conv2d's
+      // output is a view of its GEMM's result): to autograd, as in PyTorch, the
+      // op's output is a new tensor, whose in-place ops rewrite its own history.
+      out.view_base = nullptr;
+      out.view_made_in_no_grad = false;
+    }
+    AutogradMeta& meta = out.autograd_meta();
     meta.requires_grad = true;
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);

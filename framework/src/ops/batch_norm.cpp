@@ -199,9 +199,10 @@ void BatchNorm1d::check_input_dim(const Tensor& x) const {
 }
 
 void BatchNorm2d::check_input_dim(const Tensor& x) const {
-  TINY_CHECK(x.defined() && x.dim() == 4, ShapeError, "expected 4D input (got ", x.defined() ? x.dim() : 0,
-             "D input) of shape [N, C, H, W] (BatchNorm1d takes [N, C] or [N, C, L]; add a batch dimension with ",
-             "x.unsqueeze(0))");
+  const int64_t dim = x.defined() ? x.dim() : 0;
+  TINY_CHECK(dim == 4, ShapeError, "expected 4D input (got ", dim, "D input) of shape [N, C, H, W] (",
+             dim == 3 ? "one image [C, H, W]? add the batch dimension with x.unsqueeze(0)"
+                      : "BatchNorm1d takes [N, C] or [N, C, L]", ")");
 }
 
 std::shared_ptr<Module> BatchNorm1d::clone(const std::optional<Device>& device) const {

@@ -68,7 +68,9 @@ Tensor ones(const IntArrayRef& shape, TensorOptions options) {
   return full(shape, 1, options);
 }
 
-Tensor arange(int64_t end, TensorOptions options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
+Tensor arange(int64_t end, TensorOptions options) {
+  return arange(0.0, static_cast<double>(end), 1.0, options.has_dtype() ? options : options.dtype(kInt64));
+}
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
   TINY_OP_SCOPE("arange");
@@ -130,6 +132,7 @@ Tensor randn(const IntArrayRef& shape, TensorOptions options, std::optional<Gene
 Tensor randint(int64_t low, int64_t high, const IntArrayRef& shape, TensorOptions options,
                std::optional<Generator> generator) {
   TINY_OP_SCOPE("randint");
+  if (!options.has_dtype()) options = options.dtype(kInt64);
   TINY_CHECK(low < high, ValueError, "random_ expects 'from' to be less than 'to', but got from=", low,
              " >= to=", high);
   TINY_CHECK(options.dtype() != kBool || (low >= 0 && high <= 2), ValueError,

@@ -39,9 +39,12 @@ using ops::UnaryKind;
 namespace ops {
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  // The fix to suggest: onto the GPU when one of them is a CPU tensor (what training on a GPU wants).
+  const bool move_a = a.is_cpu() && !b.is_cpu();
   TINY_CHECK(a.device() == b.device(), DeviceError,
              "Expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
-             b.device(), "! (in ", op, "; move one with .to(", a.device(), "))");
+             b.device(), "! (in ", op, "; move the ", move_a ? a.device() : b.device(), " tensor with .to(",
+             move_a ? b.device() : a.device(), "))");
 }
 
 OpParams scalar_params(const Scalar& a) { return scalar_params(a, std::nullopt); }

@@ -45,6 +45,13 @@ std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bo
 }
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return tiny::gather(*this, dim, index); }
 Tensor Tensor::masked_select(const Tensor& mask) const { return tiny::masked_select(*this, mask); }
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const { return tiny::masked_fill(*this, mask, value); }
+const Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) const {
+  return copy_(tiny::masked_fill(*this, mask, value));  // copy_ records the in-place op's history
+}
+Tensor Tensor::flip(const IntArrayRef& dims) const { return tiny::flip(*this, dims); }
+Tensor Tensor::tril(int64_t diagonal) const { return tiny::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return tiny::triu(*this, diagonal); }
 Tensor Tensor::nonzero() const { return tiny::nonzero(*this); }
 Tensor Tensor::repeat(const IntArrayRef& repeats) const { return tiny::repeat(*this, repeats); }
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return tiny::split(*this, split_size, dim); }
