@@ -32,8 +32,11 @@
 //   --dataset fashion-mnist --epochs 2 --batch-size 64
 //                                       80.30% after epoch 1, 84.60% after epoch 2,
 //                                       470 s and 292 s per epoch (312-502 ms/step)
+//                                       (107-116 s per epoch on 2026-11-27, the same
+//                                       machine shared with one CI run)
 // The same digits run on the emulated GPU (--device cuda) gives the same
-// losses and accuracies and a modelled H100 SXM step of 1.34 ms.
+// losses and accuracies and a modelled H100 SXM step of 1.30 ms (2026-11-27;
+// the program prints it, and it moves when the model is recalibrated).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
