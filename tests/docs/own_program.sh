@@ -9,27 +9,20 @@ page=$1 snippets=$2 repo=$3 libdir=$4
 
 command -v g++ >/dev/null || { echo "SKIPPED: no g++ on PATH (the page's command uses it)"; exit 77; }
 
-# The first ```sh block under "## Your own program".
-block=$(awk '/^## Your own program/ {section = 1; next}
-             section && /^## / {exit}
-             section && !inside && /^```sh/ {inside = 1; next}
-             inside && /^```/ {exit}
-             inside {print}' "$page")
+source "$(dirname "${BASH_SOURCE[0]}")/snippet_blocks.sh"
+block=$(fenced_block "$page" "Your own program" sh)
 [[ -n "$block" ]] || { echo "FAILED: no \`\`\`sh block under '## Your own program' in $page" >&2; exit 1; }
 
-region() {
-  awk -v name="$1" '$0 == "//! [" name "]" {inside = !inside; next} inside {print}' "$snippets"
-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/build/default"
 ln -s "$repo/framework" "$work/framework"
 ln -s "$libdir" "$work/build/default/framework"
 {
-  region first_look_head
+  snippet_region "$snippets" first_look_head
   echo '#include <iostream>'
   echo 'int main() {'
-  region first_look
+  snippet_region "$snippets" first_look
   echo '}'
 } > "$work/my_program.cpp"
 

@@ -6,18 +6,11 @@
 set -euo pipefail
 readme=$1 snippets=$2
 
-# The first ```cpp block after the "## A first look" heading.
-block=$(awk '/^## A first look/ {section = 1; next}
-             section && /^## / {exit}
-             section && !inside && /^```cpp/ {inside = 1; next}
-             inside && /^```/ {exit}
-             inside {print}' "$readme")
-region() {
-  awk -v name="$1" '$0 == "//! [" name "]" {inside = !inside; next} inside {print}' "$snippets"
-}
-expected="$(region first_look_head)
+source "$(dirname "${BASH_SOURCE[0]}")/snippet_blocks.sh"
+block=$(fenced_block "$readme" "A first look" cpp)
+expected="$(snippet_region "$snippets" first_look_head)
 
-$(region first_look)"
+$(snippet_region "$snippets" first_look)"
 
 if [[ -z "$block" ]]; then
   echo "FAILED: no \`\`\`cpp block under '## A first look' in $readme" >&2
