@@ -519,6 +519,30 @@ TEST(ConvModules, Conv2dParametersInitialisationAndRepr) {
   EXPECT_EQ(copy->extra_repr(), conv.extra_repr());
 }
 
+// PyTorch's integer arguments, nn.MaxPool2d(3, 2, 1) (ResNet's stem), mean square windows; stride=None is the
+// kernel size. The output sizes are worked out by hand from the formula in the header.
+TEST(ConvModules, PoolingTakesPyTorchsIntegerArguments) {
+  const Tensor x = tiny::randn({2, 3, 9, 9});
+  tiny::nn::MaxPool2d stem(3, 2, 1);
+  EXPECT_EQ(stem.kernel_size, (Size2{3, 3}));
+  EXPECT_EQ(stem.stride, (Size2{2, 2}));
+  EXPECT_EQ(stem.padding, (Size2{1, 1}));
+  const Tensor y = stem(x);
+  EXPECT_EQ(y.sizes(), (tiny::IntArrayRef{2, 3, 5, 5}));  // (9 + 2 - 3) / 2 + 1
+  EXPECT_TRUE(tiny::equal(y, F::max_pool2d(x, {3, 3}, Size2{2, 2}, {1, 1})));
+  EXPECT_TRUE(tiny::equal(F::max_pool2d(x, 3, 2, 1), y));
+  EXPECT_TRUE(tiny::equal(F::max_pool2d(x, 3, 1, 1, 2, true), F::max_pool2d(x, {3, 3}, Size2{1, 1}, {1, 1}, {2, 2}, true)));
+  EXPECT_EQ(tiny::nn::MaxPool2d(2).stride, (Size2{2, 2}));
+  EXPECT_EQ(tiny::nn::MaxPool2d(3, std::nullopt, 1).stride, (Size2{3, 3}));
+
+  tiny::nn::AvgPool2d avg(3, 1, 1, false, false);
+  EXPECT_EQ(avg(x).sizes(), (tiny::IntArrayRef{2, 3, 9, 9}));  // (9 + 2 - 3) / 1 + 1
+  EXPECT_TRUE(tiny::equal(avg(x), F::avg_pool2d(x, {3, 3}, Size2{1, 1}, {1, 1}, false, false)));
+  EXPECT_TRUE(tiny::equal(F::avg_pool2d(x, 3, 1, 1, false, false), avg(x)));
+  EXPECT_TRUE(tiny::equal(F::avg_pool2d(x, 2), F::avg_pool2d(x, {2, 2})));
+  EXPECT_EQ(tiny::nn::AvgPool2d(4).stride, (Size2{4, 4}));
+}
+
 TEST(ConvModules, BatchNormStateTrainEvalAndCumulativeMomentum) {
   tiny::nn::BatchNorm2d bn(3);
   std::vector<std::string> keys;

@@ -195,6 +195,20 @@ TEST(Errors, UndefinedTensor) {
   EXPECT_ERROR(ValueError, tiny::sum(undefined), "undefined");
 }
 
+// The undefined tensor a learner meets first is a .grad() read before backward():
+// the message names the call made on it and says why a gradient can be missing.
+TEST(Errors, UndefinedGradientNamesTheCallAndTheCause) {
+  auto w = tiny::ones({2}).requires_grad_();
+  const Tensor grad = w.grad();
+  ASSERT_FALSE(grad.defined());
+  EXPECT_ERROR(ValueError, grad.cpu(), "cpu() on an undefined tensor");
+  EXPECT_ERROR(ValueError, grad.to(tiny::Device("cuda:0")), "to(device) on an undefined tensor");
+  EXPECT_ERROR(ValueError, grad.to(tiny::kFloat16), "to(dtype) on an undefined tensor");
+  EXPECT_ERROR(ValueError, grad.item(), "item() on an undefined tensor");
+  EXPECT_ERROR(ValueError, grad.data_ptr<float>(), "data_ptr on an undefined tensor");
+  EXPECT_ERROR(ValueError, grad.cpu(), "A .grad() stays undefined until backward() reaches its tensor");
+}
+
 TEST(Errors, ViewIncompatible) {
   EXPECT_ERROR(ShapeError, tiny::zeros({3, 4}).t().view({12}),
                "view size is not compatible with input tensor's size and stride");

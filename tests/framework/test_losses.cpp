@@ -49,12 +49,9 @@ struct Case {
 
 F::CrossEntropyOptions ce(Reduction r = Reduction::Mean, double smoothing = 0.0, Tensor weight = Tensor(),
                           int64_t ignore_index = -100) {
-  F::CrossEntropyOptions o;
-  o.reduction = r;
-  o.label_smoothing = smoothing;
-  o.weight = weight;
-  o.ignore_index = ignore_index;
-  return o;
+  // By the setters, so that the PyTorch fixtures check each one sets its own field.
+  return F::CrossEntropyOptions().set_reduction(r).set_label_smoothing(smoothing).set_weight(weight).set_ignore_index(
+      ignore_index);
 }
 
 // Mirrors CASES in tests/parity/make_loss_fixtures.py.
@@ -271,6 +268,19 @@ TEST(LossGradcheck, EveryLossInFloat64) {
   EXPECT_TRUE(gradcheck([&](const In& in) { return F::kl_div(in[0], in[1], Reduction::BatchMean); }, {lp, soft}));
   EXPECT_TRUE(gradcheck([&](const In& in) { return F::kl_div(in[0], in[1], Reduction::None, true); }, {lp, y}));
   EXPECT_TRUE(gradcheck([&](const In& in) { return F::nll_loss(in[0], t3, Reduction::Sum, -100, w3); }, {x4}));
+}
+
+// PyTorch's first positional argument of nn.CrossEntropyLoss and nn.NLLLoss is the class weight.
+TEST(LossModules, AWeightAloneIsTheClassWeightAsInPyTorch) {
+  const Tensor x = tiny::randn({6, 3});
+  const Tensor t = tiny::from_vector(std::vector<int64_t>{0, 2, 1, 1, 2, 0});
+  const Tensor w = tiny::tensor({0.2, 1.0, 3.0});
+  const Tensor weighted = F::cross_entropy(x, t, ce(Reduction::Mean, 0.0, w));
+  ASSERT_FALSE(tiny::allclose(weighted, F::cross_entropy(x, t), 1e-4, 1e-4)) << "the weights must change this loss";
+  EXPECT_TRUE(tiny::equal(tiny::nn::CrossEntropyLoss(w)(x, t), weighted));
+  const Tensor lp = F::log_softmax(x, 1);
+  EXPECT_TRUE(tiny::equal(tiny::nn::NLLLoss(w)(lp, t), F::nll_loss(lp, t, Reduction::Mean, -100, w)));
+  EXPECT_TRUE(tiny::equal(tiny::nn::NLLLoss(w, Reduction::Sum, 2)(lp, t), F::nll_loss(lp, t, Reduction::Sum, 2, w)));
 }
 
 TEST(LossErrors, BadInputsSayWhatAndHowToFix) {

@@ -7,9 +7,11 @@
 
 namespace tiny {
 
-const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl) {
-  TINY_CHECK(impl != nullptr, ValueError, "this tensor is undefined (default-constructed, like None): create it "
-             "with tiny::zeros/empty/... or check .defined() first");
+const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl, const char* call) {
+  TINY_CHECK(impl != nullptr, ValueError, call ? call : "", call ? " on an undefined tensor" : "this tensor is undefined",
+             " (default-constructed, like None in PyTorch). A .grad() stays undefined until backward() reaches its "
+             "tensor, as PyTorch's .grad is None; otherwise create the tensor with tiny::zeros/empty/... or check "
+             ".defined() first");
   return *impl;
 }
 
@@ -38,7 +40,7 @@ bool Tensor::is_contiguous() const {
 }
 
 void Tensor::check_data_access(Dtype expected, const char* what) const {
-  defined_impl(impl_);
+  defined_impl(impl_, what);
   TINY_CHECK(is_cpu(), DeviceError, "cannot read the elements of a tensor on ", device(),
              " from host code: copy it to the CPU first with .cpu() (then ", what, "/item works)");
   TINY_CHECK(dtype() == expected, DtypeError, what, ": expected a tensor of dtype ", dtype_name(expected),
@@ -53,6 +55,7 @@ void* Tensor::raw_data_ptr() const {
 }
 
 Scalar Tensor::item() const {
+  defined_impl(impl_, "item()");
   TINY_CHECK(numel() == 1, ValueError, "a Tensor with ", numel(), " elements cannot be converted to Scalar (item() "
              "needs exactly one element; this tensor has shape ", shape_str(sizes()), ")");
   const Tensor host = cpu();

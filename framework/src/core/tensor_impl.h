@@ -83,9 +83,10 @@ struct TensorImpl {
   char* data() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size(dtype)); }
 };
 
-// The TensorImpl behind a Tensor handle; throws tiny::ValueError, saying how to
-// make one, when the tensor is undefined (default-constructed).
-const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl);
+// The TensorImpl behind a Tensor handle; throws tiny::ValueError, naming `call`
+// (e.g. "cpu()") when given and saying how to make one, when the tensor is
+// undefined (default-constructed).
+const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl, const char* call = nullptr);
 
 // Row-major strides for `sizes`.
 IntArrayRef contiguous_strides(const IntArrayRef& sizes);

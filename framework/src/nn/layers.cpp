@@ -233,7 +233,8 @@ Tensor Loss::forward(const Tensor& /*input*/) {
   TINY_THROW(NotImplemented, name(), " needs an input and a target: call loss(input, target)");
 }
 
-CrossEntropyLoss::CrossEntropyLoss(CrossEntropyOptions options_) : options(options_) {}
+CrossEntropyLoss::CrossEntropyLoss(CrossEntropyOptions options_) : options(std::move(options_)) {}
+CrossEntropyLoss::CrossEntropyLoss(Tensor weight) : options(CrossEntropyOptions().set_weight(std::move(weight))) {}
 Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
   return F::cross_entropy(input, target, options);
 }

@@ -42,7 +42,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(Dtype target) const {
-  if (dtype() == target) return *this;
+  if (defined_impl(impl_, "to(dtype)").dtype == target) return *this;
   TINY_OP_SCOPE("to", *this);
   Tensor out = make_tensor(sizes(), target, device());
   {
@@ -59,7 +59,7 @@ Tensor Tensor::to(Dtype target) const {
 }
 
 Tensor Tensor::to(const Device& target, bool non_blocking) const {
-  defined_impl(impl_);
+  defined_impl(impl_, "to(device)");
   const Device dst_device = canonical_device(target);
   if (dst_device == device()) return *this;
   TINY_OP_SCOPE("to", *this);
@@ -83,7 +83,10 @@ Tensor Tensor::to(const Device& target, bool non_blocking) const {
   return out;
 }
 
-Tensor Tensor::cpu() const { return to(Device()); }
+Tensor Tensor::cpu() const {
+  defined_impl(impl_, "cpu()");
+  return to(Device());
+}
 
 
 Tensor Tensor::pin_memory() const {

@@ -37,6 +37,14 @@ TINY_DEFINE_DISPATCH(pool2d_stub, "pool2d", pool2d_work);
 TINY_DEFINE_DISPATCH(pool2d_backward_stub, "pool2d_backward", pool2d_backward_work);
 }  // namespace tiny
 
+namespace tiny::nn {
+namespace {
+// PyTorch's integer kernel_size=k (or stride, padding, dilation) as (k, k); stride=None stays None.
+Size2 both(int64_t k) { return {k, k}; }
+std::optional<Size2> both(std::optional<int64_t> k) { return k ? std::optional<Size2>(both(*k)) : std::nullopt; }
+}  // namespace
+}  // namespace tiny::nn
+
 namespace tiny::nn::functional {
 
 namespace {
@@ -130,7 +138,10 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 
-Tensor max_pool2d(const Tensor& input, int64_t kernel_size) { return max_pool2d(input, Size2{kernel_size, kernel_size}); }
+Tensor max_pool2d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride, int64_t padding,
+                  int64_t dilation, bool ceil_mode) {
+  return max_pool2d(input, both(kernel_size), both(stride), both(padding), both(dilation), ceil_mode);
+}
 
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride, Size2 padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
@@ -143,6 +154,12 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
   g.count_include_pad = count_include_pad;
   g.divisor_override = divisor_override.value_or(0);
   return run_pool(input, x4, g, "AvgPool2DBackward0").first;
+}
+
+Tensor avg_pool2d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride, int64_t padding,
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool2d(input, both(kernel_size), both(stride), both(padding), ceil_mode, count_include_pad,
+                    divisor_override);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
@@ -174,6 +191,9 @@ const char* py_bool(bool b) { return b ? "True" : "False"; }
 MaxPool2d::MaxPool2d(Size2 kernel_size_, std::optional<Size2> stride_, Size2 padding_, Size2 dilation_, bool ceil_mode_)
     : kernel_size(kernel_size_), stride(stride_.value_or(kernel_size_)), padding(padding_), dilation(dilation_),
       ceil_mode(ceil_mode_) {}
+MaxPool2d::MaxPool2d(int64_t kernel_size_, std::optional<int64_t> stride_, int64_t padding_, int64_t dilation_,
+                     bool ceil_mode_)
+    : MaxPool2d(both(kernel_size_), both(stride_), both(padding_), both(dilation_), ceil_mode_) {}
 Tensor MaxPool2d::forward(const Tensor& x) {
   return functional::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
@@ -191,6 +211,10 @@ AvgPool2d::AvgPool2d(Size2 kernel_size_, std::optional<Size2> stride_, Size2 pad
                      bool count_include_pad_, std::optional<int64_t> divisor_override_)
     : kernel_size(kernel_size_), stride(stride_.value_or(kernel_size_)), padding(padding_), ceil_mode(ceil_mode_),
       count_include_pad(count_include_pad_), divisor_override(divisor_override_) {}
+AvgPool2d::AvgPool2d(int64_t kernel_size_, std::optional<int64_t> stride_, int64_t padding_, bool ceil_mode_,
+                     bool count_include_pad_, std::optional<int64_t> divisor_override_)
+    : AvgPool2d(both(kernel_size_), both(stride_), both(padding_), ceil_mode_, count_include_pad_,
+                divisor_override_) {}
 Tensor AvgPool2d::forward(const Tensor& x) {
   return functional::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }

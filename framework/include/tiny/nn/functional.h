@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "tiny/generator.h"
 #include "tiny/ops.h"
@@ -74,12 +75,24 @@ enum class Reduction {
   BatchMean,  ///< the total divided by the batch size, input.size(0) (`kl_div` only: PyTorch's "batchmean")
 };
 
-/// @brief Options of `cross_entropy` (PyTorch's keyword arguments).
+/// @brief Options of `cross_entropy` (PyTorch's keyword arguments), set by name:
+///
+///     F::CrossEntropyOptions().set_weight(class_weights).set_label_smoothing(0.1)
+///     // PyTorch: F.cross_entropy(x, y, weight=class_weights, label_smoothing=0.1)
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;  ///< how to combine samples
   int64_t ignore_index = -100;            ///< targets equal to this add nothing and are not counted in the mean
   double label_smoothing = 0.0;           ///< in [0, 1]: mixes the target with the uniform distribution
   Tensor weight = Tensor();               ///< optional [C]: a weight per class (PyTorch's `weight=`)
+
+  /// @brief PyTorch's `reduction=`.
+  CrossEntropyOptions& set_reduction(Reduction r) { reduction = r; return *this; }
+  /// @brief PyTorch's `ignore_index=`.
+  CrossEntropyOptions& set_ignore_index(int64_t i) { ignore_index = i; return *this; }
+  /// @brief PyTorch's `label_smoothing=`.
+  CrossEntropyOptions& set_label_smoothing(double s) { label_smoothing = s; return *this; }
+  /// @brief PyTorch's `weight=`: a [C] tensor of class weights.
+  CrossEntropyOptions& set_weight(Tensor w) { weight = std::move(w); return *this; }
 };
 
 /// @brief Cross-entropy of logits against class indices or class probabilities (PyTorch's `F.cross_entropy`).

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "tiny/nn/functional.h"
 #include "tiny/nn/module.h"
@@ -30,8 +31,11 @@ class Loss : public Module {
 class CrossEntropyLoss : public Loss {
  public:
   using Loss::forward;
-  /// @brief Reduction, ignore_index, label smoothing and class weights as in `F::cross_entropy`.
+  /// @brief Reduction, ignore_index, label smoothing and class weights as in `F::cross_entropy`:
+  /// `CrossEntropyLoss(CrossEntropyOptions().set_label_smoothing(0.1))`.
   explicit CrossEntropyLoss(CrossEntropyOptions options = {});
+  /// @brief A weight per class [C], the other options at PyTorch's defaults (`nn.CrossEntropyLoss(weight)`).
+  explicit CrossEntropyLoss(Tensor weight);
   /// @brief `F::cross_entropy(input, target, options)`.
   Tensor forward(const Tensor& input, const Tensor& target) override;
   /// @brief "CrossEntropyLoss".
@@ -139,6 +143,9 @@ class NLLLoss : public Loss {
   using Loss::forward;
   /// @brief Combines samples by `reduction`; targets equal to `ignore_index` are skipped.
   explicit NLLLoss(Reduction reduction = Reduction::Mean, int64_t ignore_index = -100, Tensor weight = Tensor());
+  /// @brief A weight per class [C] first, as PyTorch's `nn.NLLLoss(weight, reduction=..., ignore_index=...)`.
+  explicit NLLLoss(Tensor weight, Reduction reduction = Reduction::Mean, int64_t ignore_index = -100)
+      : NLLLoss(reduction, ignore_index, std::move(weight)) {}
   /// @brief `F::nll_loss(input, target, reduction, ignore_index, weight)`.
   Tensor forward(const Tensor& input, const Tensor& target) override;
   /// @brief "NLLLoss".

@@ -32,8 +32,10 @@ namespace functional {
 /// an output smaller than 1x1.
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = {0, 0}, Size2 dilation = {1, 1}, bool ceil_mode = false);
-/// @brief `max_pool2d` with a square kernel: `F::max_pool2d(x, 2)` (PyTorch's `F.max_pool2d(x, 2)`).
-Tensor max_pool2d(const Tensor& input, int64_t kernel_size);
+/// @brief `max_pool2d` with square windows, as PyTorch's integer arguments: `F::max_pool2d(x, 3, 2, 1)` is
+/// `F.max_pool2d(x, 3, stride=2, padding=1)` (ResNet's stem); `F::max_pool2d(x, 2)` is `F.max_pool2d(x, 2)`.
+Tensor max_pool2d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, int64_t dilation = 1, bool ceil_mode = false);
 /// @brief `max_pool2d` returning (output, indices): each maximum's int64 position `h * W + w` within its plane
 /// (PyTorch's `F.max_pool2d(..., return_indices=True)`).
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 kernel_size,
@@ -48,6 +50,11 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 ker
 /// the input elements it covers. Errors as `max_pool2d`.
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+/// @brief `avg_pool2d` with square windows, as PyTorch's integer arguments: `F::avg_pool2d(x, 3, 1, 1)` is
+/// `F.avg_pool2d(x, 3, stride=1, padding=1)`.
+Tensor avg_pool2d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 
 /// @brief Mean pooling to a fixed output size (oH, oW) (PyTorch's `F.adaptive_avg_pool2d`).
@@ -64,8 +71,10 @@ class MaxPool2d : public Module {
   /// @brief `nn.MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False)`.
   explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
                      Size2 dilation = {1, 1}, bool ceil_mode = false);
-  /// @brief A square window, stride = kernel_size: `MaxPool2d(2)`.
-  explicit MaxPool2d(int64_t kernel_size) : MaxPool2d(Size2{kernel_size, kernel_size}) {}
+  /// @brief Square windows, as PyTorch's integer arguments: `MaxPool2d(2)` (stride = kernel_size), or
+  /// `MaxPool2d(3, 2, 1)` for `nn.MaxPool2d(3, stride=2, padding=1)`.
+  explicit MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                     int64_t dilation = 1, bool ceil_mode = false);
   /// @brief Applies `F::max_pool2d`.
   Tensor forward(const Tensor& x) override;
   /// @brief "MaxPool2d".
@@ -89,8 +98,11 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = {0, 0},
                      bool ceil_mode = false, bool count_include_pad = true,
                      std::optional<int64_t> divisor_override = std::nullopt);
-  /// @brief A square window, stride = kernel_size: `AvgPool2d(2)`.
-  explicit AvgPool2d(int64_t kernel_size) : AvgPool2d(Size2{kernel_size, kernel_size}) {}
+  /// @brief Square windows, as PyTorch's integer arguments: `AvgPool2d(2)` (stride = kernel_size), or
+  /// `AvgPool2d(3, 1, 1)` for `nn.AvgPool2d(3, stride=1, padding=1)`.
+  explicit AvgPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt);
   /// @brief Applies `F::avg_pool2d`.
   Tensor forward(const Tensor& x) override;
   /// @brief "AvgPool2d".
