@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
@@ -330,6 +331,45 @@ TEST(Profiler, StepsAreProfilerStepRanges) {
   }
   EXPECT_EQ(steps, (std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"}));
   EXPECT_NE(prof.key_averages().find("ProfilerStep*"), std::string::npos) << prof.key_averages();
+}
+
+// A model on the CPU: the modelled host clock counts only dispatch, so a profile
+// with no GPU work shows the host's own clock, as torch.profiler does on a CPU.
+TEST(Profiler, ACpuOnlyProfileIsMeasuredOnTheHostsClock) {
+  const tiny::Tensor a = tiny::randn({256, 256}), b = tiny::randn({256, 256});
+  tiny::profiler::profile prof;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) (void)tiny::matmul(a, b);
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  prof.stop();
+  const json trace = json::parse(prof.chrome_trace());
+  double ops_us = 0;
+  int ops = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "cpu_op") {
+      ops_us += e["dur"].get<double>();
+      ++ops;
+    }
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == 0) {
+      EXPECT_EQ(e["args"]["name"], "host") << "not modelled: " << e.dump();
+    }
+  }
+  ASSERT_EQ(ops, 20) << trace.dump();
+  // 20 products of 256 x 256 are nearly all of the loop: their measured ranges
+  // cover most of it (modelled, they would be 20 dispatches of a few us).
+  EXPECT_GT(ops_us, 0.5 * wall_us) << "ops " << ops_us << " us of a " << wall_us << " us loop";
+  EXPECT_LE(ops_us, wall_us + 1.0);
+  EXPECT_NE(trace["otherData"]["clock"].get<std::string>().find("measured on the host's clock"), std::string::npos);
+  EXPECT_NE(prof.key_averages().find("measured on the host's clock"), std::string::npos) << prof.key_averages();
+
+  // One GPU op in the profile, and its times are the model's again.
+  tiny::profiler::profile mixed;
+  (void)tiny::matmul(a, b);
+  (void)tiny::ones({4}, tiny::Device("cuda:0")).add_(1);
+  tiny::cuda::synchronize(0);
+  mixed.stop();
+  EXPECT_NE(mixed.key_averages().find("modelled times on the emulated GPU"), std::string::npos)
+      << mixed.key_averages();
 }
 
 // ---------------------------------------------------------------- the SVG timeline

@@ -49,7 +49,10 @@ struct TimelineOptions {
 /// track per host thread, each stream's kernels on a track of its own, copies
 /// on their copy engine's track, with an arrow from each launch to its
 /// kernel. Profiles cannot overlap: opening a second one while one records
-/// throws tiny::Error.
+/// throws tiny::Error. A profile that recorded no GPU work at all (a CPU-only
+/// program) shows the host's ops as the host's clock measured them instead,
+/// as torch.profiler does on a CPU: the modelled host clock counts only each
+/// op's dispatch, none of the CPU's arithmetic.
 ///
 /// On a real GPU the same scope measures (Kineto's way): the host's ops on the
 /// host's steady clock, and each kernel, memcpy and memset with its real

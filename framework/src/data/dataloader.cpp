@@ -128,7 +128,7 @@ class LoaderEpoch {
       }
     }
     const int64_t k = next_++;
-    const int64_t asked_at = gpu::model::trace_now();  // the trace's clock: modelled, or the host's on a real GPU
+    const gpu::model::HostStamp asked_at = gpu::model::host_stamp();
     if (workers_.empty()) {
       try {
         current_ = load(k);
@@ -192,14 +192,13 @@ class LoaderEpoch {
   // The profiler shows each batch the loop takes, as PyTorch's does (a
   // record_function around the iterator's __next__, same name): the modelled
   // time the loop spent loading the batch itself, or waiting for its worker.
-  void trace_next(int64_t asked_at) const {
+  void trace_next(const gpu::model::HostStamp& asked_at) const {
     if (!gpu::model::tracing()) return;
     gpu::model::TraceEvent e;
     e.kind = gpu::model::TraceEvent::Kind::cpu_op;
     e.name = e.op = workers_.empty() ? "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
                                      : "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
-    e.host_start_ns = asked_at;
-    e.host_end_ns = gpu::model::trace_now();
+    gpu::model::end_host_range(e, asked_at);
     gpu::model::trace(std::move(e));
   }
 

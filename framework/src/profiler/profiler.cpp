@@ -31,6 +31,9 @@ using Kind = TraceEvent::Kind;
 
 // The name of prof.step()'s ranges; compared by address.
 constexpr const char* kProfilerStep = "ProfilerStep";
+// The clock of a profile on the emulated GPU that recorded no GPU work.
+constexpr const char* kHostMeasured =
+    "measured on the host's clock: this profile recorded no GPU work, so there was nothing to model";
 
 struct profile::Recording {
   bool recording = true;
@@ -38,7 +41,8 @@ struct profile::Recording {
   bool cupti = false;         // CUPTI records (or recorded) the GPU's work
   std::string gpu_missing;    // on a real GPU without the GPU's rows: why, and how to fix it
   uint64_t dropped = 0;       // records CUPTI dropped
-  int64_t step_start_ns = 0;  // the host's time where the current step began
+  bool host_measured = false;  // emulated, but no GPU work recorded: the host's steady clock, as torch.profiler's
+  gpu::model::HostStamp step_start;  // where the current step began
   std::vector<TraceEvent> events;
 };
 
@@ -88,7 +92,7 @@ profile::profile(const ProfileOptions& options) : recording_(std::make_shared<Re
     r.cupti = r.gpu_missing.empty();
     if (!r.cupti) say_gpu_rows_missing(r.gpu_missing);
   }
-  r.step_start_ns = gpu::model::trace_now();
+  r.step_start = gpu::model::host_stamp();
 }
 
 profile::~profile() {
@@ -102,6 +106,16 @@ void profile::stop() {
   if (!r.recording) return;
   r.events = gpu::model::stop_trace();
   r.recording = false;
+  // A CPU-only program's modelled host time counts dispatch alone, none of the
+  // CPU's arithmetic: with no GPU work to model, show what the host measured.
+  r.host_measured = !r.real_gpu && std::all_of(r.events.begin(), r.events.end(),
+                                               [](const TraceEvent& e) { return e.kind == Kind::cpu_op; });
+  if (r.host_measured) {
+    for (TraceEvent& e : r.events) {
+      e.host_start_ns = e.real_start_ns;
+      e.host_end_ns = e.real_end_ns;
+    }
+  }
   if (!r.cupti) return;
   const detail::FakeGpuRecorder fake = fake_recorder();
   detail::CuptiRecording gpu = fake ? fake(r.events) : detail::cupti_stop();
@@ -124,9 +138,8 @@ void profile::step() {
   TraceEvent e;
   e.kind = Kind::cpu_op;
   e.name = kProfilerStep;
-  e.host_start_ns = recording_->step_start_ns;
-  e.host_end_ns = gpu::model::trace_now();
-  recording_->step_start_ns = e.host_end_ns;
+  gpu::model::end_host_range(e, recording_->step_start);
+  recording_->step_start = {e.host_end_ns, e.real_end_ns};
   gpu::model::trace(std::move(e));
 }
 
@@ -290,9 +303,9 @@ void add_device_event(nlohmann::json& events, const TraceEvent& e, int pid, int6
 
 // Names of the processes and tracks, as Perfetto shows them.
 void add_track_names(nlohmann::json& events, const std::map<int, bool>& threads,
-                     const std::map<std::pair<int, int64_t>, bool>& tracks, bool real) {
-  events.push_back(
-      {{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid}, {"args", {{"name", real ? "host" : "host (modelled)"}}}});
+                     const std::map<std::pair<int, int64_t>, bool>& tracks, bool real, bool host_measured) {
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", kHostPid},
+                    {"args", {{"name", host_measured ? "host" : "host (modelled)"}}}});
   for (const auto& [thread, seen] : threads) {
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", kHostPid}, {"tid", thread},
                       {"args", {{"name", "host thread " + std::to_string(thread)}}}});
@@ -323,6 +336,7 @@ std::string profile::chrome_trace() const {
   std::map<int, bool> threads;
   int64_t flow = 0;
   const bool real = recording_->real_gpu;
+  const bool measured = real || recording_->host_measured;
   for (const TraceEvent& e : recording_->events) {
     threads[e.thread] = true;
     if (add_host_event(events, e, step)) continue;
@@ -331,8 +345,9 @@ std::string profile::chrome_trace() const {
     tracks[{pid, tid}] = true;
     add_device_event(events, e, pid, tid, ++flow);
   }
-  add_track_names(events, threads, tracks, real);
-  json other = {{"clock", "modelled (tiny's emulated GPU: docs/performance_model.md)"}};
+  add_track_names(events, threads, tracks, real, measured);
+  json other = {{"clock", recording_->host_measured ? kHostMeasured
+                                                   : "modelled (tiny's emulated GPU: docs/performance_model.md)"}};
   const std::string modelled = real ? real_devices(recording_->events) : modelled_devices(recording_->events);
   if (!modelled.empty()) other["devices"] = modelled;
   if (real) {
@@ -425,7 +440,9 @@ std::string profile::key_averages(bool group_by_input_shape) const {
                   us(r.device_ns) / r.calls);
     out << line << (group_by_input_shape ? "  " + key.second : "") << "\n";
   }
-  if (!recording_->real_gpu) {
+  if (recording_->host_measured) {
+    out << "(" << kHostMeasured << ")\n";
+  } else if (!recording_->real_gpu) {
     out << "(modelled times on the emulated GPU: docs/performance_model.md)\n";
   } else if (recording_->cupti) {
     out << "(measured: host times on the host's clock, device times by CUPTI)\n";

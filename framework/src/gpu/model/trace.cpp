@@ -29,6 +29,8 @@ thread_local const RealGpuTracing* t_pushed = nullptr;
 // outermost scope reports, so one is enough.
 thread_local std::vector<std::vector<int64_t>> t_input_dims;
 thread_local std::vector<const char*> t_input_types;
+// The open outermost op's start on the host's steady clock.
+thread_local int64_t t_real_entered = 0;
 }  // namespace
 
 bool tracing() { return g_tracing.load(std::memory_order_relaxed); }
@@ -41,6 +43,15 @@ int64_t real_host_ns() {
 
 int64_t trace_now() {
   return g_real_gpu.load(std::memory_order_relaxed) != nullptr ? real_host_ns() : host_now();
+}
+
+HostStamp host_stamp() { return {trace_now(), real_host_ns()}; }
+
+void end_host_range(TraceEvent& e, const HostStamp& start) {
+  e.host_start_ns = start.trace_ns;
+  e.real_start_ns = start.real_ns;
+  e.host_end_ns = trace_now();
+  e.real_end_ns = real_host_ns();
 }
 
 void trace(TraceEvent event) {
@@ -82,6 +93,7 @@ int64_t op_entered(const Tensor* const* inputs, size_t n) {
     }
   }
   const RealGpuTracing* real = g_real_gpu.load(std::memory_order_relaxed);
+  t_real_entered = real_host_ns();
   if (real == nullptr) return host_now();
   t_op_id = g_next_op_id.fetch_add(1) + 1;
   if (real->push_op != nullptr) {
@@ -95,8 +107,7 @@ void op_exited(const char* name, int64_t entered) {
   TraceEvent e;
   e.kind = TraceEvent::Kind::cpu_op;
   e.name = e.op = name;
-  e.host_start_ns = entered;
-  e.host_end_ns = trace_now();
+  end_host_range(e, {entered, t_real_entered});
   e.correlation = t_op_id;
   t_op_id = 0;
   if (t_pushed != nullptr) {

@@ -28,6 +28,9 @@ struct TraceEvent {
   int64_t stream = 0;
   int64_t start_ns = 0, end_ns = 0;            // on the device (a synchronize: the host's wait)
   int64_t host_start_ns = 0, host_end_ns = 0;  // the runtime call on the host
+  // A host range (cpu_op) on the emulated GPU: the same range on the host's
+  // steady clock, which a profile that recorded no GPU work shows instead.
+  int64_t real_start_ns = 0, real_end_ns = 0;
   int thread = 0;                              // the host thread, numbered from 0 in order of first use
   int64_t bytes = 0;
   double flops = 0;
@@ -61,6 +64,14 @@ int64_t trace_now();
 // The host's steady clock (CLOCK_MONOTONIC), in nanoseconds since this
 // process first read it: a real GPU's trace starts near 0, as a modelled one.
 int64_t real_host_ns();
+// A moment on both host clocks: the trace's and the steady one.
+struct HostStamp {
+  int64_t trace_ns = 0;  // trace_now()
+  int64_t real_ns = 0;   // real_host_ns()
+};
+HostStamp host_stamp();
+// Sets `e`'s host range (both clocks) from `start` to now.
+void end_host_range(TraceEvent& e, const HostStamp& start);
 // Starts recording (with each op's input shapes when `record_shapes`); throws
 // tiny::Error when a recording is already open. With `real_gpu` the recording
 // is on a real GPU: host times come from real_host_ns(), and each op calls
