@@ -621,6 +621,8 @@ TEST(EmulatedRuntime, KernelErrorsAreStickyUntilCleared) {
                 std::string::npos)
           << message;
       EXPECT_NE(message.find("rerun with TINY_LAUNCH_BLOCKING=1"), std::string::npos) << message;
+      // A learner whose later, unrelated calls fail must read why: the error sticks.
+      EXPECT_NE(message.find("every later call on the device raises it again"), std::string::npos) << message;
     }
   }
   // Every synchronizing call on the device raises it...

@@ -73,6 +73,27 @@ TEST(Errors, MmShapeMismatchNamesBothShapes) {
                "expected mat1 and mat2 to have the same dtype, but got: float32 != float64");
 }
 
+// A first model's two usual slips: images not flattened, and integer data.
+TEST(Errors, LinearNamesItsInFeaturesAndTheFix) {
+  tiny::nn::Linear layer(784, 512);
+  const std::string msg = message_of<tiny::ShapeError>([&] { (void)layer(tiny::zeros({64, 1, 28, 28})); });
+  EXPECT_NE(msg.find("mat1 and mat2 shapes cannot be multiplied (1792x28 and 784x512)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("in_features=784 takes an input of shape [..., 784], got [64, 1, 28, 28]"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("x.flatten(1)"), std::string::npos) << msg;
+  // A width that flattening would not fix gets no such advice.
+  const std::string narrow = message_of<tiny::ShapeError>([&] { (void)layer(tiny::zeros({64, 100})); });
+  EXPECT_EQ(narrow.find("flatten"), std::string::npos) << narrow;
+  EXPECT_ERROR(DtypeError, layer(tiny::zeros({2, 784}, tiny::kInt64)),
+               "int64 != float32 (convert the int64 one with .to(tiny::kFloat32))");
+  EXPECT_ERROR(DtypeError, tiny::mm(tiny::zeros({2, 2}, tiny::kFloat64), tiny::zeros({2, 2}, tiny::kFloat16)),
+               "(convert the float16 one with .to(tiny::kFloat64))");
+  EXPECT_ERROR(IndexError, tiny::nn::Flatten()(tiny::zeros({784})),
+               "Flatten(start_dim=1, end_dim=-1) got an input of shape [784], which has no dimension 1");
+  EXPECT_ERROR(IndexError, tiny::nn::Flatten()(tiny::zeros({784})), "x.unsqueeze(0) makes it [1, 784]");
+  EXPECT_EQ(tiny::nn::Flatten()(tiny::zeros({2, 3, 4})).sizes(), (tiny::IntArrayRef{2, 12}));
+}
+
 TEST(Errors, BroadcastFailureNamesBothSizes) {
   EXPECT_ERROR(ShapeError, tiny::zeros({2, 3}) + tiny::zeros({4}),
                "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1");
@@ -89,6 +110,8 @@ TEST(Errors, DimOutOfRange) {
   EXPECT_ERROR(IndexError, tiny::zeros({2, 3}).transpose(0, -3),
                "Dimension out of range (expected to be in range of [-2, 1], but got -3)");
   EXPECT_ERROR(IndexError, tiny::zeros({2, 3}).size(5), "but got 5");
+  EXPECT_ERROR(IndexError, tiny::zeros({2, 3}).size(5), "the tensor has 2 dimensions");
+  EXPECT_ERROR(IndexError, F::softmax(tiny::zeros({3}), 1), "softmax: Dimension out of range");
   EXPECT_ERROR(IndexError, F::softmax(tiny::zeros({2, 3}), 2), "[-2, 1], but got 2");
   EXPECT_ERROR(IndexError, tiny::zeros({2, 3}).unsqueeze(3), "[-3, 2], but got 3");
   EXPECT_ERROR(IndexError, tiny::argmax(tiny::zeros({4}), 1), "[-1, 0], but got 1");
@@ -119,6 +142,9 @@ TEST(Errors, CrossEntropyFloatTarget) {
                "expected target of dtype int64 (class indices) but got float32");
   EXPECT_ERROR(DtypeError, F::cross_entropy(tiny::zeros({2, 3}, tiny::kInt64), tiny::from_vector<int64_t>({0, 1})),
                "expected a floating-point input, got int64");
+  // The labels first and the logits second: say so.
+  EXPECT_ERROR(DtypeError, F::cross_entropy(tiny::from_vector<int64_t>({0, 1}), tiny::zeros({2, 3})),
+               "got int64 while the target is float32: are the arguments swapped?");
   const F::CrossEntropyOptions too_smooth{F::Reduction::Mean, -100, 1.5};
   EXPECT_ERROR(ValueError, F::cross_entropy(tiny::zeros({2, 3}), tiny::from_vector<int64_t>({0, 1}), too_smooth),
                "label_smoothing must be between 0.0 and 1.0. Got: 1.5");
@@ -207,6 +233,9 @@ TEST(Errors, UndefinedGradientNamesTheCallAndTheCause) {
   EXPECT_ERROR(ValueError, grad.item(), "item() on an undefined tensor");
   EXPECT_ERROR(ValueError, grad.data_ptr<float>(), "data_ptr on an undefined tensor");
   EXPECT_ERROR(ValueError, grad.cpu(), "A .grad() stays undefined until backward() reaches its tensor");
+  const Tensor hidden = w * 2;  // a non-leaf: backward reaches it, but keeps no gradient without retain_grad()
+  hidden.sum().backward();
+  EXPECT_ERROR(ValueError, hidden.grad().cpu(), "keeps one only after .retain_grad()");
 }
 
 TEST(Errors, ViewIncompatible) {

@@ -383,11 +383,11 @@ TEST(CudaRuntime, DeviceErrorRecordIsRaisedAtSynchronizeUntilCleared) {
     rt->stream_synchronize(s);
     FAIL() << "stream_synchronize did not raise the recorded error";
   } catch (const tiny::Error& e) {
-    EXPECT_STREQ(e.what(),
+    EXPECT_EQ(std::string(e.what()),
                  "CUDA error: device-side assert triggered on cuda:0 in embedding: embedding: index 7 (at position 2 "
                  "of the flattened indices) is out of range for an embedding with num_embeddings=5 (valid indices "
                  "are 0..4). Kernel errors are reported at the next synchronizing call; rerun with "
-                 "TINY_LAUNCH_BLOCKING=1 to see the op that failed.");
+                 "TINY_LAUNCH_BLOCKING=1 to see the op that failed. " + std::string(tiny::gpu::kStickyErrorAdvice));
   }
   EXPECT_THROW(rt->device_synchronize(0), tiny::Error) << "sticky";
   std::vector<float> host(4);

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/op_scope.h"
 #include "core/tensor_impl.h"
 
 namespace tiny {
@@ -42,8 +43,10 @@ int64_t checked_numel(const IntArrayRef& sizes) {
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;
-  TINY_CHECK(dim >= lo && dim <= hi, IndexError, "Dimension out of range (expected to be in range of [", lo, ", ", hi,
-             "], but got ", dim, ")");
+  TINY_CHECK(dim >= lo && dim <= hi, IndexError, detail::current_op_name ? detail::current_op_name : "",
+             detail::current_op_name ? ": " : "", "Dimension out of range (expected to be in range of [", lo, ", ", hi,
+             "], but got ", dim, "): the tensor has ", ndim, ndim == 1 ? " dimension" : " dimensions",
+             " (print its .sizes(); dimensions count from 0, and -1 is the last)");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 

@@ -10,8 +10,8 @@ namespace tiny {
 const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl, const char* call) {
   TINY_CHECK(impl != nullptr, ValueError, call ? call : "", call ? " on an undefined tensor" : "this tensor is undefined",
              " (default-constructed, like None in PyTorch). A .grad() stays undefined until backward() reaches its "
-             "tensor, as PyTorch's .grad is None; otherwise create the tensor with tiny::zeros/empty/... or check "
-             ".defined() first");
+             "tensor, as PyTorch's .grad is None, and a non-leaf tensor (the output of an op) keeps one only after "
+             ".retain_grad(); otherwise create the tensor with tiny::zeros/empty/... or check .defined() first");
   return *impl;
 }
 

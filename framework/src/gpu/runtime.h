@@ -24,6 +24,11 @@
 
 namespace tiny::gpu {
 
+// The end of every device-side assert's message: the error sticks, as CUDA's does.
+inline constexpr const char* kStickyErrorAdvice =
+    "The error sticks, as in CUDA: every later call on the device raises it again, even unrelated ones, so fix "
+    "the cause and restart the program.";
+
 // A queue of work on one device. id 0 is the device's default stream.
 struct Stream {
   int device = 0;

@@ -71,7 +71,13 @@ std::string Dropout::extra_repr() const {
 }
 
 Flatten::Flatten(int64_t start_dim_, int64_t end_dim_) : start_dim(start_dim_), end_dim(end_dim_) {}
-Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+Tensor Flatten::forward(const Tensor& x) {
+  TINY_CHECK(start_dim < 0 || x.dim() > start_dim || x.dim() == 0, IndexError, "Flatten(", extra_repr(),
+             ") got an input of shape ", shape_str(x.sizes()), ", which has no dimension ", start_dim,
+             ": it keeps the dimensions before start_dim (the batch), so give one sample a batch dimension first "
+             "(x.unsqueeze(0) makes it ", shape_str(x.unsqueeze(0).sizes()), ")");
+  return x.flatten(start_dim, end_dim);
+}
 std::string Flatten::extra_repr() const { return tiny::detail::concat("start_dim=", start_dim, ", end_dim=", end_dim); }
 
 // ---- Sequential -------------------------------------------------------------------------

@@ -47,6 +47,32 @@ GemmOperand as_gemm_operand(const Tensor& x) {
   return {c, false, std::max<int64_t>(1, cols)};
 }
 
+// tiny's constant for a dtype, without "tiny::k": kFloat32, kBFloat16, ...
+const char* dtype_constant(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Bool: return "Bool";
+    case Dtype::Int64: return "Int64";
+    case Dtype::Int32: return "Int32";
+    case Dtype::UInt8: return "UInt8";
+    case Dtype::Float32: return "Float32";
+    case Dtype::Float64: return "Float64";
+    case Dtype::Float16: return "Float16";
+    case Dtype::BFloat16: return "BFloat16";
+  }
+  return dtype_name(dtype);
+}
+
+// PyTorch's message, then the fix: convert the integer (or lower-precision) operand to the other's dtype.
+void check_same_dtype(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == b.dtype()) return;
+  const bool a_wins =
+      a.is_floating_point() && (!b.is_floating_point() || element_size(a.dtype()) > element_size(b.dtype()));
+  const Tensor& target = a_wins ? a : b;
+  TINY_THROW(DtypeError, "expected mat1 and mat2 to have the same dtype, but got: ", dtype_name(a.dtype()), " != ",
+             dtype_name(b.dtype()), " (convert the ", dtype_name((a_wins ? b : a).dtype()), " one with .to(tiny::k",
+             dtype_constant(target.dtype()), "))");
+}
+
 void check_mm(const Tensor& a, const Tensor& b, const char* op) {
   TINY_CHECK(a.dim() == 2, ShapeError, op, ": self must be a matrix (2-D), got a ", a.dim(), "-D tensor of shape ",
              shape_str(a.sizes()));
@@ -54,8 +80,7 @@ void check_mm(const Tensor& a, const Tensor& b, const char* op) {
              shape_str(b.sizes()));
   TINY_CHECK(a.size(1) == b.size(0), ShapeError, "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x",
              a.size(1), " and ", b.size(0), "x", b.size(1), ")");
-  TINY_CHECK(a.dtype() == b.dtype(), DtypeError, "expected mat1 and mat2 to have the same dtype, but got: ",
-             dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
+  check_same_dtype(a, b);
   TINY_CHECK(a.dtype() != kBool, DtypeError, "\"", op, "\" not implemented for 'bool'");
   ops::check_same_device(a, b, op);
 }
@@ -205,8 +230,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const int64_t m = x.size(-2), k = x.size(-1), n = y.size(-1);
   TINY_CHECK(y.size(-2) == k, ShapeError, "mat1 and mat2 shapes cannot be multiplied (", m, "x", k, " and ",
              y.size(-2), "x", n, ")");
-  TINY_CHECK(x.dtype() == y.dtype(), DtypeError, "expected mat1 and mat2 to have the same dtype, but got: ",
-             dtype_name(x.dtype()), " != ", dtype_name(y.dtype()));
+  check_same_dtype(x, y);
   ops::check_same_device(x, y, "matmul");
   const IntArrayRef xb(x.sizes().begin(), x.sizes().end() - 2);
   const IntArrayRef yb(y.sizes().begin(), y.sizes().end() - 2);

@@ -132,9 +132,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   TINY_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
              shape_str(weight.sizes()));
   TINY_OP_SCOPE("linear", x, weight, bias);
-  TINY_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
-             x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x", x.dim() >= 1 ? x.size(-1) : 0,
-             " and ", weight.size(1), "x", weight.size(0), ")");
+  if (!(x.dim() >= 1 && x.size(-1) == weight.size(1))) {
+    const int64_t in_features = weight.size(1);
+    const bool flat_fits = x.dim() >= 2 && x.size(0) > 0 && x.numel() / x.size(0) == in_features;
+    TINY_THROW(ShapeError, "mat1 and mat2 shapes cannot be multiplied (",
+               x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x", x.dim() >= 1 ? x.size(-1) : 0,
+               " and ", in_features, "x", weight.size(0), "): a linear layer with in_features=", in_features,
+               " takes an input of shape [..., ", in_features, "], got ", shape_str(x.sizes()),
+               flat_fits ? "; flatten each sample first (x.flatten(1), or nn::Flatten before the layer)" : "");
+  }
   if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
   Tensor out = matmul(x, weight.t());
   return bias.defined() ? out + bias : out;
@@ -187,7 +193,10 @@ void check_class_input(const Tensor& input, const Tensor& target, const char* op
   TINY_CHECK(input.dim() >= 1, ShapeError, op, ": Expected 1 or more dimensions (got 0): input must be [C], [N, C] "
              "or [N, C, d1, ...]");
   TINY_CHECK(input.is_floating_point(), DtypeError, op, ": expected a floating-point input, got ",
-             dtype_name(input.dtype()));
+             dtype_name(input.dtype()), target.is_floating_point()
+                 ? " while the target is " + std::string(dtype_name(target.dtype())) + ": are the arguments swapped? " +
+                       op + "(input, target) takes the model's output first, then the labels"
+                 : std::string());
   TINY_CHECK(target.dtype() == kInt64, DtypeError, op, ": expected target of dtype int64 (class indices) but got ",
              dtype_name(target.dtype()), ". Convert with target.to(tiny::kInt64); for probabilities give a target of "
              "the input's shape and floating dtype (cross_entropy only)");

@@ -531,7 +531,7 @@ std::string CudaRuntime::pending_error(int device) const {
   return "CUDA error: device-side assert triggered on cuda:" + std::to_string(device) + " in " +
          op_name(record.op) + ": " + describe(record) +
          ". Kernel errors are reported at the next synchronizing call; rerun with TINY_LAUNCH_BLOCKING=1 to see "
-         "the op that failed.";
+         "the op that failed. " + kStickyErrorAdvice;
 }
 
 void CudaRuntime::clear_error(int device) {

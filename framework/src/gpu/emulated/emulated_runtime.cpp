@@ -1064,7 +1064,7 @@ std::string EmulatedRuntime::pending_error(int index) const {
     text += "Kernel errors are reported at the next synchronizing call; rerun with TINY_LAUNCH_BLOCKING=1 "
             "to see the op that failed.";
   }
-  return text;
+  return text + " " + gpu::kStickyErrorAdvice;
 }
 
 void EmulatedRuntime::raise_pending_error(int index) const {
