@@ -516,6 +516,21 @@ TEST(DataLoader, OptionsAreCheckedAndKept) {
   EXPECT_EQ(loader.dataset(), ds);
 }
 
+// PyTorch's DataLoader(dataset, batch_size, shuffle): the other options at their defaults.
+TEST(DataLoader, BatchSizeAndShuffleAsPyTorchsPositionalArguments) {
+  auto ds = numbered(5);
+  DataLoader plain(ds, 2);
+  EXPECT_EQ(plain.options().batch_size, 2);
+  EXPECT_FALSE(plain.options().shuffle);
+  EXPECT_EQ(epoch(plain).size(), 3u);  // 2 + 2 + 1
+  DataLoader shuffled(ds, 4, true);
+  EXPECT_EQ(shuffled.options().batch_size, 4);
+  EXPECT_TRUE(shuffled.options().shuffle);
+  EXPECT_EQ(shuffled.options().num_workers, 0);
+  EXPECT_THROW(DataLoader(ds, 0), tiny::ValueError);
+  EXPECT_TRUE(tiny::equal((*ds)[3].data, ds->get(3).data)) << "dataset[i], as PyTorch's";
+}
+
 // ---- DataLoader: workers -----------------------------------------------------------
 
 TEST(DataLoader, WorkersGiveTheSameBatchesInTheSameOrder) {

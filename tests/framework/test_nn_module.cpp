@@ -407,6 +407,22 @@ TEST(NnModule, ToSameDtypeAndCpuKeepStorage) {
   EXPECT_EQ(lin.weight.dtype(), tiny::kFloat32);
 }
 
+// PyTorch's model.cuda() / x.cuda() and model.cpu(): the current GPU, and back.
+TEST(NnModule, CudaAndCpuMoveTheModuleAndTheTensor) {
+  nn::Linear lin(3, 2);
+  HandleHolder holder{lin.parameters()};
+  lin.cuda();
+  for (const Tensor& p : holder.params) EXPECT_EQ(p.device(), tiny::Device("cuda:0"));
+  const Tensor x = tiny::ones({1, 3});
+  const Tensor on_gpu = x.cuda();
+  EXPECT_EQ(on_gpu.device(), tiny::Device("cuda:0"));
+  EXPECT_TRUE(x.is_cpu()) << "cuda() returns a copy, as PyTorch's";
+  const Tensor y_gpu = lin(on_gpu).cpu();
+  lin.cpu();
+  EXPECT_TRUE(tiny::equal(y_gpu, lin(x)));
+  for (const Tensor& p : holder.params) EXPECT_TRUE(p.is_cpu());
+}
+
 TEST(NnModule, ToAnUnusableDeviceThrowsAndLeavesTheModuleAlone) {
   MLP mlp(2, 3, 1);
   HandleHolder holder{mlp.parameters()};
@@ -491,6 +507,16 @@ TEST(NnModule, PrintsEachLayerLikePyTorch) {
   EXPECT_EQ(printed(nn::NLLLoss()), "NLLLoss()");
   EXPECT_EQ(printed(nn::Dropout()), "Dropout(p=0.5, inplace=False)");
   EXPECT_EQ(printed(nn::Flatten(0, 2)), "Flatten(start_dim=0, end_dim=2)");
+  // Pooling prints its sizes as they were given, as PyTorch's does.
+  EXPECT_EQ(printed(nn::MaxPool2d(2)), "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)");
+  EXPECT_EQ(printed(nn::MaxPool2d(3, 2, 1)),
+            "MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)");
+  EXPECT_EQ(printed(nn::MaxPool2d({3, 2})),
+            "MaxPool2d(kernel_size=(3, 2), stride=(3, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=False)");
+  EXPECT_EQ(nn::MaxPool2d(3, 2, 1).clone()->extra_repr(), nn::MaxPool2d(3, 2, 1).extra_repr());
+  EXPECT_EQ(printed(nn::AvgPool2d(2)), "AvgPool2d(kernel_size=2, stride=2, padding=0)");
+  EXPECT_EQ(printed(nn::AvgPool2d({2, 2})), "AvgPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
+  EXPECT_EQ(nn::AvgPool2d(3, 1).clone()->extra_repr(), nn::AvgPool2d(3, 1).extra_repr());
   EXPECT_EQ(printed(nn::Sequential()), "Sequential()");
   EXPECT_EQ(printed(nn::Module()), "Module()");
 }

@@ -150,6 +150,31 @@ TEST(OptimSGD, HandComputedSteps) {
   EXPECT_DOUBLE_EQ(q.item<double>(), 0.925);
 }
 
+// PyTorch's optim.SGD(params, 0.1) and Adam(params, 1e-2): a learning rate alone, every other option at its default.
+TEST(OptimConstruction, ALearningRateAloneKeepsEveryOtherDefault) {
+  Tensor p = param_from({1.0});
+  SGD sgd({p}, 0.1);
+  EXPECT_DOUBLE_EQ(sgd.options().lr, 0.1);
+  EXPECT_DOUBLE_EQ(sgd.options().momentum, 0.0);
+  set_grad(p, {0.5});
+  sgd.step();
+  EXPECT_DOUBLE_EQ(p.item<double>(), 0.95);
+  const tiny::optim::AdamOptions adam_defaults;
+  const tiny::optim::Adam adam({param_from({1.0})}, 1e-2);
+  EXPECT_DOUBLE_EQ(adam.options().lr, 1e-2);
+  EXPECT_EQ(adam.options().betas, adam_defaults.betas);
+  EXPECT_DOUBLE_EQ(adam.options().eps, adam_defaults.eps);
+  const tiny::optim::AdamWOptions adamw_defaults;
+  const tiny::optim::AdamW adamw({param_from({1.0})}, 3e-4);
+  EXPECT_DOUBLE_EQ(adamw.options().lr, 3e-4);
+  EXPECT_DOUBLE_EQ(adamw.options().weight_decay, adamw_defaults.weight_decay);
+  const tiny::optim::RMSprop rmsprop({param_from({1.0})}, 1);  // an integer is a learning rate too
+  EXPECT_DOUBLE_EQ(rmsprop.options().lr, 1.0);
+  // An empty brace is still the default options, never a learning rate of 0.
+  const tiny::optim::Adam braced({param_from({1.0})}, {});
+  EXPECT_DOUBLE_EQ(braced.options().lr, adam_defaults.lr);
+}
+
 TEST(OptimSGD, MatchesFormulaOverOptions) {
   struct Case {
     std::string name;

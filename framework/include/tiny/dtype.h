@@ -33,6 +33,8 @@ enum class Dtype : int8_t {
 inline constexpr Dtype kBool = Dtype::Bool;
 /// @brief `torch.int64` / `torch.long`.
 inline constexpr Dtype kInt64 = Dtype::Int64;
+/// @brief `torch.long`, the same dtype as kInt64 (LibTorch's `torch::kLong`).
+inline constexpr Dtype kLong = Dtype::Int64;
 /// @brief `torch.int32` / `torch.int`.
 inline constexpr Dtype kInt32 = Dtype::Int32;
 /// @brief `torch.int`, the same dtype as kInt32.
@@ -41,8 +43,12 @@ inline constexpr Dtype kInt = Dtype::Int32;
 inline constexpr Dtype kUInt8 = Dtype::UInt8;
 /// @brief `torch.float32` / `torch.float`, the default dtype.
 inline constexpr Dtype kFloat32 = Dtype::Float32;
+/// @brief `torch.float`, the same dtype as kFloat32 (LibTorch's `torch::kFloat`).
+inline constexpr Dtype kFloat = Dtype::Float32;
 /// @brief `torch.float64` / `torch.double`.
 inline constexpr Dtype kFloat64 = Dtype::Float64;
+/// @brief `torch.double`, the same dtype as kFloat64 (LibTorch's `torch::kDouble`).
+inline constexpr Dtype kDouble = Dtype::Float64;
 /// @brief `torch.float16` / `torch.half`.
 inline constexpr Dtype kFloat16 = Dtype::Float16;
 /// @brief `torch.half`, the same dtype as kFloat16.

@@ -135,6 +135,8 @@ class Tensor {
   [[nodiscard]] Tensor to(const Device& device, bool non_blocking = false) const;
   /// @brief Same as `to(Device::cpu)`.
   [[nodiscard]] Tensor cpu() const;
+  /// @brief `to(Device("cuda"), non_blocking)`: to the current GPU (PyTorch's `x.cuda()`).
+  [[nodiscard]] Tensor cuda(bool non_blocking = false) const { return to(Device("cuda"), non_blocking); }
   /// @brief A copy in page-locked (pinned) host memory, so copies to and from a GPU can be asynchronous.
   ///
   /// PyTorch's `x.pin_memory()`. Returns this tensor when it is already pinned.

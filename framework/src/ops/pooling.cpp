@@ -185,6 +185,8 @@ namespace tiny::nn {
 
 namespace {
 std::string tuple_str(const Size2& v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
+// A size as PyTorch prints it: an integer when the module was built from integers, else a tuple.
+std::string size_str(const Size2& v, bool given_as_int) { return given_as_int ? std::to_string(v[0]) : tuple_str(v); }
 const char* py_bool(bool b) { return b ? "True" : "False"; }
 }  // namespace
 
@@ -193,18 +195,22 @@ MaxPool2d::MaxPool2d(Size2 kernel_size_, std::optional<Size2> stride_, Size2 pad
       ceil_mode(ceil_mode_) {}
 MaxPool2d::MaxPool2d(int64_t kernel_size_, std::optional<int64_t> stride_, int64_t padding_, int64_t dilation_,
                      bool ceil_mode_)
-    : MaxPool2d(both(kernel_size_), both(stride_), both(padding_), both(dilation_), ceil_mode_) {}
+    : MaxPool2d(both(kernel_size_), both(stride_), both(padding_), both(dilation_), ceil_mode_) {
+  given_as_ints_ = true;
+}
 Tensor MaxPool2d::forward(const Tensor& x) {
   return functional::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 std::shared_ptr<Module> MaxPool2d::clone(const std::optional<Device>& device) const {
   auto copy = std::make_shared<MaxPool2d>(kernel_size, stride, padding, dilation, ceil_mode);
+  copy->given_as_ints_ = given_as_ints_;
   copy_state_into(*copy, device);
   return copy;
 }
 std::string MaxPool2d::extra_repr() const {
-  return "kernel_size=" + tuple_str(kernel_size) + ", stride=" + tuple_str(stride) + ", padding=" +
-         tuple_str(padding) + ", dilation=" + tuple_str(dilation) + ", ceil_mode=" + py_bool(ceil_mode);
+  const bool ints = given_as_ints_;
+  return "kernel_size=" + size_str(kernel_size, ints) + ", stride=" + size_str(stride, ints) + ", padding=" +
+         size_str(padding, ints) + ", dilation=" + size_str(dilation, ints) + ", ceil_mode=" + py_bool(ceil_mode);
 }
 
 AvgPool2d::AvgPool2d(Size2 kernel_size_, std::optional<Size2> stride_, Size2 padding_, bool ceil_mode_,
@@ -214,18 +220,21 @@ AvgPool2d::AvgPool2d(Size2 kernel_size_, std::optional<Size2> stride_, Size2 pad
 AvgPool2d::AvgPool2d(int64_t kernel_size_, std::optional<int64_t> stride_, int64_t padding_, bool ceil_mode_,
                      bool count_include_pad_, std::optional<int64_t> divisor_override_)
     : AvgPool2d(both(kernel_size_), both(stride_), both(padding_), ceil_mode_, count_include_pad_,
-                divisor_override_) {}
+                divisor_override_) {
+  given_as_ints_ = true;
+}
 Tensor AvgPool2d::forward(const Tensor& x) {
   return functional::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 std::shared_ptr<Module> AvgPool2d::clone(const std::optional<Device>& device) const {
   auto copy = std::make_shared<AvgPool2d>(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  copy->given_as_ints_ = given_as_ints_;
   copy_state_into(*copy, device);
   return copy;
 }
 std::string AvgPool2d::extra_repr() const {
-  return "kernel_size=" + tuple_str(kernel_size) + ", stride=" + tuple_str(stride) + ", padding=" +
-         tuple_str(padding);
+  return "kernel_size=" + size_str(kernel_size, given_as_ints_) + ", stride=" + size_str(stride, given_as_ints_) +
+         ", padding=" + size_str(padding, given_as_ints_);
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size_) : output_size(output_size_) {}

@@ -19,6 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tiny/data/dataset.h"
@@ -111,6 +113,10 @@ class DataLoader {
 
   /// @brief Loads `dataset` with `options`; throws tiny::ValueError on a bad option.
   explicit DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options = {});
+  /// @brief PyTorch's `DataLoader(dataset, batch_size, shuffle)`, the other options at their defaults.
+  template <class BatchSize, std::enable_if_t<std::is_integral_v<BatchSize>, int> = 0>
+  DataLoader(std::shared_ptr<Dataset> dataset, BatchSize batch_size, bool shuffle = false)
+      : DataLoader(std::move(dataset), DataLoaderOptions{static_cast<int64_t>(batch_size), shuffle}) {}
   /// @brief Stops and joins the workers of every epoch still running.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;

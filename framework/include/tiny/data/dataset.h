@@ -43,6 +43,8 @@ class Dataset {
   virtual int64_t size() const = 0;
   /// @brief Example `index`, 0 <= index < size() (PyTorch's `dataset[index]`).
   virtual Example get(int64_t index) const = 0;
+  /// @brief `get(index)`: `(*dataset)[0]` is PyTorch's `dataset[0]`.
+  Example operator[](int64_t index) const { return get(index); }
   /// @brief The examples at `indices`, stacked (PyTorch's `default_collate([dataset[i] for i in indices])`).
   ///
   /// The default calls get() for each index and stacks data and targets with

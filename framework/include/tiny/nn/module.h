@@ -133,6 +133,10 @@ class Module : public std::enable_shared_from_this<Module> {
   ///
   /// Throws the tensor layer's tiny::DeviceError when the device is unusable.
   Module& to(const Device& device);
+  /// @brief `to(Device("cuda"))`: to the current GPU (PyTorch's `module.cuda()`).
+  Module& cuda() { return to(Device("cuda")); }
+  /// @brief `to(Device::cpu)` (PyTorch's `module.cpu()`).
+  Module& cpu() { return to(Device()); }
 
   // ---- copying ----------------------------------------------------------------
   /// @brief A deep copy of this module with its own parameters and buffers, on `device` or where they are now (LibTorch's `module->clone(device)`).

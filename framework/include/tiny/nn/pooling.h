@@ -75,13 +75,19 @@ class MaxPool2d : public Module {
   /// `MaxPool2d(3, 2, 1)` for `nn.MaxPool2d(3, stride=2, padding=1)`.
   explicit MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
                      int64_t dilation = 1, bool ceil_mode = false);
+  /// @cond
+  // Not copyable, as no Module is. Declared with a non-const reference so that
+  // MaxPool2d({3, 2}) is the 3 x 2 window, not a copy of a MaxPool2d(3, 2).
+  MaxPool2d(MaxPool2d&) = delete;
+  /// @endcond
   /// @brief Applies `F::max_pool2d`.
   Tensor forward(const Tensor& x) override;
   /// @brief "MaxPool2d".
   std::string name() const override { return "MaxPool2d"; }
   /// @brief A copy with the same settings and training mode.
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
-  /// @brief "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=False".
+  /// @brief PyTorch's repr, with the sizes as they were given: "kernel_size=2, stride=2, padding=0, dilation=1,
+  /// ceil_mode=False" for `MaxPool2d(2)`, "kernel_size=(3, 2), ..." for `MaxPool2d({3, 2})`.
   std::string extra_repr() const override;
 
   Size2 kernel_size;  ///< window (kH, kW)
@@ -89,6 +95,9 @@ class MaxPool2d : public Module {
   Size2 padding;      ///< implicit -inf padding on each side
   Size2 dilation;     ///< spacing of the window's elements
   bool ceil_mode;     ///< round the output size up
+
+ private:
+  bool given_as_ints_ = false;  // built from integers: the repr prints integers, as PyTorch's does
 };
 
 /// @brief Average pooling layer (PyTorch's `nn.AvgPool2d`); see `F::avg_pool2d`.
@@ -103,13 +112,19 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
                      bool ceil_mode = false, bool count_include_pad = true,
                      std::optional<int64_t> divisor_override = std::nullopt);
+  /// @cond
+  // Not copyable, as no Module is. Declared with a non-const reference so that
+  // AvgPool2d({3, 2}) is the 3 x 2 window, not a copy of a AvgPool2d(3, 2).
+  AvgPool2d(AvgPool2d&) = delete;
+  /// @endcond
   /// @brief Applies `F::avg_pool2d`.
   Tensor forward(const Tensor& x) override;
   /// @brief "AvgPool2d".
   std::string name() const override { return "AvgPool2d"; }
   /// @brief A copy with the same settings and training mode.
   std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
-  /// @brief "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)" (PyTorch prints tuples as given).
+  /// @brief PyTorch's repr, with the sizes as they were given: "kernel_size=2, stride=2, padding=0" for
+  /// `AvgPool2d(2)`, "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)" for `AvgPool2d({2, 2})`.
   std::string extra_repr() const override;
 
   Size2 kernel_size;                      ///< window (kH, kW)
@@ -118,6 +133,9 @@ class AvgPool2d : public Module {
   bool ceil_mode;                         ///< round the output size up
   bool count_include_pad;                 ///< divide by the padded window size
   std::optional<int64_t> divisor_override;  ///< divide by this instead
+
+ private:
+  bool given_as_ints_ = false;  // built from integers: the repr prints integers, as PyTorch's does
 };
 
 /// @brief Adaptive average pooling to a fixed output size (PyTorch's `nn.AdaptiveAvgPool2d`).

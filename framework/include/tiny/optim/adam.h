@@ -2,6 +2,7 @@
 /// @brief `tiny::optim::Adam` and `AdamW` (PyTorch's `torch.optim.Adam` and `torch.optim.AdamW`).
 #pragma once
 
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,9 @@ class Adam : public Optimizer {
  public:
   /// @brief An Adam over `params` (PyTorch's `torch.optim.Adam(params, lr=1e-3, ...)`).
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {});
+  /// @brief An Adam with learning rate `lr` and PyTorch's other defaults: `Adam(model->parameters(), 3e-4)`.
+  template <class Lr, std::enable_if_t<std::is_arithmetic_v<Lr>, int> = 0>
+  Adam(std::vector<Tensor> params, Lr lr) : Adam(std::move(params), AdamOptions{static_cast<double>(lr)}) {}
   /// @brief Adds a group with its own options (PyTorch's `add_param_group`).
   void add_param_group(std::vector<Tensor> params, const AdamOptions& options);
   using Optimizer::add_param_group;
@@ -83,6 +87,9 @@ class AdamW : public Adam {
  public:
   /// @brief An AdamW over `params` (PyTorch's `torch.optim.AdamW(params, lr=1e-3, weight_decay=1e-2, ...)`).
   explicit AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
+  /// @brief An AdamW with learning rate `lr` and PyTorch's other defaults: `AdamW(model->parameters(), 3e-4)`.
+  template <class Lr, std::enable_if_t<std::is_arithmetic_v<Lr>, int> = 0>
+  AdamW(std::vector<Tensor> params, Lr lr) : AdamW(std::move(params), AdamWOptions{static_cast<double>(lr)}) {}
   /// @brief Adds a group with its own options (PyTorch's `add_param_group`).
   void add_param_group(std::vector<Tensor> params, const AdamWOptions& options);
   using Optimizer::add_param_group;

@@ -2,6 +2,8 @@
 /// @brief `tiny::optim::RMSprop` (PyTorch's `torch.optim.RMSprop`).
 #pragma once
 
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tiny/optim/optimizer.h"
@@ -40,6 +42,9 @@ class RMSprop : public Optimizer {
  public:
   /// @brief An RMSprop over `params` (PyTorch's `torch.optim.RMSprop(params, lr=1e-2, alpha=0.99, ...)`).
   explicit RMSprop(std::vector<Tensor> params, const RMSpropOptions& options = {});
+  /// @brief An RMSprop with learning rate `lr` and PyTorch's other defaults: `RMSprop(model->parameters(), 3e-4)`.
+  template <class Lr, std::enable_if_t<std::is_arithmetic_v<Lr>, int> = 0>
+  RMSprop(std::vector<Tensor> params, Lr lr) : RMSprop(std::move(params), RMSpropOptions{static_cast<double>(lr)}) {}
   /// @brief Adds a group with its own options (PyTorch's `add_param_group`).
   void add_param_group(std::vector<Tensor> params, const RMSpropOptions& options);
   using Optimizer::add_param_group;

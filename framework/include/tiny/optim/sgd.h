@@ -3,6 +3,8 @@
 #pragma once
 
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tiny/optim/optimizer.h"
@@ -38,6 +40,9 @@ class SGD : public Optimizer {
  public:
   /// @brief An SGD over `params` (PyTorch's `torch.optim.SGD(params, lr=..., ...)`).
   SGD(std::vector<Tensor> params, const SGDOptions& options);
+  /// @brief An SGD with learning rate `lr` and PyTorch's other defaults: `SGD(model->parameters(), 1e-3)`.
+  template <class Lr, std::enable_if_t<std::is_arithmetic_v<Lr>, int> = 0>
+  SGD(std::vector<Tensor> params, Lr lr) : SGD(std::move(params), SGDOptions{static_cast<double>(lr)}) {}
   /// @brief Adds a group with its own options (PyTorch's `add_param_group`).
   void add_param_group(std::vector<Tensor> params, const SGDOptions& options);
   using Optimizer::add_param_group;
