@@ -114,7 +114,7 @@ class AvgPool2d : public Module {
                      std::optional<int64_t> divisor_override = std::nullopt);
   /// @cond
   // Not copyable, as no Module is. Declared with a non-const reference so that
-  // AvgPool2d({3, 2}) is the 3 x 2 window, not a copy of a AvgPool2d(3, 2).
+  // AvgPool2d({3, 2}) is the 3 x 2 window, not a copy of an AvgPool2d(3, 2).
   AvgPool2d(AvgPool2d&) = delete;
   /// @endcond
   /// @brief Applies `F::avg_pool2d`.
