@@ -51,9 +51,9 @@ struct DataLoaderOptions {
   /// handed out at any time. Ignored when num_workers == 0.
   int prefetch_factor = 2;
   /// @brief The generator `shuffle` draws from (PyTorch's `generator`); default: tiny's default CPU generator.
-  std::optional<Generator> generator;
+  std::optional<Generator> generator{};
   /// @brief A custom order, e.g. a DistributedSampler (PyTorch's `sampler`); mutually exclusive with `shuffle`.
-  std::shared_ptr<Sampler> sampler;
+  std::shared_ptr<Sampler> sampler{};
 };
 
 /// @cond
