@@ -23,15 +23,19 @@
 // (open it in https://ui.perfetto.dev), as torch.profiler's
 // export_chrome_trace, and beside it the same timeline as a page any browser
 // opens (trace.json -> trace.html), with the modelled step time and, for the
-// model that was measured on an H100, the measured one.
+// model that was measured on the modelled GPU, the measured ones.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -77,26 +81,48 @@ std::string html_beside(const std::string& trace_path) {
   return trace_path + ".html";
 }
 
-// The committed H100 measurement of this program's default model (step A of
-// bench/training_cases.h: 784-512-256-10, dropout, batch 64, Adam), as a line
-// for the timeline; "" when the file or the row is not there.
-std::string measured_step_a() {
-#ifdef TRAIN_MLP_H100_MEASUREMENTS
-  std::ifstream in(TRAIN_MLP_H100_MEASUREMENTS);
-  if (!in) return "";
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].contains("tiny/TinyStepCuda/A")) return "";
-  const nlohmann::json& row = doc["rows"]["tiny/TinyStepCuda/A"];
-  char line[400];
-  std::snprintf(line, sizeof line,
-                "measured on a real H100 SXM (%s, bench_training_step TinyStepCuda/A: this model, batch 64, Adam, "
-                "with the batch already on the GPU and no .item()): %.0f us per step, median of %d [%.0f, %.0f]",
-                doc.value("date", "?").c_str(), row.value("median", 0.0), row.value("repetitions", 0),
-                row.value("min", 0.0), row.value("max", 0.0));
-  return line;
+// The committed measurements of this program's default model (step A of
+// bench/training_cases.h: 784-512-256-10, dropout, batch 64, Adam) on the GPU
+// the emulator models, a line each for the timeline; none when that GPU has
+// none. gpu_models.json maps the modelled GPU's name ("H100 SXM") to its
+// measurement files' ("h100-sxm-2026-11-25.json").
+std::vector<std::string> measured_step_a(const std::string& modelled_gpu) {
+  std::vector<std::string> lines;
+#if defined(TRAIN_MLP_GPU_MODELS) && defined(TRAIN_MLP_MEASUREMENTS)
+  using nlohmann::json;
+  std::ifstream models_in(TRAIN_MLP_GPU_MODELS);
+  const json models = json::parse(models_in, nullptr, /*allow_exceptions=*/false);
+  std::string key;
+  if (models.is_object() && models.contains("models")) {
+    for (const auto& [name, m] : models["models"].items()) {
+      if (m.is_object() && m.value("display_name", "") == modelled_gpu) key = name;
+    }
+  }
+  if (key.empty()) return lines;
+  const std::regex file_name(key + R"(-\d{4}-\d{2}-\d{2}\.json)");
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(TRAIN_MLP_MEASUREMENTS, error)) {
+    if (std::regex_match(entry.path().filename().string(), file_name)) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());  // by date
+  for (const std::filesystem::path& path : files) {
+    std::ifstream in(path);
+    const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].contains("tiny/TinyStepCuda/A")) continue;
+    const json& row = doc["rows"]["tiny/TinyStepCuda/A"];
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "measured on a real %s (%s, bench_training_step TinyStepCuda/A: this model, batch 64, Adam, with "
+                  "the batch already on the GPU and no .item()): %.0f us per step, median of %d [%.0f, %.0f]",
+                  modelled_gpu.c_str(), doc.value("date", "?").c_str(), row.value("median", 0.0),
+                  row.value("repetitions", 0), row.value("min", 0.0), row.value("max", 0.0));
+    lines.push_back(line);
+  }
 #else
-  return "";
+  (void)modelled_gpu;
 #endif
+  return lines;
 }
 
 constexpr int64_t kProfiledSteps = 20;
@@ -121,8 +147,8 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--device", a.device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
   app.add_option("--profile", a.profile_path,
-                 "write a Chrome trace of the first 20 training steps to this file (and their timeline as a page "
-                 "beside it: trace.json -> trace.html)");
+                 "write a Chrome trace of the first 20 training steps (or of the first epoch, when it is shorter) to "
+                 "this file, and their timeline as a page beside it (trace.json -> trace.html)");
 }
 
 // The tutorial's MLP (above), narrower for the 8x8 digits.
@@ -134,28 +160,44 @@ std::shared_ptr<nn::Sequential> make_model(int64_t features) {
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.2), std::make_shared<nn::Linear>(hidden2, 10));
 }
 
-// Stops the profiler after the profiled steps, writes their trace and, beside
-// it, their timeline page, and says where (with the ops' table).
-void save_profile(tiny::profiler::profile& profile, const Args& a, const tiny::Device& device, bool emulated) {
+// Stops the profiler after the profiled steps (`steps` of them, from
+// `started` on tiny::cuda::host_time()), writes their trace and, beside it,
+// their timeline page, and says where, with the step time and the ops' table.
+void save_profile(tiny::profiler::profile& profile, const Args& a, const tiny::Device& device, bool emulated,
+                  int64_t steps, double started) {
+  const double step_us = 1e6 * (tiny::cuda::host_time() - started) / static_cast<double>(steps);
   profile.stop();
   profile.export_chrome_trace(a.profile_path);
   tiny::profiler::TimelineOptions timeline;
-  timeline.title = "train_mlp on " + device.str() + ": the first " + std::to_string(kProfiledSteps) + " steps (" +
-                   a.dataset + ", batch " + std::to_string(a.batch_size) + ")";
-  const bool step_a = a.dataset == "fashion-mnist" && a.batch_size == 64 && emulated &&
-                      tiny::cuda::get_device_properties(device.index()).modelled_gpu == "H100 SXM";
-  const std::string measured = step_a ? measured_step_a() : "";
-  if (!measured.empty()) timeline.notes.push_back(measured);
+  const std::string first = "the first " + std::to_string(steps) + " step" + (steps == 1 ? "" : "s");
+  timeline.title = "train_mlp on " + device.str() + ": " + first + " (" + a.dataset + ", batch " +
+                   std::to_string(a.batch_size) + ")";
+  const std::string profiled = steps == 1 ? "the one profiled step"
+                                           : "the mean of the " + std::to_string(steps) + " profiled steps";
+  std::string step_line;  // the step time, modelled or measured here
+  char text[200];
   if (emulated) {
-    timeline.notes.push_back("each step here also copies its batch to the GPU (pageable) and reads the "
-                             "loss with .item(); the model's error per row: docs/performance_model.md");
+    const std::string gpu = tiny::cuda::get_device_properties(device.index()).modelled_gpu;
+    std::snprintf(text, sizeof text, "modelled on the %s: %.1f us per step (%s)", gpu.c_str(), step_us,
+                  profiled.c_str());
+    step_line = text;
+    const bool step_a = a.dataset == "fashion-mnist" && a.batch_size == 64;
+    timeline.notes = step_a ? measured_step_a(gpu) : std::vector<std::string>{};
+    if (!timeline.notes.empty()) {
+      timeline.notes.push_back("each step here also copies its batch to the GPU (pageable) and reads the loss "
+                               "with .item(); the model's error per row: docs/performance_model.md");
+    }
+  } else if (device.is_cuda()) {
+    std::snprintf(text, sizeof text, "measured on this GPU: %.1f us per step (%s)", step_us, profiled.c_str());
+    step_line = text;
   }
   const std::string html_path = html_beside(a.profile_path);
   profile.export_timeline_html(html_path, timeline);
-  std::cout << "\nthe first " << kProfiledSteps << " steps' trace: " << a.profile_path
-            << " (open it in https://ui.perfetto.dev)\nand their timeline: " << html_path
-            << " (open it in any browser)\n"
-            << (measured.empty() ? "" : "the same model's step, " + measured + "\n") << profile.key_averages();
+  std::cout << "\ntrace of " << first << ": " << a.profile_path << " (open it in https://ui.perfetto.dev)\nits "
+            << "timeline: " << html_path << " (open it in any browser)\n";
+  if (!step_line.empty()) std::cout << step_line << "\n";
+  for (const std::string& note : timeline.notes) std::cout << note << "\n";
+  std::cout << profile.key_averages();
 }
 
 }  // namespace
@@ -190,8 +232,10 @@ int main(int argc, char** argv) {
               << " test)\n"
               << *model << "\n";
     std::unique_ptr<tiny::profiler::profile> profile;
+    double profile_started = 0;
     if (!a.profile_path.empty()) {
       profile = std::make_unique<tiny::profiler::profile>(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
+      profile_started = tiny::cuda::host_time();
     }
     double final_accuracy = 0.0;
     for (int epoch = 1; epoch <= a.epochs; ++epoch) {
@@ -210,9 +254,13 @@ int main(int argc, char** argv) {
         bar.update(steps, "loss " + std::to_string(loss_sum / steps).substr(0, 6));
         if (profile) profile->step();  // prof.step(): ProfilerStep#N in the trace
         if (profile && steps == kProfiledSteps) {
-          save_profile(*profile, a, device, emulated);
+          save_profile(*profile, a, device, emulated, steps, profile_started);
           profile.reset();
         }
+      }
+      if (profile) {  // an epoch shorter than kProfiledSteps: all of its steps
+        save_profile(*profile, a, device, emulated, std::max<int64_t>(steps, 1), profile_started);
+        profile.reset();
       }
       if (device.is_cuda()) tiny::cuda::synchronize(device.index());
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

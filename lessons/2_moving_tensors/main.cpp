@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     std::string gpu_clock = "no GPU here: everything runs on the CPU";
     if (emulated) {
       const tiny::cuda::DeviceProperties p = tiny::cuda::get_device_properties(gpu.index());
-      std::printf("%s - EMULATED on your CPU; timing modelled on an %s (an estimate)\n", gpu.str().c_str(),
+      std::printf("%s - EMULATED on your CPU; timing modelled on the %s (an estimate)\n", gpu.str().c_str(),
                   p.modelled_gpu.c_str());
       gpu_clock = gpu.str() + ": the modelled " + p.modelled_gpu + "'s clock (events; host_time for the last two)";
     } else if (gpu.is_cuda()) {

@@ -219,6 +219,38 @@ TEST_F(CudaStreams, EventMisuseIsReported) {
   EXPECT_THROW((void)untimed.elapsed_time(timed), tiny::Error);  // needs enable_timing on both
   Event never(true);
   EXPECT_THROW((void)timed.elapsed_time(never), tiny::Error);  // not recorded
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const tiny::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // Which of the two was never recorded, and the fix in the user's words.
+  std::string m = message([&] { (void)timed.elapsed_time(never); });
+  EXPECT_NE(m.find("the end event (the argument) was never recorded"), std::string::npos) << m;
+  EXPECT_NE(m.find("end.record()"), std::string::npos) << m;
+  m = message([&] { (void)never.elapsed_time(timed); });
+  EXPECT_NE(m.find("the start event (the one elapsed_time is called on) was never recorded"), std::string::npos)
+      << m;
+  // Read before the work between them has finished (in modelled time, a
+  // 1024^3 product outlasts its launch): the fix is end.synchronize().
+  const Tensor a = tiny::ones({1024, 1024}).to(tiny::Device("cuda:0"));
+  tiny::cuda::synchronize(0);
+  Event start(true), end(true);
+  start.record(s0);
+  {
+    StreamGuard guard(s0);
+    (void)tiny::matmul(a, a);
+  }
+  end.record(s0);
+  EXPECT_FALSE(end.query()) << "the modelled host is still before the product's end";
+  m = message([&] { (void)start.elapsed_time(end); });
+  EXPECT_NE(m.find("the end event has not completed yet"), std::string::npos) << m;
+  EXPECT_NE(m.find("end.synchronize()"), std::string::npos) << m;
+  end.synchronize();
+  EXPECT_GT(start.elapsed_time(end), 0.0f);
   EXPECT_THROW(untimed.record(s1), tiny::DeviceError);         // recorded on cuda:0 before
   // Recording on the current stream, and waiting on it.
   Event e;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +19,8 @@
 #include "tiny/cuda.h"
 #include "tiny/data/data.h"
 #include "tiny/nn/functional.h"
+#include "tiny/nn/nn.h"
+#include "tiny/optim/optim.h"
 #include "tiny/ops.h"
 #include "tiny/profiler.h"
 #include "tiny_trainer.h"  // bench/
@@ -204,9 +207,41 @@ TEST(Profiler, OnlyOneRecordsAtATimeAndABadPathIsNamed) {
       FAIL() << "exported to a folder that does not exist";
     } catch (const tiny::IOError& e) {
       EXPECT_NE(std::string(e.what()).find("/nonexistent-folder/trace.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+    }
+    // A folder that exists but takes no files is not called missing.
+    try {
+      third.export_chrome_trace("/proc/trace.json");
+      FAIL() << "exported into /proc";
+    } catch (const tiny::IOError& e) {
+      EXPECT_EQ(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/proc takes no new files"), std::string::npos) << e.what();
     }
   }
   tiny::profiler::profile after_scope;  // the first's destructor stopped nothing twice
+}
+
+TEST(Profiler, ResultsAreReadOnlyOnceStopped) {
+  tiny::profiler::profile prof;
+  const tiny::Tensor x = tiny::ones({4}).to(tiny::Device("cuda:0")).mul(2);
+  tiny::cuda::synchronize(0);
+  // torch.profiler raises "Profiler didn't finish running"; an empty table would mislead.
+  for (const auto& [call, read] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"key_averages", [&] { (void)prof.key_averages(); }},
+           {"chrome_trace", [&] { (void)prof.chrome_trace(); }},
+           {"export_chrome_trace", [&] { prof.export_chrome_trace("/tmp/unused-trace.json"); }},
+           {"export_timeline_html", [&] { prof.export_timeline_html("/tmp/unused-trace.html"); }}}) {
+    try {
+      read();
+      ADD_FAILURE() << call << " read a profile that was still recording";
+    } catch (const tiny::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(call + ": the profile is still recording; call prof.stop() first"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  prof.stop();
+  EXPECT_NE(prof.key_averages().find("mul"), std::string::npos) << prof.key_averages();
 }
 
 // ---------------------------------------------------------------- record_shapes
@@ -292,6 +327,53 @@ TEST(Profiler, KeyAveragesGroupedByInputShapeHasOneRowPerShape) {
   const std::string plain = prof.key_averages();
   EXPECT_EQ(plain.find("Input Shapes"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("[[64, 784]"), std::string::npos) << plain;
+}
+
+// The grouped table docs/performance_model.md shows ("Shapes"): a 784-512-10
+// network, batch 64, two SGD steps. Each row the page quotes must be a row of
+// today's table (the clock is the same on every machine), whitespace aside.
+TEST(Profiler, TheModelPagesShapesTableIsTodays) {
+  const tiny::Device gpu("cuda:0");
+  tiny::manual_seed(0);
+  tiny::nn::Sequential model(std::make_shared<tiny::nn::Linear>(784, 512), std::make_shared<tiny::nn::ReLU>(),
+                             std::make_shared<tiny::nn::Linear>(512, 10));
+  model.to(gpu);
+  tiny::optim::SGD optimizer(model.parameters(), 0.01);
+  const tiny::Tensor x = tiny::randn({64, 784}).to(gpu), target = tiny::randint(0, 10, {64}).to(gpu);
+  tiny::cuda::synchronize(0);
+  tiny::profiler::profile prof(tiny::profiler::ProfileOptions{/*record_shapes=*/true});
+  for (int i = 0; i < 2; ++i) {
+    optimizer.zero_grad();
+    tiny::nn::functional::cross_entropy(model(x), target).backward();
+    optimizer.step();
+    prof.step();
+  }
+  tiny::cuda::synchronize(0);
+  prof.stop();
+  const std::string table = prof.key_averages(/*group_by_input_shape=*/true);
+  auto words = [](const std::string& line) {
+    std::istringstream in(line);
+    std::string all, word;
+    while (in >> word) all += word + " ";
+    return all;
+  };
+  std::set<std::string> rows;
+  std::istringstream table_lines(table);
+  for (std::string line; std::getline(table_lines, line);) rows.insert(words(line));
+
+  std::ifstream in(std::string(TINY_SOURCE_DIR) + "/docs/performance_model.md");
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string intro = "each row quoted here to today's table):\n\n";
+  const size_t from = page.find(intro);
+  ASSERT_NE(from, std::string::npos) << "docs/performance_model.md no longer has the table's introduction";
+  std::istringstream quoted(page.substr(from + intro.size(), page.find("\n\n", from + intro.size()) - from -
+                                                                  intro.size()));
+  int checked = 0;
+  for (std::string line; std::getline(quoted, line); ++checked) {
+    EXPECT_EQ(rows.count(words(line)), 1u) << "docs/performance_model.md quotes a row today's table does not have:\n"
+                                           << line << "\ntoday's table:\n" << table;
+  }
+  EXPECT_GE(checked, 4) << "the page quotes the heading and three rows at least";
 }
 
 TEST(Profiler, ShapesAreNotRecordedByDefault) {

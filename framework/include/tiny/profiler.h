@@ -103,7 +103,8 @@ class profile {
   /// `kernel`, `gpu_memcpy`, `gpu_memset`; `ts` and `dur` in microseconds.
   /// With ProfileOptions::record_shapes, `cpu_op` events carry `"Input Dims"`
   /// and `"Input type"` in their `args`.
-  /// Throws tiny::IOError naming the path when it cannot be written.
+  /// Throws tiny::IOError naming the path when it cannot be written, and
+  /// tiny::Error before stop() (as each reader of the results below).
   void export_chrome_trace(const std::string& path) const;
   /// @brief The Chrome trace export_chrome_trace() writes, as JSON text.
   std::string chrome_trace() const;

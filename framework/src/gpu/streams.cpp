@@ -179,10 +179,18 @@ float Event::elapsed_time(const Event& end) const {
              "(tiny::cuda::Event(true))");
   const auto [start_device, start_event] = state_->snapshot();
   const auto [end_device, end_event] = end.state_->snapshot();
-  TINY_CHECK(start_event.valid() && end_event.valid(), Error,
-             "elapsed_time: both events must be recorded before calculating elapsed time");
+  TINY_CHECK(start_event.valid() && end_event.valid(), Error, "elapsed_time: ",
+             !start_event.valid() && !end_event.valid() ? "neither event was"
+             : !start_event.valid()                     ? "the start event (the one elapsed_time is called on) was"
+                                                        : "the end event (the argument) was",
+             " never recorded; call start.record() before the work you time and end.record() after it, as with "
+             "torch.cuda.Event");
   TINY_CHECK(start_device == end_device, DeviceError, "elapsed_time: the events were recorded on different devices (cuda:",
              start_device, " and cuda:", end_device, ")");
+  TINY_CHECK(gpu::device_runtime()->event_query(start_event) && gpu::device_runtime()->event_query(end_event), Error,
+             "elapsed_time: the ", gpu::device_runtime()->event_query(start_event) ? "end" : "start",
+             " event has not completed yet (the GPU is still running the work queued before it); call "
+             "end.synchronize() first, as torch.cuda.Event needs too");
   return gpu::device_runtime()->event_elapsed_ms(start_event, end_event);
 }
 

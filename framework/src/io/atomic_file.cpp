@@ -59,8 +59,12 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::string& k
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && errno != EEXIST) {
       const int err = errno;
-      if (err == ENOENT)
+      struct stat dir_stat {};
+      if (err == ENOENT && ::stat(dir_.c_str(), &dir_stat) != 0)
         TINY_THROW(IOError, "cannot save ", path, ": the directory ", dir_, " does not exist; create it first");
+      if (err == ENOENT)  // /proc and its like: a directory that takes no new files
+        TINY_THROW(IOError, "cannot save ", path, ": ", dir_, " takes no new files (", errno_text(err),
+                   "); choose a path in a directory of your own");
       if (err == EACCES || err == EPERM || err == EROFS)
         TINY_THROW(IOError, "cannot save ", path, ": cannot create a file in ", dir_, " (", errno_text(err),
                    "); check the directory's permissions");

@@ -230,7 +230,7 @@ std::string real_devices(const std::vector<TraceEvent>& recorded) {
   return out;
 }
 
-// "cuda:0 (modelled on an H100 SXM)" for each emulated device the recording used.
+// "cuda:0 modelled on the H100 SXM" for each emulated device the recording used.
 std::string modelled_devices(const std::vector<TraceEvent>& recorded) {
   std::map<int, bool> used;
   for (const TraceEvent& e : recorded) {
@@ -239,7 +239,7 @@ std::string modelled_devices(const std::vector<TraceEvent>& recorded) {
   std::string out;
   for (const auto& [device, seen] : used) {
     if (device < 0 || device >= cuda::device_count() || !cuda::is_emulated(device)) continue;
-    out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(device) + " modelled on an " +
+    out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(device) + " modelled on the " +
            cuda::get_device_properties(device).modelled_gpu;
   }
   return out;
@@ -328,7 +328,17 @@ void add_track_names(nlohmann::json& events, const std::map<int, bool>& threads,
 
 }  // namespace
 
+namespace {
+// torch.profiler's results are read once its `with` block has ended; so are these.
+void check_stopped(bool recording, const char* call) {
+  TINY_CHECK(!recording, Error, call, ": the profile is still recording; call prof.stop() first (torch.profiler "
+             "gives its results once its `with` block has ended, and raises \"Profiler didn't finish running\" "
+             "before)");
+}
+}  // namespace
+
 std::string profile::chrome_trace() const {
+  check_stopped(recording_->recording, "chrome_trace");
   using json = nlohmann::json;
   json events = json::array();
   int64_t step = 0;
@@ -362,28 +372,31 @@ std::string profile::chrome_trace() const {
 }
 
 void profile::export_chrome_trace(const std::string& path) const {
+  check_stopped(recording_->recording, "export_chrome_trace");
   const std::string text = chrome_trace();
   try {
     io::detail::AtomicFileWriter out(path, "Chrome trace", "trace.json");
     out.write(text.data(), text.size());
     out.commit();
   } catch (const Error& e) {
-    TINY_THROW(IOError, "export_chrome_trace: cannot write the trace to '", path, "': ", e.what());
+    TINY_THROW(IOError, "export_chrome_trace: ", e.what());
   }
 }
 
 void profile::export_timeline_html(const std::string& path, const TimelineOptions& options) const {
+  check_stopped(recording_->recording, "export_timeline_html");
   const std::string text = timeline_html(chrome_trace(), options);
   try {
     io::detail::AtomicFileWriter out(path, "timeline page", "trace.html");
     out.write(text.data(), text.size());
     out.commit();
   } catch (const Error& e) {
-    TINY_THROW(IOError, "export_timeline_html: cannot write the timeline to '", path, "': ", e.what());
+    TINY_THROW(IOError, "export_timeline_html: ", e.what());
   }
 }
 
 std::string profile::key_averages(bool group_by_input_shape) const {
+  check_stopped(recording_->recording, "key_averages");
   struct Row {
     int64_t calls = 0, host_ns = 0, device_ns = 0;
   };

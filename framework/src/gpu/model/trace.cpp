@@ -129,7 +129,7 @@ const tiny::detail::OpTraceHooks g_op_hooks{op_entered, op_exited};
 void start_trace(bool record_shapes, const RealGpuTracing* real_gpu) {
   std::lock_guard<std::mutex> lock(g_mutex);
   TINY_CHECK(!g_tracing.load(), Error, "a tiny::profiler::profile is already recording: profiles cannot nest or "
-             "overlap (torch.profiler's neither); stop() the first one, or let it go out of scope, before opening "
+             "overlap (nor can torch.profiler's); stop() the first one, or let it go out of scope, before opening "
              "another");
   g_events.clear();
   g_record_shapes.store(record_shapes);
