@@ -19,6 +19,7 @@
 
 #include "checker_options.h"
 #include "runner.h"
+#include "tiny/cuda_grading.h"
 
 extern char** environ;  // the TINY_* variables a run inherits are part of a cached reference run's key
 
@@ -262,8 +263,41 @@ std::string harness_keys_problem(const nlohmann::json& v) {
     if (!t.is_array() || !std::all_of(t.begin(), t.end(), [](const nlohmann::json& x) { return x.is_number(); }))
       return std::string("its ") + key + " is not a list of numbers";
   }
-  if (v.contains("_modelled_gpu") && !v["_modelled_gpu"].is_string()) return "its _modelled_gpu is not a string";
+  for (const char* key : {"_modelled_gpu", "_emulated_gpu_model"}) {
+    if (v.contains(key) && !v[key].is_string()) return std::string("its ") + key + " is not a string";
+  }
   return "";
+}
+
+// Why a student's run did not run on the emulated GPUs the grader set: as
+// many as TINY_EMULATED_GPUS, modelled on the GPU TINY_EMULATED_GPU_MODEL
+// names (the check's, else the grader's own). The student's code can change
+// either before the emulator reads it (a static initializer runs before
+// main), and the model decides every modelled time. "" when they match.
+std::string emulator_problem(const nlohmann::json& v, const ProcessOptions& p) {
+  const auto gpus = p.env.find("TINY_EMULATED_GPUS");
+  const nlohmann::json devices = v.value("_devices", nlohmann::json::array());
+  if (gpus != p.env.end() && devices.is_array() && std::to_string(devices.size()) != gpus->second) {
+    return "ran on " + std::to_string(devices.size()) + " GPUs where the grader set " + gpus->second +
+           " (TINY_EMULATED_GPUS): your code changed TINY_EMULATED_GPUS before the emulator read it; the grader "
+           "chooses the devices a check runs on, so take that change out of your exercise.cpp";
+  }
+  const std::string ran = v.value("_emulated_gpu_model", "");
+  if (ran.empty()) return "";
+  const auto set = p.env.find("TINY_EMULATED_GPU_MODEL");
+  const char* inherited = std::getenv("TINY_EMULATED_GPU_MODEL");
+  const std::string given = set != p.env.end() ? set->second : inherited != nullptr ? inherited : "";
+  std::string expected;
+  try {
+    expected = tiny::cuda::grading::emulated_gpu_model(given);
+  } catch (const std::exception&) {
+    return "";  // the grader's own setting is wrong: the reference's run says so
+  }
+  if (ran == expected) return "";
+  return "ran on an emulated GPU modelled on another GPU than the grader set (yours: " + cut_text(ran, 128, 128) +
+         ", the grader's: " + expected + ", each a model's name and a digest of its figures): your code changed "
+         "TINY_EMULATED_GPU_MODEL, or the model file it names, before the emulator read it. The grader chooses the "
+         "GPU a check's time is modelled on, so take that change out of your exercise.cpp";
 }
 
 // "reset the GPU counters (...) during a graded run: ..." when the student's
@@ -684,6 +718,9 @@ Run Context::run(const fs::path& runner, const std::string& who, const std::stri
   }
   if (!process.ok()) return crash(failure_message(process, exercise, options, limit, why_limit, hostile));
   if (const std::string why = read_results(result, dir, sent, channel.bytes(), hostile); !why.empty()) return crash(why);
+  if (hostile) {
+    if (const std::string why = emulator_problem(result.out.values, p); !why.empty()) return crash(why);
+  }
   if (!cache.key.empty() && result.ok()) {
     keep_in_cache(cache, dir, sent, process.seconds);
     if (ahead) ran_ahead_.insert(cache.dir.string());

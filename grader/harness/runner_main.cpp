@@ -155,6 +155,7 @@ Bundle run_once(ExerciseFn fn, const std::filesystem::path& in_dir) {
   for (int d = 0; d < devices(); ++d) out.values["_counters"]["cuda:" + std::to_string(d)] = counters_json(d);
   out.values["_elapsed_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.values["_devices"] = devices_json();
+  out.values["_emulated_gpu_model"] = tiny::cuda::grading::emulated_gpu_model();
   return out;
 }
 
@@ -189,6 +190,7 @@ Bundle run_timed(ExerciseFn fn, const std::filesystem::path& in_dir, int repeat)
     out.values["_modelled_ms"] = modelled_times;
     out.values["_modelled_gpu"] = tiny::cuda::get_device_properties(0).modelled_gpu;
   }
+  out.values["_emulated_gpu_model"] = tiny::cuda::grading::emulated_gpu_model();
   return out;
 }
 

@@ -11,7 +11,8 @@
 # results there, ends the runner before it sends its own; one sends wrong
 # results in place of the runner's; one writes forged
 # results on /proc/self/fd/3 (or fd 3) while its answer is wrong; one writes garbage on
-# the descriptor from a static initializer. None scores what it did not earn.
+# the descriptor from a static initializer. Three change the emulated GPUs
+# from a static initializer (below). None scores what it did not earn.
 # Run by CTest as: cmake -DGRADER=... -DSOURCE=... -DWORK=... -P forged_results_test.cmake
 file(REMOVE_RECURSE ${WORK})
 set(lesson 1_device_check)
@@ -104,6 +105,42 @@ namespace {
 }();
 }  // namespace
 ]=])
+# Two choose the GPU the emulator models, from a static initializer (before
+# the emulator reads TINY_EMULATED_GPU_MODEL): one names the H200, one a model
+# file of its own that calls itself h100-sxm with ten times the memory
+# bandwidth (lesson 5's step_speed passed so, and lesson 9's fixed_program).
+# Neither run is believed, whatever it computed; nor one that changes
+# TINY_EMULATED_GPUS.
+function(chooses_its_gpu name setup)
+  submission(${name} "${count_body}")
+  file(APPEND ${WORK}/submissions/${name}/${lesson}/exercise.cpp "
+namespace {
+[[maybe_unused]] const bool chosen = [] {
+${setup}
+  return true;
+}();
+}  // namespace
+")
+endfunction()
+chooses_its_gpu(chooses_its_gpu_by_name [=[  setenv("TINY_EMULATED_GPU_MODEL", "h200", 1);]=])
+file(READ ${SOURCE}/framework/src/gpu/model/gpu_models.json models)
+string(JSON h100 GET "${models}" models h100-sxm)
+string(JSON bandwidth GET "${h100}" memory_bandwidth_gbps)
+math(EXPR bandwidth "${bandwidth} * 10")
+string(JSON h100 SET "${h100}" memory_bandwidth_gbps ${bandwidth})
+string(JSON defaults GET "${models}" defaults)
+set(fast_model "{\"defaults\": ${defaults}, \"models\": {\"h100-sxm\": ${h100}}}")
+string(CONFIGURE [=[
+  if (std::FILE* f = std::fopen("fast_gpu.json", "w")) {
+    std::fputs(R"json(@fast_model@)json", f);
+    std::fclose(f);
+  }
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) != nullptr) setenv("TINY_EMULATED_GPU_MODEL", (std::string(cwd) + "/fast_gpu.json").c_str(), 1);]=]
+       by_file @ONLY)
+chooses_its_gpu(chooses_its_gpu_by_file "${by_file}")
+chooses_its_gpu(chooses_its_gpu_count [=[  setenv("TINY_EMULATED_GPUS", "3", 1);]=])
+
 string(REPEAT "x" 1048576 identifier)
 file(MAKE_DIRECTORY ${WORK}/submissions/huge_identifier/${lesson})
 file(WRITE ${WORK}/submissions/huge_identifier/${lesson}/exercise.cpp "int f() { return ${identifier}; }\n")
@@ -111,7 +148,8 @@ file(WRITE ${WORK}/submissions/huge_identifier/${lesson}/exercise.cpp "int f() {
 # Each submission on its own (--submission), as a student's own grade would be.
 include(${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
 foreach(name complete resets_counters rewrites_results_at_exit exits_itself channel_by_name forges_and_leaves
-             forges_on_descriptor              garbage_first huge_identifier)
+             forges_on_descriptor garbage_first huge_identifier chooses_its_gpu_by_name chooses_its_gpu_by_file
+             chooses_its_gpu_count)
   file(MAKE_DIRECTORY ${WORK}/out/${name})
   execute_process(COMMAND ${GRADER} grade 1 --submission ${WORK}/submissions/${name} --timeout 20 --no-timing
                           --json ${WORK}/out/${name}/results.json --html ${WORK}/out/${name}/report.html
@@ -147,6 +185,16 @@ expect(forges_on_descriptor/results.json "sent results that cannot be read (the 
 expect(garbage_first/scoreboard.txt "lesson 1: in progress")
 expect(garbage_first/results.json "\"score\": 0.0")
 expect(garbage_first/results.json "sent results that cannot be read")
+
+# A run on another modelled GPU, or on more GPUs, is not believed: each check that ran one fails.
+foreach(name chooses_its_gpu_by_name chooses_its_gpu_by_file chooses_its_gpu_count)
+  expect(${name}/scoreboard.txt "lesson 1: in progress")
+endforeach()
+expect(chooses_its_gpu_by_name/results.json
+       "your code ran on an emulated GPU modelled on another GPU than the grader set (yours: h200 ")
+expect(chooses_its_gpu_by_file/results.json
+       "your code ran on an emulated GPU modelled on another GPU than the grader set (yours: h100-sxm ")
+expect(chooses_its_gpu_count/results.json "your code ran on 3 GPUs where the grader set 2 (TINY_EMULATED_GPUS)")
 
 # The compiler quotes the identifier in every error: each message is cut, and so is results.json.
 expect(huge_identifier/scoreboard.txt "lesson 1: does not compile")

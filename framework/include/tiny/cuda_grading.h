@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tiny::cuda::grading {
 
@@ -22,6 +23,19 @@ struct RefusedResets {
 };
 /// @brief How many resets were refused so far.
 RefusedResets refused_counter_resets();
+
+/// @brief The performance model the emulated GPU of this process times its
+/// work on, as "NAME DIGEST" (the model's name, and a digest of every figure
+/// it was built from: two models with the same digest give the same times);
+/// "" without an emulated GPU. The grader compares it with
+/// emulated_gpu_model(name_or_path) of the model it set: code that changes
+/// TINY_EMULATED_GPU_MODEL before the emulator reads it (a static initializer
+/// can) changes it.
+std::string emulated_gpu_model();
+/// @brief The same for a model TINY_EMULATED_GPU_MODEL may name (a model's
+/// name or a model file's path; "" for the default, h100-sxm), without an
+/// emulated GPU. Throws tiny::ValueError as TINY_EMULATED_GPU_MODEL would.
+std::string emulated_gpu_model(const std::string& name_or_path);
 
 /// @brief tiny::cuda::reset_device_counters for the grader's own code (a lesson's glue), refused or not.
 void reset_device_counters(int index);

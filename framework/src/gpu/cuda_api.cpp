@@ -9,6 +9,7 @@
 #include "gpu/caching_allocator.h"
 #include "gpu/device_context.h"
 #include "gpu/emulated/emulated_runtime.h"
+#include "gpu/model/device_model.h"
 #include "gpu/model/timeline.h"
 #include "runtime/cpu_allocator.h"
 #include "tiny/cuda.h"
@@ -136,6 +137,15 @@ void reset_device_counters(int index) {
   gpu::device_runtime()->reset_counters(i);
 }
 void reset_peak_memory_stats(int index) { gpu::device_allocator(resolve(index)).reset_peak_stats(); }
+std::string emulated_gpu_model() {
+  if (gpu::device_count() == 0 || std::string(gpu::device_runtime()->kind()) != "emulated") return "";
+  const gpu::model::DeviceModel& m = gpu::model::selected_model();
+  return m.name + " " + m.digest;
+}
+std::string emulated_gpu_model(const std::string& name_or_path) {
+  const gpu::model::DeviceModel m = gpu::model::load_model(name_or_path.empty() ? gpu::model::kDefaultGpuModel : name_or_path);
+  return m.name + " " + m.digest;
+}
 }  // namespace grading
 
 void empty_cache() {

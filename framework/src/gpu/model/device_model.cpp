@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -63,6 +65,18 @@ void parse_collective(const json& m, const json& defaults, const std::string& at
              ": Gloo's rate through host memory in GB/s must be positive (5 by default)");
 }
 
+// FNV-1a, 64 bits, in hex: a digest to tell two models apart, not a secret.
+std::string fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 DeviceModel parse(const json& file, const std::string& name, const std::string& where) {
   const json& models = file.at("models");
   const json& m = models.at(name);
@@ -70,6 +84,8 @@ DeviceModel parse(const json& file, const std::string& name, const std::string& 
   const std::string at = where + ", model \"" + name + "\"";
   DeviceModel d;
   d.name = name;
+  // json's objects keep their keys sorted, so the same figures dump the same text.
+  d.digest = fnv1a(name + "\n" + m.dump() + "\n" + defaults.dump());
   d.display_name = field<std::string>(m, defaults, "display_name", at);
   d.source = field<std::string>(m, defaults, "source", at);
   d.fitted_on = field<std::string>(m, defaults, "fitted_on", at);
@@ -196,7 +212,7 @@ DeviceModel load_model(const std::string& name_or_path) {
 const DeviceModel& selected_model() {
   static const DeviceModel model = [] {
     const char* env = std::getenv(kEmulatedGpuModelVariable);
-    return load_model(env != nullptr && env[0] != '\0' ? env : "h100-sxm");
+    return load_model(env != nullptr && env[0] != '\0' ? env : kDefaultGpuModel);
   }();
   return model;
 }

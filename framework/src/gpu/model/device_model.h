@@ -36,6 +36,7 @@ struct DeviceModel {
   std::string display_name;  // "H100 SXM"
   std::string source;        // where the datasheet figures come from
   std::string fitted_on;     // which measurements fitted the factors
+  std::string digest;        // of every figure the model was built from (FNV-1a, hex): equal digests, equal times
   int major = 0, minor = 0;  // compute capability
   int sm_count = 1;
   double boost_clock_hz = 0;
@@ -91,5 +92,6 @@ DeviceModel load_model(const std::string& name_or_path);
 const DeviceModel& selected_model();
 
 inline constexpr const char* kEmulatedGpuModelVariable = "TINY_EMULATED_GPU_MODEL";
+inline constexpr const char* kDefaultGpuModel = "h100-sxm";  // when the variable is unset or empty
 
 }  // namespace tiny::gpu::model
