@@ -341,7 +341,9 @@ int main(int argc, char** argv) {
   const int world = std::atoi(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "1");
   try {
     auto train_set = std::make_shared<tiny::data::Digits>("", true);
-    const std::string checkpoint = (fs::temp_directory_path() / "lesson6_ddp_digits.safetensors").string();
+    // One file per user: two students on one machine do not overwrite each other's.
+    const std::string checkpoint =
+        (fs::temp_directory_path() / ("lesson6_ddp_digits-" + std::to_string(::getuid()) + ".safetensors")).string();
     if (rank == 0) {
       std::printf("%s, %lld training digits: each rank trains on its own %lld per epoch, batch size %lld per "
                   "rank (%lld in all)\n",

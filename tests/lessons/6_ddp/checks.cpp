@@ -209,6 +209,13 @@ std::optional<Outcome> extra_collectives(const std::string& call, const Run& min
                        "rank wait for the slowest and moves its bytes over the network: " + advice);
 }
 
+// Why `mine` all-reduced fewer bytes than `ref` (nullopt if not): a rank that
+// trains alone, on all the data, computes the right weights with none.
+std::optional<std::string> fewer_all_reduced_bytes(const nlohmann::json& mine, const nlohmann::json& ref) {
+  if (bytes(mine, "all_reduce") >= bytes(ref, "all_reduce")) return std::nullopt;
+  return "yours made " + counts_text(mine) + ", the reference " + counts_text(ref);
+}
+
 // The collectives of rank 0, for the report.
 void note_collectives(Context& ctx, const Run& mine) { ctx.details["collectives"] = rank_values(mine, 0)["collectives"]; }
 
@@ -731,6 +738,12 @@ WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint ma
   if (auto extra = extra_collectives(call, mine, ref, "DDP's backward() averages the gradients, and the epoch's "
                                      "loss needs one all_reduce_mean per epoch, no more")) {
     return *extra;
+  }
+  if (auto why = fewer_all_reduced_bytes(rank_values(mine, 0)["collectives"], rank_values(ref, 0)["collectives"])) {
+    return Outcome::fail(call + ": the ranks did not train together (on rank 0, " + *why + "). The weights can come "
+                         "out right with every rank training alone on all the data, but that is one GPU's work done "
+                         "on each: each rank should see only its share of the examples, and the gradients should be "
+                         "averaged over the ranks at every step");
   }
   if (rank_values(mine, 1)["saved"].get<bool>()) {
     return Outcome::fail(call + ": rank 1 saved a checkpoint too (each rank was given its own path, to see who "

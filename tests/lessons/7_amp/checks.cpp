@@ -644,7 +644,29 @@ WORKBOOK_CHECK(scaled_step, "scaled_train_step() with your scaler matches tiny::
                          "rounding: your losses " + values_text(v["losses"]) + ", GradScaler's " + values_text(want["losses"]));
   }
   if (auto why = updates_differ(mine, ref, init, "6 steps (one skipped)", kHalfTol)) return Outcome::fail(*why);
-  return Outcome::pass("scales " + values_text(v["scales"]) + ", as GradScaler's; step 2 skipped");
+  // The overflow that matters in practice: a scale too large for these
+  // gradients, a finite loss, and scaled gradients past float16's 65504.
+  // Only the gradients tell; a scaler that looks at the loss steps on inf.
+  const std::string high_call = "6 steps of scaled_train_step from a scale of 2^24 (clean inputs, growth_interval 3)";
+  const Bundle high = step_inputs(ctx, 11, steps, 16777216.0, 3, 1e9);
+  const Run mine_high = ctx.student("scaled_steps", high, one_gpu(high_call));
+  if (auto early = ctx.unless_ok(mine_high)) return *early;
+  const Run ref_high = ctx.reference("amp_steps", high, one_gpu(high_call + ", with tiny::amp::GradScaler"));
+  if (!ref_high.ok()) {
+    return Outcome::error("the reference solution failed on these inputs (a bug in the workbook): " + ref_high.message);
+  }
+  const nlohmann::json& vh = mine_high.out.values;
+  const nlohmann::json& wh = ref_high.out.values;
+  ctx.details["curves"]["the scale after each step, from 2^24"] = {{"yours", vh["scales"]}, {"GradScaler", wh["scales"]}};
+  if (vh["stepped"] != wh["stepped"] || vh["scales"] != wh["scales"]) {
+    return Outcome::fail(high_call + ": optimizer.step() ran at steps " + values_text(vh["stepped"]) +
+                         " (true: it ran) and the scale went " + values_text(vh["scales"]) + "; with GradScaler " +
+                         values_text(wh["stepped"]) + " and " + values_text(wh["scales"]) + ". From 2^24 the first "
+                         "loss is finite (GradScaler's " + values_text(wh["losses"]) + ") while the scaled "
+                         "gradients are not: float16 ends at 65504. What tells an overflowed step from a clean one?");
+  }
+  return Outcome::pass("scales " + values_text(v["scales"]) + ", as GradScaler's; step 2 skipped; from 2^24, " +
+                       values_text(vh["scales"]));
 }
 
 WORKBOOK_CHECK(amp_step, "amp_train_step() matches the reference over 3 float16 steps (loss, gradients, weights, within 1e-2)") {

@@ -212,3 +212,12 @@ workbook_mistake(unscale_through_host CHECK unscale_grads MESSAGE "they went fro
 workbook_mistake(max_without_abs CHECK unscale_grads MESSAGE "a test of the largest value (g.max()) never sees a -inf"
   FIND [=[const Tensor largest = g.abs().max();]=]
   REPLACE [=[const Tensor largest = g.max();]=])
+
+# Overflow judged from the loss: finite from a scale of 2^24 while the scaled
+# gradients are inf (a student's trial passed so while the only overflow
+# tested came from an input that made the loss inf too).
+workbook_mistake(overflow_judged_from_the_loss CHECK scaled_step MESSAGE "From 2^24 the first loss is finite"
+  FIND [=[  const bool found_inf = unscale_grads_(grads, state.scale);]=]
+  REPLACE [=[  unscale_grads_(grads, state.scale);
+  const double seen = loss.item<double>();
+  const bool found_inf = !(seen > -1e300 && seen < 1e300);  // the loss as the judge]=])

@@ -656,10 +656,36 @@ WORKBOOK_CHECK(predict_step_memory, "predict_step_memory() predicts an Adam step
     return Outcome::fail(model + ": your parts add up to " + mib(total) + ", the measured peak "
                          "(max_memory_allocated, less the batch) is " + mib(peak) + ": total() must be their sum");
   }
+  // A second case the lesson does not name: another width and batch, from
+  // the seed. Each part must follow the model and the batch, not the numbers
+  // of the first case (a constant that fits the first passes nothing here).
+  Bundle other;
+  tiny::Generator g2 = ctx.generator(8);
+  const int64_t hidden = 384 + 128 * tiny::randint(0, 4, {1}, tiny::TensorOptions(tiny::kInt64), g2).item<int64_t>();
+  const int64_t batch = 200 + tiny::randint(0, 600, {1}, tiny::TensorOptions(tiny::kInt64), g2).item<int64_t>();
+  other.put_state("init", make_predict_mlp(hidden)->state_dict());
+  other.values["hidden"] = hidden;
+  other.values["batch_size"] = batch;
+  const Run mine2 = ctx.student("predict_step_memory", other, memory_options());
+  if (auto early = ctx.unless_ok(mine2)) return *early;
+  const Run ref2 = ctx.reference("predict_step_memory", other, memory_options());
+  if (!ref2.ok()) return Outcome::error("the reference's prediction failed (a bug in the workbook): " + ref2.message);
+  const std::string model2 = "the 256-" + std::to_string(hidden) + "-" + std::to_string(hidden) + "-" +
+                             std::to_string(hidden) + "-10 MLP with Adam, a batch of " + std::to_string(batch);
+  ctx.details["step memory, second case (bytes)"] = {{"yours", mine2.out.values}, {"reference", ref2.out.values}};
+  for (const char* part : {"parameters", "gradients", "optimizer_states", "activations", "total"}) {
+    const double yours = mine2.out.values[part].get<double>(), expected = ref2.out.values[part].get<double>();
+    if (!near(yours, expected)) {
+      return Outcome::fail(model2 + " (a second case): you predicted " + mib(yours) + " of " + part + ", expected " +
+                           mib(expected) + "; the first case was right, so compute each part from the model and the "
+                           "batch you are given, not from that case's numbers");
+    }
+  }
   std::ostringstream pct;
   pct.precision(1);
   pct << std::fixed << 100 * error;
-  return Outcome::pass("predicted " + mib(total) + ", max_memory_allocated " + mib(peak) + " (" + pct.str() + "%)");
+  return Outcome::pass("predicted " + mib(total) + ", max_memory_allocated " + mib(peak) + " (" + pct.str() +
+                       "%), and " + mib(mine2.out.values["total"].get<double>()) + " for " + model2);
 }
 
 // ---------------------------------------------------------------- activation checkpointing

