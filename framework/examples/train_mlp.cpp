@@ -138,6 +138,7 @@ struct Args {
 };
 
 void add_options(CLI::App& app, Args& a) {
+  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--dataset", a.dataset, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
   app.add_option("--epochs", a.epochs, "passes over the training set")->check(CLI::Range(1, 1000));
   app.add_option("--batch-size", a.batch_size, "examples per step")->check(CLI::Range(1, 1 << 20));
@@ -146,6 +147,8 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--min-accuracy", a.min_accuracy, "exit with status 1 below this test accuracy")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--device", a.device_name, "cpu, cuda or cuda:N (the emulated GPU where there is no NVIDIA GPU)");
+  app.footer("On the emulated GPU, TINY_EMULATED_GPU_MODEL names the GPU whose time is modelled (h100-sxm by "
+             "default; an unknown name lists the others): docs/performance_model.md");
   app.add_option("--profile", a.profile_path,
                  "write a Chrome trace of the first 20 training steps (or of the first epoch, when it is shorter) to "
                  "this file, and their timeline as a page beside it (trace.json -> trace.html)");
