@@ -590,9 +590,9 @@ WORKBOOK_CHECK(evaluate, "evaluate() measures in eval mode without a graph, then
                          "every unit (in training mode it zeroes 20% of them at random and the loss is noisy)");
   }
   if (any_true(v["pass_grad_enabled"]) || any_true(v["pass_requires_grad"])) {
-    return Outcome::fail("evaluate recorded an autograd graph at every forward pass: put `tiny::NoGradGuard no_grad;` "
-                         "at its top (PyTorch's `with torch.no_grad():`); evaluation never calls backward(), and the "
-                         "graph holds every activation in memory");
+    return Outcome::fail("evaluate recorded an autograd graph at every forward pass: evaluation never calls "
+                         "backward(), yet the graph holds every activation in memory. Switch gradient recording off "
+                         "while evaluate runs (what PyTorch's `with torch.no_grad():` does)");
   }
   if (!v["training_after"].get<bool>()) {
     return Outcome::fail("evaluate left the model in eval mode: call model.train() before returning, or the next "

@@ -539,8 +539,9 @@ WORKBOOK_CHECK(train_one_epoch, "train_one_epoch() with DDP on 2 ranks trains li
     for (size_t e = 1; e < served.size(); ++e) all_same = all_same && served[e] == served[0];
     if (all_same) {
       return Outcome::fail(call + ": rank " + std::to_string(r) + " loaded the same examples in the same order in "
-                           "every epoch (" + list(served[0]) + "): call data.sampler->set_epoch(epoch) before the "
-                           "loop. The sampler shuffles with seed + epoch, so without it every epoch repeats the first");
+                           "every epoch (" + list(served[0]) + "). The DistributedSampler shuffles with seed + "
+                           "epoch, and only your code tells it the epoch (set_epoch), so every epoch repeated the "
+                           "first");
     }
   }
   // Collectives per step (one step per epoch here): DDP's bucket all-reduces are all a step needs.
@@ -683,9 +684,10 @@ WORKBOOK_CHECK(accumulation_step, "accumulation_step() over 4 micro-batches equa
       return Outcome::fail(which + std::to_string(calls(counts, "all_reduce")) + " all-reduces, DDP's buckets " +
                            std::to_string(calls(want, "all_reduce")) + " time(s): you all-reduced on every "
                            "micro-batch. The result is right (the sum of the averages is the average of the sums) but "
-                           "each micro-batch paid a whole all-reduce: run the forward and backward of every "
-                           "micro-batch but the last inside `auto guard = model.no_sync();` (the forward too: it is "
-                           "where DDP decides whether this backward synchronizes)");
+                           "each micro-batch paid a whole all-reduce. Only the last micro-batch's backward needs to "
+                           "synchronize: DDP's no_sync() lets the others add their gradients up locally (and it must "
+                           "cover the forward too: the forward is where DDP decides whether this backward "
+                           "synchronizes)");
     }
     if (auto extra = more_collectives(counts, want)) {
       return Outcome::fail(which + "more collectives than needed (on rank 0, " + *extra + "): one all-reduce per "

@@ -40,7 +40,7 @@ workbook_mistake(no_sampler CHECK make_loader MESSAGE "every rank loaded the sam
   FIND [=[options.sampler = data.sampler;]=]
   REPLACE [=[options.shuffle = true;]=])
 
-workbook_mistake(no_set_epoch CHECK train_one_epoch MESSAGE "call data.sampler->set_epoch(epoch)"
+workbook_mistake(no_set_epoch CHECK train_one_epoch MESSAGE "only your code tells it the epoch (set_epoch)"
   FIND [=[data.sampler->set_epoch(static_cast<uint64_t>(epoch));  // a new shuffle every epoch]=]
   REPLACE [=[(void)epoch;]=])
 
@@ -126,7 +126,7 @@ workbook_alternative(average_flattened CHECKS average_gradients
   }]=])
 
 # The guard around backward only: the forward, outside it, already told DDP to synchronize.
-workbook_mistake(no_sync_backward_only CHECK accumulation_step MESSAGE "the forward too: it is where DDP decides"
+workbook_mistake(no_sync_backward_only CHECK accumulation_step MESSAGE "the forward is where DDP decides"
   FIND [=[    auto forward_backward = [&] {
       const tiny::Tensor loss = F::cross_entropy(model(x), y).div(count);  // the mean over all micro-batches
       loss.backward();

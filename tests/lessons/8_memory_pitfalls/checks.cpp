@@ -241,7 +241,8 @@ WORKBOOK_CHECK(evaluate, "evaluate() records no graph: right loss and accuracy, 
   if (any_true(v["pass_grad_enabled"]) || any_true(v["pass_requires_grad"])) {
     return Outcome::fail("evaluate recorded an autograd graph at every forward pass: each one kept " + kib(graph) +
                          " of activations alive after it, for a backward() that never comes (with "
-                         "a running total kept as a tensor, they would pile up batch after batch); put `tiny::NoGradGuard no_grad;` at the top of evaluate (PyTorch's `with torch.no_grad():`)");
+                         "a running total kept as a tensor, they would pile up batch after batch). Switch gradient "
+                         "recording off while evaluate runs (what PyTorch's `with torch.no_grad():` does)");
   }
   if (!v["grad_mode_after"].get<bool>()) {
     return Outcome::fail("evaluate left gradient recording switched off, so the next training step cannot call "

@@ -342,8 +342,9 @@ WORKBOOK_CHECK(fixed_program, "your make_loader and train_step keep the GPU busy
   const double wait_ms = v["trace"].value("loader_wait_ms", 0.0), span_ms = ms * in.values["steps"].get<int>();
   if (!v.value("pin_memory", false) || pageable > 0) {
     return Outcome::fail(yours + ". The batches were in pageable memory (" + fixed(pageable, 0) + " bytes copied "
-                         "from it): each copy holds the host until it is done. Set pin_memory = true in the "
-                         "loader's options");
+                         "from it): each copy holds the host until it is done, where a copy from pinned "
+                         "(page-locked) memory lets the host run ahead. Which of the loader's options decides where "
+                         "a batch lands?");
   }
   if (syncs > 0) {
     return Outcome::fail(yours + ". The host waited for the GPU " + fixed(syncs, 0) + " times in " +

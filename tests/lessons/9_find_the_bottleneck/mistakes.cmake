@@ -86,7 +86,7 @@ workbook_mistake(two_workers CHECK fixed_program MESSAGE "their batches arrive i
   REPLACE [=[  options.num_workers = 2;]=])
 
 # make_loader: pageable batches. Right numbers; each copy holds the host.
-workbook_mistake(not_pinned CHECK fixed_program MESSAGE "Set pin_memory = true"
+workbook_mistake(not_pinned CHECK fixed_program MESSAGE "a copy from pinned (page-locked) memory lets the host run ahead"
   FIND [=[  options.pin_memory = true; // pinned batches: the copies can be non_blocking]=]
   REPLACE [=[  options.pin_memory = false;]=])
 
