@@ -276,9 +276,10 @@ std::string harness_keys_problem(const nlohmann::json& v) {
 // main), and the model decides every modelled time. "" when they match.
 std::string emulator_problem(const nlohmann::json& v, const ProcessOptions& p) {
   const auto gpus = p.env.find("TINY_EMULATED_GPUS");
-  const nlohmann::json devices = v.value("_devices", nlohmann::json::array());
-  if (gpus != p.env.end() && devices.is_array() && std::to_string(devices.size()) != gpus->second) {
-    return "ran on " + std::to_string(devices.size()) + " GPUs where the grader set " + gpus->second +
+  const auto devices = v.find("_devices");
+  if (gpus != p.env.end() && devices != v.end() && devices->is_array() &&
+      std::to_string(devices->size()) != gpus->second) {
+    return "ran on " + std::to_string(devices->size()) + " GPUs where the grader set " + gpus->second +
            " (TINY_EMULATED_GPUS): your code changed TINY_EMULATED_GPUS before the emulator read it; the grader "
            "chooses the devices a check runs on, so take that change out of your exercise.cpp";
   }

@@ -187,10 +187,12 @@ float Event::elapsed_time(const Event& end) const {
              "torch.cuda.Event");
   TINY_CHECK(start_device == end_device, DeviceError, "elapsed_time: the events were recorded on different devices (cuda:",
              start_device, " and cuda:", end_device, ")");
-  TINY_CHECK(gpu::device_runtime()->event_query(start_event) && gpu::device_runtime()->event_query(end_event), Error,
-             "elapsed_time: the ", gpu::device_runtime()->event_query(start_event) ? "end" : "start",
-             " event has not completed yet (the GPU is still running the work queued before it); call "
-             "end.synchronize() first, as torch.cuda.Event needs too");
+  // The end first: on one stream it completes last, and synchronizing on it is the usual fix.
+  const bool end_done = gpu::device_runtime()->event_query(end_event);
+  const char* waiting = !end_done ? "end" : gpu::device_runtime()->event_query(start_event) ? nullptr : "start";
+  TINY_CHECK(waiting == nullptr, Error, "elapsed_time: CUDA error: device not ready: the ", waiting,
+             " event has not completed yet (the GPU is still running the work queued before it); call ", waiting,
+             ".synchronize() first, as torch.cuda.Event needs too");
   return gpu::device_runtime()->event_elapsed_ms(start_event, end_event);
 }
 
