@@ -313,6 +313,31 @@ TEST(PerfModel, ThreadsStartAtTheirCallersTimeAndTheCallerJoinsTheLatest) {
   EXPECT_EQ(host_now(), start + 700);
 }
 
+// A std::thread of the program's own cannot show the model its parent: it
+// starts at the latest time any thread had reached, never at 0, where the GPU
+// work it queues would land in the GPU's idle past (a student's trial made a
+// timed step take 0.001 ms so: the caller polled its clock far ahead, then
+// queued the step from a new thread).
+TEST(PerfModel, AThreadOfTheProgramsOwnStartsAtTheLatestTimeNotAtZero) {
+  const tiny::Device gpu("cuda:0");
+  const tiny::Tensor x = tiny::ones({512, 512}).to(gpu);
+  tiny::cuda::synchronize(0);
+  const tiny::cuda::Stream stream = tiny::cuda::current_stream(0);
+  const double polled_from = tiny::cuda::host_time();
+  while (tiny::cuda::host_time() - polled_from < 0.01) (void)stream.query();  // the GPU idle for 10 ms
+  const double caller = tiny::cuda::host_time();
+  double thread_start = -1;
+  std::thread t([&] {
+    thread_start = tiny::cuda::host_time();
+    (void)tiny::matmul(x, x);
+  });
+  t.join();
+  tiny::cuda::synchronize(0);
+  EXPECT_GE(thread_start, caller) << "the new thread's clock started before the time its caller had reached";
+  EXPECT_GT(tiny::cuda::host_time(), caller)
+      << "the product ran in the GPU's past, before the caller's time: waiting for it cost nothing";
+}
+
 // A data set whose every batch costs the host `load_ms` of modelled time (a
 // transform, declared), and, really, a random sleep of up to 2 ms: the modelled
 // times must not depend on which worker thread really loaded what, or when.

@@ -737,6 +737,16 @@ WORKBOOK_CHECK(train, "train() on 2 ranks: the losses and rank 0's checkpoint ma
                            "closes the connections to the other ranks cleanly");
     }
   }
+  for (int r = 0; r < kWorld; ++r) {
+    const size_t loaded = rank_values(mine, r)["served"].size(), share = rank_values(ref, r)["served"].size();
+    if (loaded > share) {
+      return Outcome::fail(call + ": rank " + std::to_string(r) + " loaded " + std::to_string(loaded) +
+                           " examples in " + std::to_string(kEpochs) + " epochs, the reference's " +
+                           std::to_string(share) + ": the weights can come out right with every rank going through "
+                           "all the data, but that is one GPU's work done on each. Each rank should see only its "
+                           "share of the examples, and the gradients should be averaged over the ranks at every step");
+    }
+  }
   if (auto extra = extra_collectives(call, mine, ref, "DDP's backward() averages the gradients, and the epoch's "
                                      "loss needs one all_reduce_mean per epoch, no more")) {
     return *extra;

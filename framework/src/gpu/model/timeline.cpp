@@ -1,21 +1,49 @@
 #include "gpu/model/timeline.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace tiny::gpu::model {
 
 namespace {
-thread_local int64_t t_host_ns = 0;
+// The latest modelled time any host thread has reached. A thread the model
+// was not told about (one the program starts itself; HostClockFork's workers
+// adopt their caller's time) starts there: at 0, the GPU work it queued would
+// land in the GPU's idle past, before work the program had already waited for.
+std::atomic<int64_t> g_latest_host_ns{0};
+thread_local int64_t t_host_ns = g_latest_host_ns.load(std::memory_order_relaxed);
+thread_local int t_unmodelled = 0;  // inside UnmodelledHostWork: its moves are undone, so not reported
 std::atomic<int64_t> g_host_autograd_ns{0};
 constexpr size_t kMaxSpans = size_t{1} << 16;
+
+// The calling thread's clock moved: the latest time reached may be later now.
+void moved() {
+  if (t_unmodelled > 0) return;
+  int64_t seen = g_latest_host_ns.load(std::memory_order_relaxed);
+  while (seen < t_host_ns && !g_latest_host_ns.compare_exchange_weak(seen, t_host_ns, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
 
 int64_t host_now() { return t_host_ns; }
-void host_advance(int64_t ns) { t_host_ns += ns; }
-void host_wait_until(int64_t t) { t_host_ns = std::max(t_host_ns, t); }
-void host_advance_autograd() { t_host_ns += g_host_autograd_ns.load(std::memory_order_relaxed); }
+void host_advance(int64_t ns) {
+  t_host_ns += ns;
+  moved();
+}
+void host_wait_until(int64_t t) {
+  t_host_ns = std::max(t_host_ns, t);
+  moved();
+}
+void host_advance_autograd() {
+  t_host_ns += g_host_autograd_ns.load(std::memory_order_relaxed);
+  moved();
+}
 void set_host_autograd_ns(int64_t ns) { g_host_autograd_ns.store(ns, std::memory_order_relaxed); }
-UnmodelledHostWork::~UnmodelledHostWork() { t_host_ns = saved_; }
+UnmodelledHostWork::UnmodelledHostWork() : saved_(host_now()) { ++t_unmodelled; }
+UnmodelledHostWork::~UnmodelledHostWork() {
+  t_host_ns = saved_;
+  --t_unmodelled;
+}
 
 
 HostClockFork::HostClockFork() : start_(host_now()), latest_(host_now()) {}

@@ -16,8 +16,10 @@ namespace tiny::gpu::model {
 
 // ---------------------------------------------------------------- host clocks
 
-// The calling thread's modelled time. A thread starts at 0 unless it adopts
-// its parent's time (HostClockFork).
+// The calling thread's modelled time. A thread starts at the latest time any
+// thread had reached when it first reads its clock (a thread of the program's
+// own: the model cannot see its parent), or adopts its parent's time
+// (HostClockFork).
 int64_t host_now();
 // The host spends `ns` (dispatching an op, a call into the runtime).
 void host_advance(int64_t ns);
@@ -37,7 +39,7 @@ void set_host_autograd_ns(int64_t ns);
 // modelled clock is as it was when this scope began once it ends.
 class UnmodelledHostWork {
  public:
-  UnmodelledHostWork() : saved_(host_now()) {}
+  UnmodelledHostWork();
   ~UnmodelledHostWork();
   UnmodelledHostWork(const UnmodelledHostWork&) = delete;
   UnmodelledHostWork& operator=(const UnmodelledHostWork&) = delete;
