@@ -204,53 +204,38 @@ workbook_alternative(empty_cache_after_epoch CHECKS train_one_epoch
 
 # Every rank trains alone on all the data, its batches as large as the ranks'
 # together: the right weights and losses with no gradient all-reduce (a
-# student's trial passed so while only extra collectives were counted).
-workbook_mistake(each_rank_trains_alone CHECK train MESSAGE "examples in 3 epochs, the reference's 24"
-  FIND [=[  auto ddp = std::make_shared<tiny::nn::parallel::DistributedDataParallel>(model);
+# student's trial passed so while only extra collectives were counted); and
+# the same all-reducing the (identical) gradients, which moves the bytes the
+# reference does and is still one GPU's work done on each rank.
+set(alone_find_setup [=[  auto ddp = std::make_shared<tiny::nn::parallel::DistributedDataParallel>(model);
   tiny::optim::SGD optimizer(ddp->parameters(), {options.lr});
-  ShardedLoader data = make_loader(options.dataset, options.batch_size, options.seed);]=]
-  REPLACE [=[  tiny::optim::SGD optimizer(model->parameters(), {options.lr});
+  ShardedLoader data = make_loader(options.dataset, options.batch_size, options.seed);]=])
+set(alone_setup [=[  tiny::optim::SGD optimizer(model->parameters(), {options.lr});
   tiny::data::DataLoaderOptions all;  // every example, the ranks' batches in one
   all.batch_size = options.batch_size * dist::get_world_size();
-  tiny::data::DataLoader loader(options.dataset, all);]=]
-  FIND [=[    const double local = train_one_epoch(*ddp, data, optimizer, device, epoch);]=]
-  REPLACE [=[    double sum = 0;
+  tiny::data::DataLoader loader(options.dataset, all);]=])
+set(alone_find_epoch [=[    const double local = train_one_epoch(*ddp, data, optimizer, device, epoch);]=])
+set(alone_epoch [=[    double sum = 0;
     int64_t seen = 0;
     for (const tiny::data::Batch& batch : loader) {
       const tiny::Tensor x = batch.data.to(device), y = batch.target.to(device);
       optimizer.zero_grad();
       const tiny::Tensor loss = F::cross_entropy((*model)(x), y);
       loss.backward();
-      optimizer.step();
+@all_reduce@      optimizer.step();
       sum += loss.item<double>() * static_cast<double>(x.size(0));
       seen += x.size(0);
     }
     const double local = sum / static_cast<double>(seen);]=])
-
-# The same, the (identical) gradients all-reduced all the same: the bytes of
-# the reference's collectives, and still one GPU's work done on each rank.
-workbook_mistake(each_rank_trains_alone_all_reducing CHECK train MESSAGE "examples in 3 epochs, the reference's 24"
-  FIND [=[  auto ddp = std::make_shared<tiny::nn::parallel::DistributedDataParallel>(model);
-  tiny::optim::SGD optimizer(ddp->parameters(), {options.lr});
-  ShardedLoader data = make_loader(options.dataset, options.batch_size, options.seed);]=]
-  REPLACE [=[  tiny::optim::SGD optimizer(model->parameters(), {options.lr});
-  tiny::data::DataLoaderOptions all;  // every example, the ranks' batches in one
-  all.batch_size = options.batch_size * dist::get_world_size();
-  tiny::data::DataLoader loader(options.dataset, all);]=]
-  FIND [=[    const double local = train_one_epoch(*ddp, data, optimizer, device, epoch);]=]
-  REPLACE [=[    double sum = 0;
-    int64_t seen = 0;
-    for (const tiny::data::Batch& batch : loader) {
-      const tiny::Tensor x = batch.data.to(device), y = batch.target.to(device);
-      optimizer.zero_grad();
-      const tiny::Tensor loss = F::cross_entropy((*model)(x), y);
-      loss.backward();
-      for (const tiny::Tensor& p : model->parameters()) {
+set(all_reduce "")
+string(CONFIGURE "${alone_epoch}" alone_epoch_plain @ONLY)
+set(all_reduce [=[      for (const tiny::Tensor& p : model->parameters()) {
         dist::all_reduce(p.grad());
         p.grad().div_(static_cast<double>(dist::get_world_size()));
       }
-      optimizer.step();
-      sum += loss.item<double>() * static_cast<double>(x.size(0));
-      seen += x.size(0);
-    }
-    const double local = sum / static_cast<double>(seen);]=])
+]=])
+string(CONFIGURE "${alone_epoch}" alone_epoch_all_reducing @ONLY)
+workbook_mistake(each_rank_trains_alone CHECK train MESSAGE "examples in 3 epochs, the reference's 24"
+  FIND "${alone_find_setup}" REPLACE "${alone_setup}" FIND "${alone_find_epoch}" REPLACE "${alone_epoch_plain}")
+workbook_mistake(each_rank_trains_alone_all_reducing CHECK train MESSAGE "examples in 3 epochs, the reference's 24"
+  FIND "${alone_find_setup}" REPLACE "${alone_setup}" FIND "${alone_find_epoch}" REPLACE "${alone_epoch_all_reducing}")
